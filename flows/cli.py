@@ -1,0 +1,168 @@
+"""The ``gdp`` command line.
+
+``gdp analyze <kind> --param value ... [--json]`` prints the privacy report of one mechanism. Pipeline sub-commands
+register themselves in :data:`SUBCOMMANDS`; each imports its heavy dependencies (Prefect, DuckDB) only when run,
+so ``gdp analyze`` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["SUBCOMMANDS", "main"]
+
+# name -> (help, add_arguments(parser), run(args) -> exit code)
+SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
+
+
+def _parse_value(text: str) -> Any:
+    """CLI values: JSON literals (numbers, lists, objects) where they parse, plain strings otherwise."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _mechanism_from_args(kind: str | None, params: list[str], spec: str | None):
+    from gdpcore import mechanism_from_dict
+
+    if spec is not None:
+        if kind is not None or params:
+            raise ValueError("give either --spec or a mechanism kind with parameters, not both")
+        text = spec
+        if not spec.lstrip().startswith("{"):
+            with open(spec, encoding="utf-8") as fh:
+                text = fh.read()
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--spec is not valid JSON: {exc}") from None
+        return mechanism_from_dict(data)
+    if kind is None:
+        raise ValueError("a mechanism kind is required, e.g. 'gdp analyze subsampled_gaussian --noise-multiplier 1'")
+    data: dict[str, Any] = {"kind": kind}
+    it = iter(params)
+    for token in it:
+        if not token.startswith("--"):
+            raise ValueError(f"expected a --parameter, got {token!r}")
+        name = token[2:].replace("-", "_")
+        try:
+            value = next(it)
+        except StopIteration:
+            raise ValueError(f"parameter {token} needs a value") from None
+        data[name] = _parse_value(value)
+    return mechanism_from_dict(data)
+
+
+def _fmt(x: float) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf"
+    return f"{x:.6g}"
+
+
+def _print_report(summary: dict[str, Any]) -> None:
+    mech = summary["mechanism"]
+    params = ", ".join(f"{k}={v}" for k, v in mech.items() if k != "kind")
+    lines = [
+        f"Privacy report: {mech['kind']}({params})",
+        f"  accountant      {summary['accountant']}",
+        f"  discretization  {summary['discretization'] if summary['discretization'] is not None else 'exact'}",
+        "",
+        f"  mu-GDP          {_fmt(summary['mu']['value'])}   ({summary['mu']['bound']} bound; "
+        f"bracket [{_fmt(summary['mu']['lower'])}, {_fmt(summary['mu']['value'])}])",
+    ]
+    if summary["mu_certified_for_fpr_at_least"] is not None:
+        lines.append(
+            f"                  certified for FPR and FNR >= {summary['mu_certified_for_fpr_at_least']:g}; "
+            f"binding at FPR {_fmt(summary['mu_binding_fpr'])}"
+        )
+    verdict = "mu-GDP is an essentially complete description" if summary["gdp_is_complete"] else (
+        "mu-GDP is NOT a complete description: report the trade-off curve too"
+    )
+    lines += [
+        f"  GDP regret      {_fmt(summary['gdp_regret']['value'])}   ({summary['gdp_regret']['bound']}; {verdict})",
+        f"  advantage       {_fmt(summary['advantage']['value'])}   ({summary['advantage']['bound']} bound; "
+        f"max TPR - FPR of membership inference)",
+        f"  Bayes security  {_fmt(summary['bayes_security']['value'])}   ({summary['bayes_security']['bound']} bound)",
+        "",
+        "  (eps, delta)    delta        eps (bound)",
+    ]
+    for row in summary["epsilon"]:
+        lines.append(f"                  {row['delta']:<12g} {_fmt(row['value'])} ({row['bound']})")
+    lines += ["", "  attack TPR      FPR          TPR (bound)"]
+    for row in summary["tpr"]:
+        lines.append(f"                  {row['fpr']:<12g} {_fmt(row['value'])} ({row['bound']})")
+    print("\n".join(lines))
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from gdpcore import analyze
+
+    mechanism = _mechanism_from_args(args.kind, args.params, args.spec)
+    report = analyze(
+        mechanism, accountant=args.accountant, discretization=args.discretization, alpha_min=args.alpha_min
+    )
+    deltas = tuple(args.delta) if args.delta else (1e-5, 1e-6, 1e-9)
+    fprs = tuple(args.fpr) if args.fpr else (1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2, 1e-1)
+    summary = report.summary(deltas=deltas, fprs=fprs)
+    if args.json:
+        print(json.dumps(summary, indent=2, allow_nan=True))
+    else:
+        _print_report(summary)
+    return 0
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gdp", description="Honest, complete differential-privacy reports.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser(
+        "analyze",
+        help="privacy report of one mechanism",
+        description="e.g. gdp analyze subsampled_gaussian --noise-multiplier 9.4 --sampling-rate 0.32768 --steps 2000",
+    )
+    p.add_argument("kind", nargs="?", help="mechanism kind: gaussian, laplace, randomized_response, "
+                   "subsampled_gaussian, discrete_gaussian (or use --spec)")
+    p.add_argument("--spec", help="a mechanism as JSON text or a JSON file (any kind, incl. composed)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--accountant", default="auto", choices=("auto", "pld", "closed_form"))
+    p.add_argument("--discretization", type=float, default=1e-4)
+    p.add_argument("--alpha-min", type=float, default=1e-10, dest="alpha_min")
+    p.add_argument("--delta", type=float, action="append", help="delta for eps(delta); repeatable")
+    p.add_argument("--fpr", type=float, action="append", help="FPR for the TPR table; repeatable")
+    p.set_defaults(run=_analyze)
+    for name, (help_text, add_args, run) in SUBCOMMANDS.items():
+        sp = sub.add_parser(name, help=help_text)
+        add_args(sp)
+        sp.set_defaults(run=run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    _register_pipeline_commands()
+    parser = _build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if args.command == "analyze":
+        args.params = list(unknown)
+    elif unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        return int(args.run(args))
+    except ValueError as exc:
+        print(f"gdp {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _register_pipeline_commands() -> None:
+    """Pipeline commands register themselves into SUBCOMMANDS from flows/commands.py (imports stay lazy there)."""
+    import flows.commands  # noqa: F401
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

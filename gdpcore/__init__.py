@@ -1,0 +1,64 @@
+"""gdpcore: the privacy-accounting core of gdp-audit (pure numerics: no Prefect, no file I/O).
+
+Mechanism descriptions (:mod:`gdpcore.mechanisms`) are accounted with Google's dp_accounting PLDs
+(:mod:`gdpcore.accounting`), turned into symmetric piecewise-linear f-DP trade-off curves (:mod:`gdpcore.curve`)
+and reported with every number labelled as an upper bound, lower bound, estimate or exact value
+(:mod:`gdpcore.report`). Closed forms live in :mod:`gdpcore.closed_form`.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from gdpcore.closed_form import (
+    get_advantage_from_gdp,
+    get_beta_from_epsilon_delta,
+    get_beta_from_gdp,
+    get_beta_from_laplace,
+    get_beta_from_randomized_response,
+    get_delta_from_gdp,
+    get_epsilon_from_gdp,
+    get_mu_from_epsilon_delta,
+    get_mu_from_pure_dp,
+)
+from gdpcore.mechanisms import (
+    Composed,
+    DiscreteGaussian,
+    Gaussian,
+    Laplace,
+    Mechanism,
+    RandomizedResponse,
+    SelfComposed,
+    SubsampledGaussian,
+    mechanism_from_dict,
+)
+from gdpcore.report import DEFAULT_ALPHA_MIN, GDP_COMPLETE_REGRET, PrivacyReport, analyze
+
+try:
+    __version__ = version("gdp-audit")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
+    __version__ = "0.0.0+unknown"
+
+__all__ = [
+    "DEFAULT_ALPHA_MIN",
+    "GDP_COMPLETE_REGRET",
+    "Composed",
+    "DiscreteGaussian",
+    "Gaussian",
+    "Laplace",
+    "Mechanism",
+    "PrivacyReport",
+    "RandomizedResponse",
+    "SelfComposed",
+    "SubsampledGaussian",
+    "__version__",
+    "analyze",
+    "get_advantage_from_gdp",
+    "get_beta_from_epsilon_delta",
+    "get_beta_from_gdp",
+    "get_beta_from_laplace",
+    "get_beta_from_randomized_response",
+    "get_delta_from_gdp",
+    "get_epsilon_from_gdp",
+    "get_mu_from_epsilon_delta",
+    "get_mu_from_pure_dp",
+    "mechanism_from_dict",
+]

@@ -1,0 +1,167 @@
+"""Closed forms: Gaussian DP, pure DP, randomized response and Laplace.
+
+Used two ways: as exact fast paths (a composition of plain Gaussians needs no accountant, seed 000 Sec. 5) and as
+test oracles for the numerical accountant. Naming follows ``get_<metric>_from_<representation>``.
+
+Numerics: the GDP profile delta_mu(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (Dong et al. Cor. 2.13)
+cancels catastrophically for large eps; it is evaluated in log space with ``log_ndtr`` so that values down to
+1e-300 keep full relative precision.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import optimize, special, stats
+
+from gdpcore._validation import check_open_unit_array, check_positive, check_probability, check_real
+
+__all__ = [
+    "get_advantage_from_gdp",
+    "get_beta_from_epsilon_delta",
+    "get_beta_from_gdp",
+    "get_beta_from_laplace",
+    "get_beta_from_randomized_response",
+    "get_delta_from_gdp",
+    "get_delta_from_laplace",
+    "get_delta_from_randomized_response",
+    "get_epsilon_from_gdp",
+    "get_log_delta_from_gdp",
+    "get_mu_from_epsilon_delta",
+    "get_mu_from_pure_dp",
+]
+
+
+def _log_sub_exp(log_a: np.ndarray, log_b: np.ndarray) -> np.ndarray:
+    """log(e^a - e^b) for a >= b, elementwise; -inf where a == b."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        diff = np.minimum(log_b - log_a, 0.0)
+        return np.where(np.isneginf(log_a), -np.inf, log_a + np.log1p(-np.exp(diff)))
+
+
+def get_log_delta_from_gdp(*, mu: float, epsilon: np.ndarray | float) -> np.ndarray:
+    """log delta_mu(eps) of mu-GDP, stable for large eps. eps may be any real (negative eps is fine)."""
+    mu = check_positive("mu", mu)
+    eps = np.asarray(epsilon, dtype=float)
+    if np.isnan(eps).any():
+        raise ValueError(f"epsilon must not contain NaN, got {epsilon!r}")
+    log_a = special.log_ndtr(-eps / mu + mu / 2)
+    log_b = eps + special.log_ndtr(-eps / mu - mu / 2)
+    return _log_sub_exp(log_a, log_b)
+
+
+def get_delta_from_gdp(*, mu: float, epsilon: np.ndarray | float) -> np.ndarray | float:
+    """delta_mu(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)  (Dong et al. 2022, Cor. 2.13)."""
+    out = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=epsilon))
+    return float(out) if np.ndim(epsilon) == 0 else out
+
+
+def get_epsilon_from_gdp(*, mu: float, delta: np.ndarray | float) -> np.ndarray | float:
+    """Smallest eps >= 0 with delta_mu(eps) <= delta; 0 where delta >= delta_mu(0) (the advantage)."""
+    mu = check_positive("mu", mu)
+    deltas = check_open_unit_array("delta", delta)
+    log_d = np.log(deltas)
+    log_adv = float(get_log_delta_from_gdp(mu=mu, epsilon=0.0))
+    out = np.zeros_like(log_d)
+    for idx, target in np.ndenumerate(log_d):
+        if target >= log_adv:
+            continue
+        hi = 1.0
+        while float(get_log_delta_from_gdp(mu=mu, epsilon=hi)) > target:
+            hi *= 2.0
+        out[idx] = optimize.brentq(
+            lambda e: float(get_log_delta_from_gdp(mu=mu, epsilon=e)) - target, 0.0, hi, xtol=1e-14, rtol=1e-14
+        )
+    return float(out) if np.ndim(delta) == 0 else out
+
+
+def get_beta_from_gdp(*, mu: float, alpha: np.ndarray | float) -> np.ndarray | float:
+    """f_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)  (seed 000 Eq. 4)."""
+    mu = check_real("mu", mu)
+    if mu < 0:
+        raise ValueError(f"mu must be >= 0, got {mu!r}")
+    alphas = check_open_unit_array("alpha", alpha, allow_zero=True, allow_one=True)
+    out = special.ndtr(special.ndtri(1.0 - alphas) - mu) if math.isfinite(mu) else np.where(alphas > 0, 0.0, 1.0)
+    # ndtri(1 - alpha) loses the tail for alpha < 1e-16; isf is exact there.
+    small = alphas < 1e-8
+    if small.any():
+        out = np.where(small, stats.norm.cdf(stats.norm.isf(np.where(small, alphas, 0.5)) - mu), out)
+    return float(out) if np.ndim(alpha) == 0 else out
+
+
+def get_advantage_from_gdp(*, mu: float) -> float:
+    """Maximum TPR - FPR of mu-GDP: 2 Phi(mu/2) - 1 (seed 000 Eqs. 30-31)."""
+    mu = check_real("mu", mu)
+    if mu < 0:
+        raise ValueError(f"mu must be >= 0, got {mu!r}")
+    return float(special.erf(mu / (2.0 * math.sqrt(2.0)))) if math.isfinite(mu) else 1.0
+
+
+def get_mu_from_epsilon_delta(*, epsilon: float, delta: float) -> float:
+    """The mu of the Gaussian mechanism calibrated to (eps, delta): solves delta_mu(eps) = delta (seed 000 Table 3)."""
+    eps = check_real("epsilon", epsilon)
+    if eps < 0:
+        raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
+    delta = check_probability("delta", delta, high_open=True)
+    log_delta = math.log(delta)
+
+    def gap(mu: float) -> float:
+        return float(get_log_delta_from_gdp(mu=mu, epsilon=eps)) - log_delta
+
+    lo, hi = 1e-8, 1.0
+    while gap(hi) < 0:
+        hi *= 2.0
+    return float(optimize.brentq(gap, lo, hi, xtol=1e-14, rtol=1e-14))
+
+
+def get_mu_from_pure_dp(*, epsilon: float) -> float:
+    """Every eps-DP mechanism is mu-GDP with mu = -2 Phi^{-1}(1/(e^eps + 1))  (seed 000 Prop. 6.1, Eqs. 32-34)."""
+    eps = check_positive("epsilon", epsilon)
+    return float(-2.0 * special.ndtri(special.expit(-eps)))
+
+
+def get_beta_from_epsilon_delta(*, epsilon: float, delta: float, alpha: np.ndarray | float) -> np.ndarray | float:
+    """f_{eps,delta}(alpha) = max{0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha)}  (seed 000 Eq. 2)."""
+    eps = check_real("epsilon", epsilon)
+    if eps < 0:
+        raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
+    delta = check_probability("delta", delta, low_open=False, high_open=True)
+    a = check_open_unit_array("alpha", alpha, allow_zero=True, allow_one=True)
+    out = np.maximum.reduce([np.zeros_like(a), 1 - delta - math.exp(eps) * a, math.exp(-eps) * (1 - delta - a)])
+    return float(out) if np.ndim(alpha) == 0 else out
+
+
+def get_beta_from_randomized_response(*, epsilon: float, alpha: np.ndarray | float) -> np.ndarray | float:
+    """Binary randomized response has trade-off exactly f_{eps,0}."""
+    return get_beta_from_epsilon_delta(epsilon=check_positive("epsilon", epsilon), delta=0.0, alpha=alpha)
+
+
+def get_delta_from_randomized_response(*, epsilon: float, at_epsilon: np.ndarray | float) -> np.ndarray | float:
+    """Profile of RR_eps: (e^eps - e^eps') / (1 + e^eps) for 0 <= eps' <= eps, 0 beyond (symmetric)."""
+    eps = check_positive("epsilon", epsilon)
+    e = np.abs(np.asarray(at_epsilon, dtype=float))
+    out = np.where(e < eps, (math.exp(eps) - np.exp(np.minimum(e, eps))) / (1 + math.exp(eps)), 0.0)
+    neg = np.asarray(at_epsilon, dtype=float) < 0
+    out = np.where(neg, 1 - np.exp(-e) + np.exp(-e) * out, out)  # delta(-e) = 1 - e^-e + e^-e delta(e)
+    return float(out) if np.ndim(at_epsilon) == 0 else out
+
+
+def get_beta_from_laplace(*, scale: float, alpha: np.ndarray | float, sensitivity: float = 1.0) -> np.ndarray | float:
+    """Trade-off of the Laplace mechanism with eps = sensitivity/scale (Dong et al. 2022; seed 000 Sec. 2.4)."""
+    eps = check_positive("sensitivity", sensitivity) / check_positive("scale", scale)
+    a = check_open_unit_array("alpha", alpha, allow_zero=True, allow_one=True)
+    with np.errstate(divide="ignore"):
+        mid = math.exp(-eps) / (4 * np.where(a > 0, a, 1.0))
+    out = np.where(a < math.exp(-eps) / 2, 1 - math.exp(eps) * a, np.where(a <= 0.5, mid, math.exp(-eps) * (1 - a)))
+    return float(out) if np.ndim(alpha) == 0 else out
+
+
+def get_delta_from_laplace(*, scale: float, at_epsilon: np.ndarray | float, sensitivity: float = 1.0) -> np.ndarray | float:
+    """Profile of Laplace: 1 - exp((eps' - eps)/2) for 0 <= eps' <= eps, 0 beyond."""
+    eps = check_positive("sensitivity", sensitivity) / check_positive("scale", scale)
+    e = np.asarray(at_epsilon, dtype=float)
+    if (e < 0).any():
+        raise ValueError(f"at_epsilon must be >= 0, got {at_epsilon!r}")
+    out = np.where(e < eps, -np.expm1((np.minimum(e, eps) - eps) / 2), 0.0)
+    return float(out) if np.ndim(at_epsilon) == 0 else out

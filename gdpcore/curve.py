@@ -1,0 +1,323 @@
+"""Symmetric piecewise-linear f-DP trade-off curves and everything read off them.
+
+Construction (seed 000 Thm 2.4 / Thm A.9 / Thm A.10; seed 001 Alg. 1; Dong et al. 2022 Def. F.1):
+
+A privacy profile delta(eps) known on a grid 0 = eps_0 < eps_1 < ... < eps_K gives the supporting lines
+``beta = 1 - delta(eps_j) - e^{eps_j} alpha`` of the trade-off curve. If every delta(eps_j) is an upper bound on the
+mechanism's profile, the upper envelope of these lines is a *lower* bound on the true curve (pessimistic) - whatever
+happens between grid points. Consecutive lines meet at the vertices
+
+    alpha_j = (delta_j - delta_{j+1}) / (e^{eps_{j+1}} - e^{eps_j}),   1 - beta_j = delta_j + e^{eps_j} alpha_j,
+
+which for a PMF on the same lattice are exactly the Thm A.10 breakpoints (Pr_Q[L > eps_j], Pr_P[L <= eps_j]).
+The lines with eps >= 0 form the steep half of the curve (slopes <= -1); the add/remove curve is symmetric, so the
+shallow half is its mirror image (alpha, beta) -> (beta, alpha). Both halves meet on the diagonal.
+
+Everything the report needs is exact on this piecewise-linear object:
+
+* delta(eps) on [eps_j, eps_{j+1}] is ``(1 - beta_j) - e^eps alpha_j`` (the tangent vertex), eps(delta) its inverse;
+* beta(alpha) is linear interpolation between vertices;
+* mu* (seed 000 Eq. 21) is a max over vertices, because f_mu is convex and the curve linear between vertices
+  (Prop. C.1), restricted to FPR >= ``alpha_min`` so that the accountant's tail truncation cannot leak into mu;
+* the regret Delta(f, f_mu) (Eq. 6 = Eq. 24) is the sup over eps >= 0 of (delta_mu(eps) - delta_f(eps)) / (1 + e^eps),
+  computed to a certified bracket by interval bounds on the cells [eps_j, eps_{j+1}] - no fixed alpha grid.
+
+Numerics: tail quantities are kept as ``1 - beta`` (``tails``) so that values near beta = 1 keep their precision.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+from scipy import signal, special
+
+from gdpcore._validation import check_open_unit_array
+from gdpcore.closed_form import get_log_delta_from_gdp
+
+__all__ = ["SymmetricCurve", "curve_from_loss_pmf", "curve_from_profile"]
+
+
+def _isf(x: np.ndarray) -> np.ndarray:
+    """Phi^{-1}(1 - x), accurate for tiny x."""
+    return -special.ndtri(x)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SymmetricCurve:
+    """A symmetric, convex, piecewise-linear trade-off curve given by its steep half.
+
+    ``eps`` (length K+1, eps[0] = 0, increasing) and ``delta`` (non-increasing, in [0, 1]) are the profile on the
+    grid. ``alpha``/``tail`` are the steep-half vertices ordered by increasing alpha: index 0 is (0, 1 - delta_K)
+    and the last one lies on the eps_0 = 0 line; vertex i (i >= 1) is where the lines eps_{K-i} and eps_{K-i+1} meet.
+    """
+
+    eps: np.ndarray
+    delta: np.ndarray
+    alpha: np.ndarray
+    tail: np.ndarray  # 1 - beta at each steep vertex
+    add_direction_gap: float = 0.0
+
+    # -- geometry ----------------------------------------------------------------------------------------------------
+    @property
+    def fixed_point(self) -> float:
+        """alpha* where the curve meets the diagonal: f(alpha*) = alpha*."""
+        return _fixed_point(self.alpha, self.tail, float(self.delta[0]))
+
+    def breakpoints(self) -> tuple[np.ndarray, np.ndarray]:
+        """All vertices (alpha, beta) of the symmetric curve, alpha increasing from 0 to 1."""
+        a_star = self.fixed_point
+        keep = self.alpha < a_star
+        a = self.alpha[keep]
+        b = 1.0 - self.tail[keep]
+        alphas = np.concatenate([a, [a_star], b[::-1], [1.0]])
+        betas = np.concatenate([b, [a_star], a[::-1], [0.0]])
+        return alphas, betas
+
+    # -- queries -----------------------------------------------------------------------------------------------------
+    def fnr(self, fpr: np.ndarray | float) -> np.ndarray | float:
+        """beta(alpha): the smallest false-negative rate at false-positive rate alpha."""
+        a = check_open_unit_array("fpr", fpr, allow_zero=True, allow_one=True)
+        alphas, betas = self.breakpoints()
+        out = np.interp(a, alphas, betas)
+        return float(out) if np.ndim(fpr) == 0 else out
+
+    def delta_at(self, epsilon: np.ndarray | float) -> np.ndarray | float:
+        """delta(eps) for any real eps (eps < 0 via symmetry: delta(-e) = 1 - e^-e + e^-e delta(e))."""
+        e = np.asarray(epsilon, dtype=float)
+        if np.isnan(e).any():
+            raise ValueError(f"epsilon must not contain NaN, got {epsilon!r}")
+        pos = self._delta_nonneg(np.abs(e))
+        neg = -np.expm1(-np.abs(e)) + np.exp(-np.abs(e)) * pos
+        out = np.clip(np.where(e < 0, neg, pos), 0.0, 1.0)
+        return float(out) if np.ndim(epsilon) == 0 else out
+
+    def _delta_nonneg(self, e: np.ndarray) -> np.ndarray:
+        # Cell j = [eps_j, eps_{j+1}) uses the vertex where lines j and j+1 meet: steep index K - j.
+        K = self.eps.size - 1
+        j = np.clip(np.searchsorted(self.eps, e, side="right") - 1, 0, K)
+        v = K - j
+        with np.errstate(over="ignore", invalid="ignore"):
+            val = self.tail[v] - np.exp(e) * self.alpha[v]
+        val = np.where(j >= K, self.delta[K], val)
+        return np.clip(val, 0.0, 1.0)
+
+    def epsilon_at(self, delta: np.ndarray | float) -> np.ndarray | float:
+        """Smallest eps >= 0 with delta(eps) <= delta; +inf if delta <= the curve's floor delta(+inf)."""
+        d = check_open_unit_array("delta", delta)
+        K = self.eps.size - 1
+        # delta is non-increasing on the grid; count grid points with delta_j > d.
+        desc = self.delta[::-1]  # non-decreasing
+        n_above = self.delta.size - np.searchsorted(desc, d, side="right")
+        j = n_above - 1  # last grid index with delta_j > d
+        out = np.zeros_like(d)
+        inside = (j >= 0) & (j < K)
+        if inside.any():
+            v = K - j[inside]
+            with np.errstate(divide="ignore"):
+                out[inside] = np.log((self.tail[v] - d[inside]) / self.alpha[v])
+            out[inside] = np.clip(out[inside], self.eps[j[inside]], self.eps[np.minimum(j[inside] + 1, K)])
+        out[j >= K] = np.inf
+        return float(out) if np.ndim(delta) == 0 else out
+
+    @property
+    def advantage(self) -> float:
+        """max_alpha (1 - alpha - f(alpha)) = 1 - 2 alpha* for a symmetric curve; equals delta(0) (seed 000 Eq. 8)."""
+        return float(min(1.0, max(0.0, 1.0 - 2.0 * self.fixed_point)))
+
+    def mu(self, *, alpha_min: float) -> tuple[float, float]:
+        """Tightest mu with f_mu <= f for all FPR alpha >= alpha_min (seed 000 Eq. 21); returns (mu, argmax alpha).
+
+        By symmetry of f and f_mu the statement also holds for all FNR >= alpha_min. Vertices are checked together
+        with the interpolated point at alpha_min and the diagonal point.
+        """
+        a_star = self.fixed_point
+        if alpha_min >= a_star:
+            return 0.0, a_star
+        keep = (self.alpha >= alpha_min) & (self.alpha < a_star)
+        a = np.concatenate([self.alpha[keep], [a_star]])
+        t = np.concatenate([self.tail[keep], [1.0 - a_star]])
+        # The point on the curve at alpha_min itself (interpolated on the steep half).
+        t_min = 1.0 - float(np.interp(alpha_min, *self._steep_alpha_beta()))
+        a = np.concatenate([[alpha_min], a])
+        t = np.concatenate([[t_min], t])
+        with np.errstate(divide="ignore"):
+            values = _isf(a) + special.ndtri(np.clip(t, 0.0, 1.0))
+        i = int(np.argmax(values))
+        return float(max(0.0, values[i])), float(a[i])
+
+    def _steep_alpha_beta(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.alpha, 1.0 - self.tail
+
+    def regret_against_gdp(self, mu: float, *, tol: float = 1e-9, max_iter: int = 200) -> tuple[float, float]:
+        """Delta(f, f_mu) as a certified bracket (lower, upper) (seed 000 Eq. 24 / Kaissis et al. 2024).
+
+        Delta = sup_{eps >= 0} (delta_mu(eps) - delta_f(eps)) / (1 + e^eps) for symmetric curves. On each grid cell
+        delta_f is ``tail_v - e^eps alpha_v``, affine in gamma = e^eps, while delta_mu is convex in gamma (a sup of
+        affine functions, Thm A.9); so the numerator is convex on the cell and peaks at an endpoint, which bounds
+        the cell from above; cells whose bound can
+        still beat the best value found are subdivided (largest bounds first, a bounded batch per round) until the
+        bracket is narrower than ``tol`` or ``max_iter`` rounds have run; the bracket is valid either way.
+        """
+        if not math.isfinite(mu):
+            return math.nan, math.nan
+        if mu <= 0:
+            return 0.0, 0.0
+        K = self.eps.size - 1
+
+        def h(e: np.ndarray, v: np.ndarray) -> np.ndarray:
+            d_mu = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=e))
+            d_f = np.clip(self.tail[v] - np.exp(e) * self.alpha[v], 0.0, 1.0)
+            return (d_mu - d_f) / (1.0 + np.exp(e))
+
+        grid_d_mu = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=self.eps))
+        lower = float(np.max((grid_d_mu - self.delta) / (1.0 + np.exp(self.eps))))
+        lower = max(lower, 0.0)
+        if K == 0:
+            return lower, lower
+        lo = self.eps[:-1]
+        hi = self.eps[1:]
+        vert = K - np.arange(K)  # cell j uses steep vertex K - j
+        num = grid_d_mu - self.delta  # exact at grid points: delta_f(eps_j) = delta_j
+        upper_cells = _cell_upper(num[:-1], num[1:], lo, hi)
+        n_sub, batch = 8, 4096
+        frac = np.linspace(0.0, 1.0, n_sub + 1)
+        for _ in range(max_iter):
+            if upper_cells.max() <= lower + tol:
+                break
+            # Refine the cells with the largest upper bounds; the others keep their (valid) bounds.
+            m = min(batch, upper_cells.size)
+            top = np.argpartition(upper_cells, -m)[-m:]
+            top = top[upper_cells[top] > lower + tol]
+            pts = lo[top, None] + (hi[top] - lo[top])[:, None] * frac[None, :]
+            v = vert[top]
+            d_mu = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=pts))
+            d_f = np.clip(self.tail[v][:, None] - np.exp(pts) * self.alpha[v][:, None], 0.0, 1.0)
+            lower = max(lower, float(((d_mu - d_f) / (1.0 + np.exp(pts))).max()))
+            n_pts = d_mu - d_f
+            sub_upper = _cell_upper(n_pts[:, :-1], n_pts[:, 1:], pts[:, :-1], pts[:, 1:])
+            keep = np.ones(upper_cells.size, dtype=bool)
+            keep[top] = False
+            lo = np.concatenate([lo[keep], pts[:, :-1].ravel()])
+            hi = np.concatenate([hi[keep], pts[:, 1:].ravel()])
+            vert = np.concatenate([vert[keep], np.repeat(v, n_sub)])
+            upper_cells = np.concatenate([upper_cells[keep], sub_upper.ravel()])
+            # Cells that cannot beat the best value found are done.
+            alive = upper_cells > lower + tol
+            lo, hi, vert, upper_cells = lo[alive], hi[alive], vert[alive], upper_cells[alive]
+            if upper_cells.size == 0:
+                break
+        upper = float(max(lower, upper_cells.max())) if upper_cells.size else lower
+        return lower, upper
+
+
+def _cell_upper(n_lo: np.ndarray, n_hi: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Upper bound of N(eps)/(1 + e^eps) on [lo, hi] when N is convex in e^eps (max at an endpoint)."""
+    n_max = np.maximum(n_lo, n_hi)
+    return np.where(n_max > 0, n_max / (1.0 + np.exp(lo)), n_max / (1.0 + np.exp(hi)))
+
+
+def _fixed_point(alpha: np.ndarray, tail: np.ndarray, delta0: float) -> float:
+    beta = 1.0 - tail
+    crossed = alpha >= beta
+    if not crossed.any():
+        # The diagonal is met on the eps = 0 line beta = 1 - delta0 - alpha.
+        return max(0.0, (1.0 - delta0) / 2.0)
+    i = int(np.argmax(crossed))
+    if i == 0:
+        return 0.0
+    # Linear interpolation between vertices i-1 and i for alpha = beta.
+    g0 = alpha[i - 1] - beta[i - 1]
+    g1 = alpha[i] - beta[i]
+    w = g0 / (g0 - g1)
+    return float(alpha[i - 1] + w * (alpha[i] - alpha[i - 1]))
+
+
+def curve_from_profile(eps: np.ndarray, delta: np.ndarray, *, add_direction_gap: float = 0.0) -> SymmetricCurve:
+    """Symmetric curve from upper bounds on the profile delta(eps_j) on a grid starting at eps_0 = 0.
+
+    Non-monotone input is made monotone on the safe side (delta_j := max_{i >= j} delta_i) and clipped to [0, 1].
+    """
+    eps = np.asarray(eps, dtype=float)
+    delta = np.asarray(delta, dtype=float)
+    if eps.ndim != 1 or eps.size == 0 or eps[0] != 0.0 or np.any(np.diff(eps) <= 0):
+        raise ValueError("eps must be a strictly increasing grid starting at 0")
+    delta = np.clip(np.maximum.accumulate(delta[::-1])[::-1], 0.0, 1.0)
+    e = np.exp(eps)
+    # Vertex between lines j and j+1; the differences are formed directly (no cancellation of large terms).
+    a_mid = (delta[:-1] - delta[1:]) / (e[1:] - e[:-1])
+    t_mid = delta[:-1] + e[:-1] * a_mid
+    alpha = np.concatenate([[0.0], a_mid[::-1]])
+    tail = np.concatenate([[delta[-1]], t_mid[::-1]])
+    return _finish(eps, delta, alpha, tail, add_direction_gap)
+
+
+def _finish(eps, delta, alpha, tail, add_direction_gap) -> SymmetricCurve:
+    # Round-off can leave vertices a hair out of order; restore monotonicity (alpha up, tail up) and range.
+    alpha = np.clip(np.maximum.accumulate(np.maximum(alpha, 0.0)), 0.0, 1.0)
+    tail = np.clip(np.maximum.accumulate(tail), 0.0, 1.0)
+    return SymmetricCurve(eps=eps, delta=delta, alpha=alpha, tail=tail, add_direction_gap=float(add_direction_gap))
+
+
+def _suffix_decay(x: np.ndarray, decay: float) -> np.ndarray:
+    """out[i] = sum_{m > i} x[m] * decay^(m - i), by a first-order recursion run backwards (scipy lfilter, in C)."""
+    # y[k] = decay * (r[k-1] + y[k-1]) on the reversed sequence r.
+    y = signal.lfilter([0.0, decay], [1.0, -decay], x[::-1])
+    return y[::-1]
+
+
+def profile_on_lattice(pmf, k_max: int) -> np.ndarray:
+    """delta(eps_k) = sum_{l > eps_k} p (1 - e^{eps_k - l}) + p_inf at eps_k = k * step, k = 0..k_max.
+
+    Only atoms with loss > eps_k >= 0 enter, so the (truncated, possibly inconsistent) lower tail of the PMF is never
+    read. Computed with suffix sums and a first-order recursion: no e^{l} is ever formed, so no overflow.
+    """
+    p = pmf.probs
+    step = pmf.step
+    lo = pmf.lower_index
+    n = p.size
+    k = np.arange(k_max + 1)
+    if n == 0:
+        return np.full(k.size, pmf.infinity_mass)
+    suffix_p = np.concatenate([np.cumsum(p[::-1])[::-1][1:], [0.0]])  # sum_{m > i} p[m]
+    suffix_w = _suffix_decay(p, math.exp(-step))  # sum_{m > i} p[m] e^{-(m - i) step}
+    i_k = k - lo  # array index of the atom at loss eps_k
+    inside = np.clip(i_k, 0, n - 1)
+    out = suffix_p[inside] - suffix_w[inside]
+    below = i_k < 0  # eps_k below the smallest atom: every atom counts
+    if below.any():
+        total_w = float(p @ np.exp(-step * np.arange(n)))
+        out = np.where(below, p.sum() - np.exp(-step * (lo - k)) * total_w, out)
+    out = np.where(i_k > n - 1, 0.0, out)
+    return np.clip(out, 0.0, None) + pmf.infinity_mass
+
+
+def curve_from_loss_pmf(remove_pmf, add_pmf=None) -> SymmetricCurve:
+    """Symmetric curve from the remove-direction PMF, optionally guarded by the add-direction PMF.
+
+    The profile for eps >= 0 is delta_R computed on the remove PMF's losses > eps (see
+    :func:`profile_on_lattice`). When ``add_pmf`` is given (asymmetric PLDs such as the Poisson-subsampled Gaussian),
+    delta_A is computed the same way; dp_accounting's composed add PMF carries excess mass e = sum(p_add) - 1 > 0 at
+    fine discretisation, which can inflate delta_A by at most e. The excess of delta_A over delta_R beyond e is
+    ``add_direction_gap``; where it is positive the pointwise max is used, so the curve stays pessimistic even for a
+    mechanism whose add direction dominates. For the subsampled Gaussian the remove direction dominates for
+    eps >= 0 and the gap is 0 (tests/test_accounting_traps.py measures it).
+    """
+    top = remove_pmf.lower_index + remove_pmf.probs.size - 1
+    if add_pmf is not None:
+        top = max(top, add_pmf.lower_index + add_pmf.probs.size - 1)
+    k_max = max(top, 0)
+    delta = profile_on_lattice(remove_pmf, k_max)
+    gap = 0.0
+    if add_pmf is not None:
+        if add_pmf.step != remove_pmf.step:
+            raise ValueError("remove and add PMFs must share one discretization")
+        delta_add = profile_on_lattice(add_pmf, k_max)
+        excess = max(0.0, add_pmf.p_mass - 1.0)
+        over = delta_add - excess - delta
+        gap = max(0.0, float(over.max()))
+        if gap > 0.0:
+            delta = np.maximum(delta, delta_add)
+    eps = np.arange(k_max + 1) * remove_pmf.step
+    return curve_from_profile(eps, delta, add_direction_gap=gap)
