@@ -26,6 +26,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow"
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) -m benchmarks.run
 
 clean:
