@@ -31,6 +31,7 @@ from gdpcore.mechanisms import (
     mechanism_from_dict,
 )
 from gdpcore.report import DEFAULT_ALPHA_MIN, GDP_COMPLETE_REGRET, PrivacyReport, analyze
+from gdpcore.grid import analyze_grid
 
 try:
     __version__ = version("gdp-audit")
@@ -51,6 +52,7 @@ __all__ = [
     "SubsampledGaussian",
     "__version__",
     "analyze",
+    "analyze_grid",
     "get_advantage_from_gdp",
     "get_beta_from_epsilon_delta",
     "get_beta_from_gdp",
