@@ -131,6 +131,8 @@ class PrivacyReport:
         """The optimistic end of the advantage bracket."""
         if self.exact:
             return self.advantage
+        if self._optimistic is None:
+            return math.nan
         return self._curve("optimistic").advantage
 
     @property
@@ -144,10 +146,19 @@ class PrivacyReport:
         return self._mu_and_alpha("pessimistic")[0]
 
     @property
+    def has_optimistic(self) -> bool:
+        return self.exact or self._optimistic is not None
+
+    @property
     def mu_lower(self) -> float:
-        """mu of the optimistic curve at the same cut-off: the true tightest mu lies in [mu_lower, mu]."""
+        """mu of the optimistic curve at the same cut-off: the true tightest mu lies in [mu_lower, mu].
+
+        NaN when the report was built with ``optimistic=False``.
+        """
         if self.exact:
             return self.mu
+        if self._optimistic is None:
+            return math.nan
         return self._mu_and_alpha("optimistic")[0]
 
     @property
@@ -185,6 +196,14 @@ class PrivacyReport:
         """regret < 1e-2: mu-GDP is an essentially complete description (seed 000 Prop. 4.1)."""
         return self.gdp_regret < GDP_COMPLETE_REGRET
 
+    def regret(self, representation: str, *, delta: float | None = None, orders: Any = None) -> float:
+        """Regret (seed 000 Eq. 24) of stating this guarantee as ``representation`` ("pure_dp", "epsilon_delta" at
+        ``delta``, "zcdp", "rdp", "gdp"); ``inf`` where it cannot describe the mechanism. Labelled details:
+        :func:`gdpcore.representations.get_regret`."""
+        from gdpcore.representations import get_regret  # local import: representations imports this module's users
+
+        return get_regret(self, representation, delta=delta, orders=orders).regret
+
     # -- export ------------------------------------------------------------------------------------------------------
     def summary(
         self,
@@ -194,6 +213,14 @@ class PrivacyReport:
     ) -> dict[str, Any]:
         """A JSON-ready dict: every number with its bound type, the accountant and its discretisation."""
         labels = self.bound_types
+
+        def other_side(fn, x):
+            if self.exact:
+                return float(fn(x))
+            if self._optimistic is None:
+                return None
+            return float(fn(x, side="optimistic"))
+
         out: dict[str, Any] = {
             "mechanism": self.mechanism.to_dict(),
             "mechanism_hash": self.mechanism.content_hash,
@@ -215,7 +242,7 @@ class PrivacyReport:
                     "delta": d,
                     "value": float(self.epsilon(d)),
                     "bound": labels["epsilon"],
-                    "lower": float(self.epsilon(d)) if self.exact else float(self.epsilon(d, side="optimistic")),
+                    "lower": other_side(self.epsilon, d),
                 }
                 for d in deltas
             ],
@@ -224,7 +251,7 @@ class PrivacyReport:
                     "fpr": a,
                     "value": float(self.tpr(a)),
                     "bound": labels["tpr"],
-                    "lower": float(self.tpr(a)) if self.exact else float(self.tpr(a, side="optimistic")),
+                    "lower": other_side(self.tpr, a),
                 }
                 for a in fprs
             ],
