@@ -31,6 +31,7 @@ from gdpcore.mechanisms import (
     mechanism_from_dict,
 )
 from gdpcore.report import DEFAULT_ALPHA_MIN, GDP_COMPLETE_REGRET, PrivacyReport, analyze
+from gdpcore.fast_pld import subsampled_gaussian_loss_pmf
 from gdpcore.grid import analyze_grid
 
 try:
@@ -63,4 +64,5 @@ __all__ = [
     "get_mu_from_epsilon_delta",
     "get_mu_from_pure_dp",
     "mechanism_from_dict",
+    "subsampled_gaussian_loss_pmf",
 ]

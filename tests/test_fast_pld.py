@@ -1,0 +1,117 @@
+"""gdpcore.fast_pld against dp_accounting (same construction), prv_accountant and the Gaussian closed form."""
+
+import numpy as np
+import pytest
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from prv_accountant import PoissonSubsampledGaussianMechanism, PRVAccountant
+
+import gdpcore as g
+from gdpcore import fast_pld as f
+from gdpcore.curve import curve_from_loss_pmf
+
+
+def _dp_single(sigma, q, d, pessimistic=True):
+    return pld_lib.from_gaussian_mechanism(
+        sigma, sampling_prob=q, value_discretization_interval=d, pessimistic_estimate=pessimistic,
+        use_connect_dots=pessimistic,
+    )
+
+
+@pytest.mark.parametrize(
+    ("sigma", "q", "d"),
+    [(1.0, 0.01, 1e-3), (0.6, 0.1, 1e-3), (2.0, 0.001, 1e-4), (0.8, 1.0, 1e-3), (5.0, 0.3, 2e-3)],
+)
+def test_single_step_matches_dp_accounting_connect_the_dots(sigma, q, d):
+    ref = _dp_single(sigma, q, d)
+    directions = ("remove", "add") if q < 1 else ("remove",)
+    for direction in directions:
+        mine = f.single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d, direction=direction)
+        theirs = (ref._pmf_remove if direction == "remove" else ref._pmf_add).to_dense_pmf()
+        assert mine.lower_index == theirs._lower_loss
+        assert mine.probs.size == theirs._probs.size
+        # dp_accounting forms delta as a difference of nearly equal CDF terms; ours is closed-form: round-off only.
+        np.testing.assert_allclose(mine.probs, theirs._probs, rtol=0, atol=1e-11)
+        assert mine.infinity_mass == pytest.approx(theirs._infinity_mass, rel=1e-6, abs=1e-30)
+        assert mine.probs.sum() + mine.infinity_mass == pytest.approx(1.0, abs=1e-9)
+
+
+@pytest.mark.parametrize(("sigma", "q", "T"), [(1.0, 0.01, 1000), (2.0, 0.001, 10_000), (0.8, 0.04, 300)])
+def test_composed_epsilon_matches_dp_accounting(sigma, q, T):
+    d = 1e-4
+    remove, add = f.subsampled_gaussian_loss_pmf(
+        noise_multiplier=sigma, sampling_rate=q, steps=T, discretization=d
+    )
+    pess = _dp_single(sigma, q, d).self_compose(T)
+    opt = _dp_single(sigma, q, d, pessimistic=False).self_compose(T)
+    curve = curve_from_loss_pmf(remove, add)
+    assert curve.add_direction_gap == 0.0  # the remove direction dominates for eps >= 0
+    for delta in (1e-3, 1e-5, 1e-8):
+        mine = float(curve.epsilon_at(delta))
+        assert mine == pytest.approx(pess.get_epsilon_for_delta(delta), rel=1e-6)
+        assert mine >= opt.get_epsilon_for_delta(delta)
+    # The wrapped dp_accounting object answers the same queries.
+    wrapped = f.to_dp_accounting_pld(remove, add)
+    assert wrapped.get_epsilon_for_delta(1e-5) == pytest.approx(pess.get_epsilon_for_delta(1e-5), rel=1e-6)
+
+
+def test_composed_epsilon_inside_prv_accountant_bracket():
+    sigma, q, T = 0.8, 0.01, 1000
+    remove, _ = f.subsampled_gaussian_loss_pmf(
+        noise_multiplier=sigma, sampling_rate=q, steps=T, discretization=1e-4, include_add=False
+    )
+    mine = float(curve_from_loss_pmf(remove).epsilon_at(1e-5))
+    acc = PRVAccountant(
+        prvs=[PoissonSubsampledGaussianMechanism(sampling_probability=q, noise_multiplier=sigma)],
+        eps_error=0.01, delta_error=1e-9, max_self_compositions=[T],
+    )
+    lo, est, up = acc.compute_epsilon(delta=1e-5, num_self_compositions=[T])
+    assert lo <= mine <= up
+    assert mine == pytest.approx(est, rel=1e-3)
+
+
+def test_sampling_rate_one_is_a_gaussian_and_never_optimistic():
+    # q = 1: T steps of N(0, sigma^2) are exactly (sqrt(T)/sigma)-GDP (closed form).
+    sigma, T = 4.0, 16
+    mu = T**0.5 / sigma
+    remove, add = f.subsampled_gaussian_loss_pmf(noise_multiplier=sigma, sampling_rate=1.0, steps=T, discretization=1e-3)
+    assert add is None
+    curve = curve_from_loss_pmf(remove)
+    for delta in (1e-2, 1e-5, 1e-9):
+        exact = g.get_epsilon_from_gdp(mu=mu, delta=delta)
+        assert exact <= float(curve.epsilon_at(delta)) <= exact * (1 + 1e-3)
+    alphas = np.array([1e-8, 1e-5, 1e-3, 0.01, 0.1, 0.3, 0.5, 0.9])
+    beta = curve.fnr(alphas)
+    assert np.all(beta <= g.get_beta_from_gdp(mu=mu, alpha=alphas) + 1e-12)
+    assert np.all(beta >= g.get_beta_from_gdp(mu=mu, alpha=alphas) - 2e-3)
+
+
+def test_length_plan_matches_what_is_built():
+    from dp_accounting.pld import common
+
+    for sigma, q, T, d in [(1.0, 0.01, 1000, 1e-4), (0.6, 0.1, 3000, 1e-3), (2.0, 0.001, 10_000, 1e-4)]:
+        n1 = f.single_step_length(noise_multiplier=sigma, sampling_rate=q, discretization=d)
+        single = f.single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d)
+        assert n1 == single.probs.size
+        # Our Chernoff window is never wider than dp_accounting's (more orders), and is what compose uses.
+        lo, hi = common.compute_self_convolve_bounds(single.probs, T, f.TAIL_MASS_TRUNCATION)
+        n = f.fft_length(single, T)
+        assert n <= 1.1 * max(hi - lo + 1, n1)
+        assert f.compose_loss_pmf(single, T).probs.size <= n
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"noise_multiplier": 0.0}, "noise_multiplier"),
+        ({"sampling_rate": 1.5}, "sampling_rate"),
+        ({"steps": 0}, "steps"),
+        ({"steps": 2.5}, "steps"),
+        ({"discretization": -1e-4}, "discretization"),
+        ({"discretization": 0.5}, "discretization"),
+        ({"pessimistic": False}, "pessimistic"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_field(kwargs, needle):
+    args = {"noise_multiplier": 1.0, "sampling_rate": 0.01, "steps": 10, "discretization": 1e-3, **kwargs}
+    with pytest.raises(ValueError, match=needle):
+        f.subsampled_gaussian_loss_pmf(**args)
