@@ -30,6 +30,7 @@ from gdpcore.mechanisms import (
     SubsampledGaussian,
     mechanism_from_dict,
 )
+from gdpcore.representations import REPRESENTATIONS, RepresentationRegret, get_regret, get_representation_table
 from gdpcore.report import DEFAULT_ALPHA_MIN, GDP_COMPLETE_REGRET, PrivacyReport, analyze
 from gdpcore.fast_pld import subsampled_gaussian_loss_pmf
 from gdpcore.grid import analyze_grid
@@ -65,4 +66,8 @@ __all__ = [
     "get_mu_from_pure_dp",
     "mechanism_from_dict",
     "subsampled_gaussian_loss_pmf",
+    "REPRESENTATIONS",
+    "RepresentationRegret",
+    "get_regret",
+    "get_representation_table",
 ]
