@@ -8,6 +8,19 @@ and reported with every number labelled as an upper bound, lower bound, estimate
 
 from importlib.metadata import PackageNotFoundError, version
 
+from gdpcore.calibration import (
+    AdvantageCalibrationCost,
+    CalibrationResult,
+    advantage_calibration_cost,
+    advantage_calibration_tpr_gap_bound,
+    calibrate_noise,
+    calibrate_sampling_rate,
+    calibrate_steps,
+    epsilon_for_advantage,
+    fnr_target_from_accuracy,
+    fnr_target_from_advantage,
+    fnr_target_from_precision,
+)
 from gdpcore.closed_form import (
     get_advantage_from_gdp,
     get_beta_from_epsilon_delta,
@@ -41,6 +54,17 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "AdvantageCalibrationCost",
+    "CalibrationResult",
+    "advantage_calibration_cost",
+    "advantage_calibration_tpr_gap_bound",
+    "calibrate_noise",
+    "calibrate_sampling_rate",
+    "calibrate_steps",
+    "epsilon_for_advantage",
+    "fnr_target_from_accuracy",
+    "fnr_target_from_advantage",
+    "fnr_target_from_precision",
     "DEFAULT_ALPHA_MIN",
     "GDP_COMPLETE_REGRET",
     "Composed",
