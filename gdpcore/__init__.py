@@ -44,6 +44,7 @@ from gdpcore.mechanisms import (
     mechanism_from_dict,
 )
 from gdpcore.representations import REPRESENTATIONS, RepresentationRegret, get_regret, get_representation_table
+from gdpcore.divergence import delta_divergence, get_bayes_risk, get_delta_divergence, is_at_least_as_private
 from gdpcore.report import DEFAULT_ALPHA_MIN, GDP_COMPLETE_REGRET, PrivacyReport, analyze
 from gdpcore.fast_pld import subsampled_gaussian_loss_pmf
 from gdpcore.grid import analyze_grid
@@ -94,4 +95,8 @@ __all__ = [
     "RepresentationRegret",
     "get_regret",
     "get_representation_table",
+    "delta_divergence",
+    "get_bayes_risk",
+    "get_delta_divergence",
+    "is_at_least_as_private",
 ]

@@ -1,0 +1,160 @@
+"""Delta-divergence, Bayes risk and Blackwell order (seed 002) against the paper's numbers, the digest's closed-form
+identities and riskcal's Bayes-risk functions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from riskcal.analysis import conversions as riskcal_conv
+from scipy import stats
+
+from gdpcore import Gaussian, Laplace, RandomizedResponse, SubsampledGaussian, analyze
+from gdpcore.accounting import build_pld
+from gdpcore.divergence import (
+    delta_divergence,
+    get_bayes_risk,
+    get_delta_divergence,
+    get_extremal_divergences,
+    is_at_least_as_private,
+)
+
+G1 = Gaussian(noise_multiplier=1.0)  # mu = 1
+LAP1 = Laplace(scale=1.0)  # eps0 = 1
+
+
+@pytest.fixture(scope="module")
+def lap_report():
+    return analyze(LAP1, optimistic=False)
+
+
+# -- O1: Gaussian sigma = 1 vs Laplace b = 1 -----------------------------------------------------------------------
+def test_gauss_vs_laplace_matches_paper_and_closed_forms(lap_report):
+    d_gl = delta_divergence(G1, lap_report)
+    d_lg = delta_divergence(lap_report, G1)
+    # Paper: Delta(Gauss||Lap) = 0.005 < Delta(Lap||Gauss) = 0.034 (abs tol 5e-4 per digest).
+    assert d_gl == pytest.approx(0.005, abs=5e-4)
+    assert d_lg == pytest.approx(0.034, abs=5e-4)
+    # Digest closed forms: (TV_Lap - TV_Gauss)/2 and delta_Gauss(1)/(1 + e).
+    tv_lap = 1 - math.exp(-0.5)
+    tv_gauss = 2 * stats.norm.cdf(0.5) - 1
+    assert d_gl == pytest.approx((tv_lap - tv_gauss) / 2, abs=2e-6)
+    delta_g1 = stats.norm.cdf(-1 + 0.5) - math.e * stats.norm.cdf(-1 - 0.5)
+    assert d_lg == pytest.approx(delta_g1 / (1 + math.e), abs=2e-6)
+    assert delta_divergence(G1, lap_report, symmetric=True) == pytest.approx(d_lg, abs=1e-12)
+
+
+def test_three_forms_agree(lap_report):
+    # Trade-off (Def. 1 bisection), profile (Thm 2.2) and Bayes-risk (Cor. 1) forms; digest: 0.0052722 / 0.0341385.
+    for a, b, expected in ((G1, lap_report, 0.0052722), (lap_report, G1, 0.0341385)):
+        for method in ("profile", "tradeoff", "bayes_risk"):
+            res = get_delta_divergence(a, b, method=method)
+            assert res.value == pytest.approx(expected, abs=2e-6), method
+    res = get_delta_divergence(lap_report, G1)
+    # Most exposed prior: pi = e/(1 + e) = 0.7311 (digest O1).
+    assert res.argmax_prior == pytest.approx(math.e / (1 + math.e), abs=1e-3)
+
+
+def test_weighted_divergences_match_digest(lap_report):
+    # Digest table: Beta(.5,.5) 0.003356 / 0.024507; UQuad 0.000104 / 0.021871.
+    assert delta_divergence(G1, lap_report, weight="beta") == pytest.approx(0.003356, abs=2e-6)
+    assert delta_divergence(lap_report, G1, weight="beta") == pytest.approx(0.024507, abs=2e-6)
+    assert delta_divergence(G1, lap_report, weight="uquadratic") == pytest.approx(0.000104, abs=2e-6)
+    assert delta_divergence(lap_report, G1, weight="uquadratic") == pytest.approx(0.021871, abs=2e-6)
+    # Bayes-risk form with the same weights agrees.
+    res = get_delta_divergence(lap_report, G1, weight="beta", method="bayes_risk")
+    assert res.value == pytest.approx(0.024507, abs=2e-5)
+
+
+def test_gaussian_pairs_are_blackwell_ordered():
+    g2 = Gaussian(noise_multiplier=0.5)  # mu = 2
+    # Digest: Delta(G1 || G2) = Phi(-0.5) - Phi(-1) = 0.149882; Delta(G2 || G1) = 0.
+    assert delta_divergence(G1, g2) == pytest.approx(stats.norm.cdf(-0.5) - stats.norm.cdf(-1), abs=1e-9)
+    assert delta_divergence(g2, G1) == 0.0
+    yes = is_at_least_as_private(G1, g2)
+    assert yes.at_least_as_private is True and yes.bound == "exact"
+    assert is_at_least_as_private(g2, G1).at_least_as_private is False
+
+
+def test_more_digest_pairs():
+    # Digest: mu=0.5 vs eps0=0.5 -> 0.011893 / 0.019798; mu=2 vs eps0=2 -> 0 / 0.039563; mu=1 vs eps0=0.5 -> 0 / 0.090014.
+    cases = [
+        (Gaussian(noise_multiplier=2.0), Laplace(scale=2.0), 0.011893, 0.019798),
+        (Gaussian(noise_multiplier=0.5), Laplace(scale=0.5), 0.0, 0.039563),
+        (Gaussian(noise_multiplier=1.0), Laplace(scale=2.0), 0.0, 0.090014),
+    ]
+    for g, lap, d_gl, d_lg in cases:
+        assert delta_divergence(g, lap) == pytest.approx(d_gl, abs=5e-6)
+        assert delta_divergence(lap, g) == pytest.approx(d_lg, abs=5e-6)
+
+
+def test_crossing_curves_are_not_ordered(lap_report):
+    assert is_at_least_as_private(G1, lap_report).at_least_as_private is False
+    assert is_at_least_as_private(lap_report, G1).at_least_as_private is False
+
+
+# -- extremal mechanisms (Lemmas 3-5) ------------------------------------------------------------------------------
+def test_extremal_identities(lap_report):
+    g = get_extremal_divergences(G1)
+    assert g["from_perfect_privacy"] == pytest.approx(0.1914625, abs=1e-7)  # TV/2
+    assert g["to_blatant_non_privacy"] == pytest.approx(0.3085375, abs=1e-7)  # Phi(-1/2)
+    assert g["sum"] == pytest.approx(0.5, abs=1e-12)
+    lap = get_extremal_divergences(lap_report)
+    assert lap["from_perfect_privacy"] == pytest.approx(0.1967347, abs=1e-6)
+    assert lap["to_blatant_non_privacy"] == pytest.approx(0.3032653, abs=1e-6)  # e^-1/2 / 2
+    assert lap["fixed_point"] == pytest.approx(math.exp(-0.5) / 2, abs=1e-6)
+    assert lap["sum"] == pytest.approx(0.5, abs=1e-9)
+    assert (lap["from_perfect_privacy_bound"], lap["to_blatant_non_privacy_bound"]) == ("upper", "lower")
+
+
+# -- Bayes risk against riskcal ------------------------------------------------------------------------------------
+def test_bayes_risk_matches_riskcal(lap_report):
+    pi = np.array([0.05, 0.2, 0.41854, 0.5, 0.7311, 0.95])
+    np.testing.assert_allclose(get_bayes_risk(G1, pi), riskcal_conv.get_bayes_risk_from_gdp(1.0, pi), atol=1e-12)
+    peer = riskcal_conv.get_bayes_risk_from_pld(build_pld(LAP1), pi)
+    np.testing.assert_allclose(get_bayes_risk(lap_report, pi), peer, atol=1e-9)
+    # Digest: the two Bayes-risk curves cross at pi = 0.41854 and 0.58146.
+    grid = np.linspace(0.3, 0.5, 20001)
+    diff = get_bayes_risk(G1, grid) - get_bayes_risk(lap_report, grid)
+    crossing = grid[np.argmax(np.sign(diff) != np.sign(diff[0]))]
+    assert crossing == pytest.approx(0.41854, abs=2e-4)
+
+
+def test_bayes_risk_properties():
+    pi = np.linspace(0, 1, 101)
+    r = get_bayes_risk(analyze(RandomizedResponse(epsilon=1.0), optimistic=False), pi)
+    assert r[0] == 0 and r[-1] == pytest.approx(0, abs=1e-12)
+    assert np.all(r <= np.minimum(pi, 1 - pi) + 1e-12)
+    # RR_eps: R* = 1/(1 + e^eps) (its fixed point).
+    assert r[50] == pytest.approx(1 / (1 + math.e), abs=1e-6)
+
+
+def test_dpsgd_pair_calibrated_differently():
+    # Seed 002 O6 style: a larger sampling rate at (nearly) the same eps is less private in the Blackwell sense;
+    # checked against the Lemma 3 identity Delta(PP||M) = delta(0)/2 and the triangle inequality (Def. 1 property).
+    base = analyze(SubsampledGaussian(noise_multiplier=1.0, sampling_rate=0.01, steps=500), optimistic=False)
+    other = analyze(SubsampledGaussian(noise_multiplier=3.0, sampling_rate=0.2, steps=500), optimistic=False)
+    d = delta_divergence(base, other)
+    d_rev = delta_divergence(other, base)
+    pp_base = get_extremal_divergences(base)["from_perfect_privacy"]
+    pp_other = get_extremal_divergences(other)["from_perfect_privacy"]
+    assert d >= pp_other - pp_base - 1e-9  # Delta(PP||other) <= Delta(PP||base) + Delta(base||other)
+    assert d_rev >= pp_base - pp_other - 1e-9
+    assert delta_divergence(base, other, symmetric=True) == pytest.approx(max(d, d_rev), abs=1e-12)
+
+
+# -- bad input ----------------------------------------------------------------------------------------------------
+def test_bad_input():
+    with pytest.raises(ValueError, match="weight"):
+        delta_divergence(G1, LAP1, weight="jeffreys")
+    with pytest.raises(ValueError, match="neighbouring relation"):
+        delta_divergence(G1, RandomizedResponse(epsilon=1.0))
+    with pytest.raises(ValueError, match="m2"):
+        delta_divergence(G1, 3.0)
+    with pytest.raises(ValueError, match="method"):
+        get_delta_divergence(G1, LAP1, method="grid")
+    with pytest.raises(ValueError, match="symmetric"):
+        delta_divergence(G1, LAP1, symmetric="yes")
+    with pytest.raises(ValueError, match="prior"):
+        get_bayes_risk(G1, 1.5)
