@@ -46,6 +46,7 @@ from gdpcore.mechanisms import (
 from gdpcore.representations import REPRESENTATIONS, RepresentationRegret, get_regret, get_representation_table
 from gdpcore.divergence import delta_divergence, get_bayes_risk, get_delta_divergence, is_at_least_as_private
 from gdpcore.gdpt import bracket_mu, get_delta_from_epsilon_delta, identify_gdp, implies
+from gdpcore.bayes_security import get_bayes_security_from_dpsgd, get_bayes_security_from_report
 from gdpcore.report import DEFAULT_ALPHA_MIN, GDP_COMPLETE_REGRET, PrivacyReport, analyze
 from gdpcore.fast_pld import subsampled_gaussian_loss_pmf
 from gdpcore.grid import analyze_grid
@@ -104,4 +105,6 @@ __all__ = [
     "get_delta_from_epsilon_delta",
     "identify_gdp",
     "implies",
+    "get_bayes_security_from_dpsgd",
+    "get_bayes_security_from_report",
 ]

@@ -1,0 +1,223 @@
+"""Bayes security beta* = 1 - max advantage for DP-SGD: exact from the accountant, closed-form estimates, planning and
+conversions (seed 004, Cherubin et al., USENIX Security 2024).
+
+* Exact: beta* = 1 - delta(0) = 1 - TV (Prop. 3 / Prop. 8) from the accountant's curve (:func:`get_bayes_security_
+  from_report`): a *lower* bound with a PLD accountant (its delta(0) is an upper bound), exact for closed-form GDP.
+* Closed form (Cor. 7): beta* ~= 1 - erf(q sqrt(T) / (sqrt(2) sigma)) for substitution (replace-one) adjacency, and
+  1 - erf(q sqrt(T) / (2 sqrt(2) sigma)) for add/remove (the official code's ``relation="r"``). Both replace the
+  Gaussian mixture by one Gaussian (Prop. 4); the rigorous error term is sqrt(T q (1 - q)) / sigma (two Prop. 4 terms,
+  Thm 6) - usually vacuous - so the value is labelled ``"estimate"``. Measured error (this module's tests):
+  substitution vs the digest's exact reference at q = 0.001, sigma = 1: +0.0020 / +0.0065 / +0.0143 at 1 / 10 / 50
+  epochs (the paper claims <= 0.01 up to 50 epochs; the digest allows 0.015); add/remove vs the PLD accountant (and
+  prv-accountant): +0.0039 / +0.0123 / +0.0273. The closed form is *optimistic* (too high) for multi-step runs.
+* Planning (Eq. 4 and inverses): q = erfinv(1 - beta*) sqrt(2) sigma / sqrt(T); sigma, T_max and epochs_max alike.
+* Conversions: advantage 1 - beta*; attack success (uniform prior) 1 - beta*/2, in general 1 - beta* min(pi, 1 - pi);
+  TPR <= 1 + FPR - beta* (Prop. 9, pi <= 1/2; pi/(1-pi)(1 + FPR - beta*) otherwise), clipped at 1.
+* Attribute inference (Cor. 10): beta* ~= 1 - erf(q ||R|| / (2 sqrt(2) sigma C)), R_t = per-step max distance of
+  clipped gradients when only the sensitive attribute changes (L2 norm by default as in the official code; L1 is the
+  more conservative form of the printed proof).
+* (eps, delta) => beta* >= (2 - 2 delta)/(e^eps + 1) (Eq. 5, Humphries et al.), a lower bound; and the Sec. 4.2.1
+  estimate eps >= ln((2 - beta* - 2 delta)/beta*).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from gdpcore._validation import check_choice, check_positive, check_probability, check_real
+
+__all__ = [
+    "BayesSecurity",
+    "get_advantage_from_bayes_security",
+    "get_attack_success_from_bayes_security",
+    "get_bayes_security_from_attribute_distances",
+    "get_bayes_security_from_dpsgd",
+    "get_bayes_security_from_epsilon_delta",
+    "get_bayes_security_from_report",
+    "get_epsilon_estimate_from_bayes_security",
+    "get_max_epochs_for_bayes_security",
+    "get_max_steps_for_bayes_security",
+    "get_noise_multiplier_for_bayes_security",
+    "get_sampling_rate_for_bayes_security",
+    "get_tpr_bound_from_bayes_security",
+]
+
+RELATIONS = ("replace_one", "add_remove")
+
+
+@dataclasses.dataclass(frozen=True)
+class BayesSecurity:
+    """A Bayes-security value with its label and, for estimates, the Prop. 4 / Thm 6 error term."""
+
+    value: float
+    bound: str  # "exact" | "lower" | "estimate"
+    error_term: float = 0.0  # |true - value| <= error_term for estimates (rigorous but usually vacuous)
+    relation: str | None = None
+    source: str = ""
+
+
+def _k(relation: str) -> float:
+    return 1.0 if check_choice("relation", relation, RELATIONS) == "replace_one" else 2.0
+
+
+def get_bayes_security_from_report(report: Any) -> BayesSecurity:
+    """beta* = 1 - advantage = 1 - delta(0) of the report's curve (seed 004 Prop. 3/8; seed 000 Eq. 8).
+
+    Lower bound for PLD reports (their advantage is an upper bound), exact for closed-form GDP reports. The relation
+    is the mechanism's (add/remove for the core's subsampled Gaussian).
+    """
+    exact = bool(report.exact)
+    return BayesSecurity(
+        value=float(report.bayes_security),
+        bound="exact" if exact else "lower",
+        relation=report.mechanism.neighbouring_relation,
+        source=report.accountant,
+    )
+
+
+def get_bayes_security_from_dpsgd(
+    *, sampling_rate: float, noise_multiplier: float, steps: float, relation: str = "replace_one"
+) -> BayesSecurity:
+    """Closed-form DP-SGD MIA estimate (seed 004 Cor. 7): 1 - erf(q sqrt(T) / (k sqrt(2) sigma)), k = 1 for
+    replace-one (the paper's threat model), 2 for add/remove. Labelled ``"estimate"``; ``error_term`` is the rigorous
+    sqrt(T q (1 - q)) / sigma of Prop. 4 (twice the per-mixture TV bound)."""
+    q = check_probability("sampling_rate", sampling_rate)
+    sigma = check_positive("noise_multiplier", noise_multiplier)
+    t = check_positive("steps", steps)
+    k = _k(relation)
+    value = float(1.0 - special.erf(q * math.sqrt(t) / (k * math.sqrt(2.0) * sigma)))
+    err = math.sqrt(t * q * (1.0 - q)) / sigma
+    return BayesSecurity(value=value, bound="estimate", error_term=err, relation=relation, source="seed 004 Cor. 7")
+
+
+def _c(target: float, steps: float) -> float:
+    # erfinv(1 - beta*) sqrt(2) / sqrt(T)  (Eq. 4 with sigma factored out)
+    return float(special.erfinv(1.0 - target) * math.sqrt(2.0) / math.sqrt(steps))
+
+
+def _target(target: Any) -> float:
+    return check_probability("target", target, high_open=True)
+
+
+def get_sampling_rate_for_bayes_security(
+    *, target: float, noise_multiplier: float, steps: float, relation: str = "replace_one"
+) -> float:
+    """Eq. 4: the sampling rate q = k erfinv(1 - beta*) sqrt(2) sigma / sqrt(T) at which the Cor. 7 estimate equals
+    ``target`` (an estimate, not a guarantee). Beta* >= 0.98 and T = 5000 give q ~= 0.00035 sigma."""
+    b = _target(target)
+    sigma = check_positive("noise_multiplier", noise_multiplier)
+    t = check_positive("steps", steps)
+    return _k(relation) * _c(b, t) * sigma
+
+
+def get_noise_multiplier_for_bayes_security(
+    *, target: float, sampling_rate: float, steps: float, relation: str = "replace_one"
+) -> float:
+    """Inverse of Eq. 4: sigma = q sqrt(T) / (k sqrt(2) erfinv(1 - beta*)) (estimate)."""
+    b = _target(target)
+    q = check_probability("sampling_rate", sampling_rate)
+    t = check_positive("steps", steps)
+    return q / (_k(relation) * _c(b, t))
+
+
+def get_max_steps_for_bayes_security(
+    *, target: float, sampling_rate: float, noise_multiplier: float, relation: str = "replace_one"
+) -> float:
+    """Inverse of Eq. 4: T_max = (k sqrt(2) sigma erfinv(1 - beta*) / q)^2 (estimate; real-valued)."""
+    b = _target(target)
+    q = check_probability("sampling_rate", sampling_rate)
+    sigma = check_positive("noise_multiplier", noise_multiplier)
+    return float((_k(relation) * math.sqrt(2.0) * sigma * special.erfinv(1.0 - b) / q) ** 2)
+
+
+def get_max_epochs_for_bayes_security(
+    *, target: float, sampling_rate: float, noise_multiplier: float, relation: str = "replace_one"
+) -> float:
+    """Epochs E = q T_max = 2 k^2 sigma^2 erfinv(1 - beta*)^2 / q, with the paper's convention T = E/q."""
+    t = get_max_steps_for_bayes_security(
+        target=target, sampling_rate=sampling_rate, noise_multiplier=noise_multiplier, relation=relation
+    )
+    return float(sampling_rate) * t
+
+
+def get_advantage_from_bayes_security(beta: float) -> float:
+    """Adv = 1 - beta* (seed 004 Sec. 2: for MIA the equivalence is direct)."""
+    return 1.0 - check_probability("beta", beta, low_open=False)
+
+
+def get_attack_success_from_bayes_security(beta: float, *, prior: float = 0.5) -> float:
+    """Upper bound on the attacker's success probability, 1 - beta* min(pi, 1 - pi); 1 - beta*/2 for a uniform prior
+    (seed 004 Sec. 6.2 "V"; beta* = 0.98 -> 51%)."""
+    b = check_probability("beta", beta, low_open=False)
+    pi = check_probability("prior", prior, low_open=False)
+    return 1.0 - b * min(pi, 1.0 - pi)
+
+
+def get_tpr_bound_from_bayes_security(
+    beta: float, *, fpr: np.ndarray | float, prior: float = 0.5
+) -> np.ndarray | float:
+    """Prop. 9: TPR <= 1 + FPR - beta* for pi <= 1/2, pi/(1 - pi)(1 + FPR - beta*) otherwise; clipped at 1."""
+    b = check_probability("beta", beta, low_open=False)
+    pi = check_probability("prior", prior, high_open=True)
+    f = np.asarray(fpr, dtype=float)
+    if np.isnan(f).any() or (f < 0).any() or (f > 1).any():
+        raise ValueError(f"fpr must be in [0, 1], got {fpr!r}")
+    scale = 1.0 if pi <= 0.5 else pi / (1.0 - pi)
+    out = np.minimum(1.0, scale * (1.0 + f - b))
+    return float(out) if out.ndim == 0 else out
+
+
+def get_bayes_security_from_attribute_distances(
+    *,
+    sampling_rate: float,
+    noise_multiplier: float,
+    clipping_norm: float,
+    max_gradient_distances: Any,
+    norm: str = "l2",
+) -> BayesSecurity:
+    """Attribute-inference estimate (seed 004 Cor. 10): 1 - erf(q ||R|| / (2 sqrt(2) sigma C)).
+
+    ``max_gradient_distances`` is R = (R_1..R_T), R_t = max over the batch and over attribute pairs of the distance
+    between clipped gradients (Alg. 4); each R_t must be in [0, 2C]. ``norm="l2"`` (official code) or ``"l1"`` (the
+    printed proof's last step; more conservative). With R_t = 2C for all t this equals Cor. 7 (replace-one).
+    """
+    q = check_probability("sampling_rate", sampling_rate)
+    sigma = check_positive("noise_multiplier", noise_multiplier)
+    c = check_positive("clipping_norm", clipping_norm)
+    check_choice("norm", norm, ("l2", "l1"))
+    try:
+        r = np.asarray(max_gradient_distances, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise ValueError(f"max_gradient_distances must be an array of numbers, got {max_gradient_distances!r}") from None
+    if r.size == 0:
+        raise ValueError("max_gradient_distances must not be empty, got []")
+    if np.isnan(r).any() or (r < 0).any() or (r > 2 * c * (1 + 1e-12)).any():
+        raise ValueError(f"max_gradient_distances must be in [0, 2 * clipping_norm = {2 * c}], got {r.max()!r}")
+    mag = float(np.linalg.norm(r)) if norm == "l2" else float(r.sum())
+    value = float(1.0 - special.erf(q * mag / (2.0 * math.sqrt(2.0) * sigma * c)))
+    err = math.sqrt(r.size * q * (1.0 - q)) / sigma
+    return BayesSecurity(value=value, bound="estimate", error_term=err, relation="replace_one", source="seed 004 Cor. 10")
+
+
+def get_bayes_security_from_epsilon_delta(*, epsilon: float, delta: float) -> BayesSecurity:
+    """Eq. 5 (Humphries et al.): an (eps, delta)-DP mechanism has Adv <= (e^eps - 1 + 2 delta)/(e^eps + 1), i.e.
+    beta* >= (2 - 2 delta)/(e^eps + 1): a *lower* bound (tight at eps = 0: beta* = 1 - delta)."""
+    eps = check_real("epsilon", epsilon)
+    if eps < 0:
+        raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
+    d = check_probability("delta", delta, low_open=False)
+    return BayesSecurity(value=(2.0 - 2.0 * d) / (math.exp(eps) + 1.0), bound="lower", source="seed 004 Eq. 5")
+
+
+def get_epsilon_estimate_from_bayes_security(*, beta: float, delta: float) -> float:
+    """Sec. 4.2.1: eps >= ln((2 - beta* - 2 delta)/beta*) - a rough *estimate* (a lower bound on any valid eps if
+    beta* were exact; the paper calls it loose). Non-positive when delta >= 1 - beta*."""
+    b = check_probability("beta", beta)
+    d = check_probability("delta", delta, low_open=False, high_open=True)
+    arg = (2.0 - b - 2.0 * d) / b
+    return math.log(arg) if arg > 0 else -math.inf
