@@ -140,28 +140,41 @@ def _check_queries(name: str, values: Any, *, allow_ends: bool) -> np.ndarray:
 # -- curves from a composed remove PMF, without the lattice below its lowest atom -------------------------------------
 
 
+_EPS_CAP = 700.0  # e^eps must stay finite in float64
+
+
 def _curve_from_remove(pmf: LossPMF) -> SymmetricCurve:
-    """Same curve as ``curve_from_loss_pmf(pmf)``, but on the grid {0} U [max(lo, 0), top] only.
+    """Same curve as ``curve_from_loss_pmf(pmf)`` on the grid {0} U [max(lo, 1), min(top, 700 / step)] only.
 
     Below the lowest atom (lo > 0, typical at large T) delta(eps) = sum p (1 - e^{eps - l}) is affine in e^eps, so
     all the lattice lines in (0, lo * step) meet in one vertex with the line at 0 and the one at lo: dropping them
     leaves the curve unchanged and saves lo points of work and memory (lo is 11 million for sigma=0.6, q=0.1,
-    T=1e4 at step 1e-4).
+    T=1e4 at step 1e-4). Lines with eps > 700 (e^eps overflows) are dropped: fewer lines give a lower, still
+    pessimistic curve whose profile floors at delta(700) (epsilon_at below that floor is +inf).
     """
     p = pmf.probs
     lo = pmf.lower_index
     step = pmf.step
     n = p.size
-    top = lo + n - 1
-    if n == 0 or top <= 0 or lo <= 0:
-        return curve_from_loss_pmf(pmf)
-    suffix_p = np.concatenate([np.cumsum(p[::-1])[::-1][1:], [0.0]])
-    suffix_w = _suffix_decay(p, math.exp(-step))
-    delta_grid = np.clip(suffix_p - suffix_w, 0.0, None) + pmf.infinity_mass
-    # eps = 0: every atom counts; sum p e^{-l} with l = (lo + i) step > 0 (no overflow).
-    delta0 = float(p.sum() - math.exp(-lo * step) * (p @ np.exp(-step * np.arange(n))) + pmf.infinity_mass)
-    eps = np.concatenate([[0.0], (lo + np.arange(n)) * step])
-    delta = np.concatenate([[max(delta0, 0.0)], delta_grid])
+    if n == 0:
+        return curve_from_profile(np.array([0.0]), np.array([pmf.infinity_mass]))
+    suffix_p = np.concatenate([np.cumsum(p[::-1])[::-1][1:], [0.0]])  # sum_{m > i} p[m]
+    suffix_w = _suffix_decay(p, math.exp(-step))  # sum_{m > i} p[m] e^{-(m - i) step}
+    k_top = max(0, min(lo + n - 1, math.floor(_EPS_CAP / step)))
+    inside = np.arange(max(lo, 0), k_top + 1)
+    extra = [0] if inside.size == 0 or inside[0] != 0 else []
+    if inside.size == 0 and k_top > 0:
+        inside = np.array([k_top])  # the whole support lies above the cap: the profile is affine up to it
+    ks = np.concatenate([np.array(extra, dtype=np.int64), inside.astype(np.int64)])
+    below = ks < lo
+    i = np.clip(ks - lo, 0, n - 1)
+    delta = np.clip(suffix_p[i] - suffix_w[i], 0.0, None)
+    if below.any():
+        # eps_k below every atom: sum p (1 - e^{eps_k - l}) = sum p - e^{(k - lo) step} sum p e^{-(l - lo step)}.
+        w = float(p @ np.exp(-step * np.arange(n)))
+        delta = np.where(below, np.clip(p.sum() - np.exp((ks - lo) * step) * w, 0.0, None), delta)
+    delta = delta + pmf.infinity_mass
+    eps = ks * step
     return curve_from_profile(eps, delta)
 
 
@@ -306,10 +319,10 @@ def _relative_change(a: np.ndarray, b: np.ndarray) -> float:
     both_inf = np.isinf(a) & np.isinf(b)
     with np.errstate(invalid="ignore", divide="ignore"):
         rel = np.abs(a - b) / np.maximum(np.abs(b), 1e-12)
-    rel = np.where(both_inf, 0.0, rel)
-    # Tiny epsilons (< 1e-3) are compared absolutely: a relative error there is meaningless and harmless.
-    small = np.maximum(np.abs(a), np.abs(b)) < 1e-3
-    rel = np.where(small & ~both_inf, np.abs(a - b) / 1e-3, rel)
+        rel = np.where(both_inf, 0.0, rel)
+        # Tiny epsilons (< 1e-3) are compared absolutely: a relative error there is meaningless and harmless.
+        small = np.maximum(np.abs(a), np.abs(b)) < 1e-3
+        rel = np.where(small & ~both_inf, np.abs(a - b) / 1e-3, rel)
     return float(np.nanmax(rel)) if rel.size else 0.0
 
 

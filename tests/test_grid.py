@@ -189,3 +189,19 @@ def test_engines_agree_and_curve_table_is_pessimistic():
             opt = _dp_pld(m.noise_multiplier, m.sampling_rate, m.steps, 1e-4, pessimistic=False)
             exact_above = curve_from_loss_pmf(loss_pmfs(opt, pessimistic=False)[0]).fnr(a)
         assert np.all(b <= exact_above + 1e-9)
+
+
+def test_large_epsilon_cells_against_dp_accounting_and_no_nan():
+    # sigma=0.6, q=0.1, T=1e4: the composed PMF starts far above loss 0 (the engine skips that lattice).
+    sigma, q, T = 0.6, 0.1, 10_000
+    t = analyze_grid([SG(noise_multiplier=sigma, sampling_rate=q, steps=T)], deltas=DELTAS, fprs=FPRS,
+                     discretization=1e-3)
+    ref = _dp_pld(sigma, q, T, 1e-3)
+    for d, e in zip(DELTAS, t.column("epsilon")[0].as_py()):
+        assert e == pytest.approx(ref.get_epsilon_for_delta(d), rel=1e-6)
+    # T=1e5: epsilon(1e-5) is beyond e^700; reported as +inf (a valid upper bound), never NaN.
+    big = analyze_grid([SG(noise_multiplier=sigma, sampling_rate=q, steps=100_000)], deltas=[1e-5], fprs=[0.5])
+    e = big.column("epsilon")[0].as_py()[0]
+    assert e == math.inf
+    assert not math.isnan(big.column("mu")[0].as_py())
+    assert big.column("fnr")[0].as_py()[0] >= 0.0
