@@ -1,11 +1,22 @@
 """Vectorised connect-the-dots PLD of the Poisson-subsampled Gaussian, and its T-fold composition.
 
-Why hand-written (benchmark numbers: benchmarks/bench_grid.py, peer_benchmarks.md Sec. 5):
+Why hand-written (measured on the shared 2-core machine, sigma=1, q=0.01, discretisation 1e-4, 56,541 points):
 
 * dp_accounting builds the single-step connect-the-dots PMF by calling ``inverse_privacy_loss`` once per grid point
-  in a Python list comprehension: about 0.21 s per (sigma, q) at discretisation 1e-4 (56k points), the dominant
-  cost of a per-point loop. Here the same grid, the same truncation bounds and the same connect-the-dots formula
-  (Doroshenko et al. 2022, Alg. 1) are evaluated in a few numpy calls: see ``bench_grid`` for the measured ratio.
+  in a Python list comprehension: 0.28-0.54 s per (sigma, q) here (0.21 s quiet, peer_benchmarks.md Sec. 5), the
+  dominant cost of a per-point loop. The same grid, truncation bounds and connect-the-dots formula (Doroshenko et
+  al. 2022, Alg. 1) evaluated in a few numpy calls take 3-6 ms (about 90x).
+* ``self_compose(1000)`` takes 0.11-0.26 s in dp_accounting (complex FFT of the real PMF on a loose Chernoff
+  window, then a complex ``**``); :func:`compose_loss_pmf` takes about 6-20 ms: an rfft, a window about half as long
+  (finer Chernoff orders), binary exponentiation instead of a complex log/exp per bin, and log-MGFs cached per PMF.
+* End to end, benchmarks/bench_grid.py (reference grid, full report per cell) runs 36-61x the points per second of
+  the per-point dp_accounting loop measured in the same run; see benchmarks/RESULTS.md.
+
+dp_accounting's public types are kept where they cost nothing: :func:`to_dp_accounting_pld` wraps the arrays as a
+``PrivacyLossDistribution`` of ``DensePLDPmf`` objects (its queries agree with ours; tests check it).
+
+What differs from dp_accounting, and why it stays pessimistic:
+
 * The hockey-stick divergences at the grid points come from closed forms instead of dp_accounting's
   ``mu_upper_cdf(x) - exp(eps + log cdf(x))`` difference of two nearly equal numbers:
 
@@ -18,9 +29,9 @@ Why hand-written (benchmark numbers: benchmarks/bench_grid.py, peer_benchmarks.m
   :func:`gdpcore.closed_form.get_log_delta_from_gdp`). Both follow by factoring the common N(0, s^2) component out of
   sup_S P(S) - e^eps Q(S). Connect-the-dots is pessimistic for *exact* divergences at the grid points (the chord of
   the convex function e^eps -> delta lies above it), so nothing is lost against dp_accounting.
-* Composition is an rfft power (dp_accounting uses a complex fft of the real PMF: twice the work) on a window sized
-  by the same Chernoff bound dp_accounting uses (``tail_mass_truncation = 1e-15``, added to the infinity mass),
-  and one transform of a single-step PMF is reused for every number of steps that fits the same FFT length.
+* Composition is an rfft power on a window sized by a Chernoff bound (``tail_mass_truncation = 1e-15``, added to the
+  infinity mass, as in dp_accounting); one transform of a single-step PMF is reused for every number of steps that
+  fits the same FFT length.
 
 Cross-checked against dp_accounting (tests/test_fast_pld.py): single-step PMFs agree with
 ``from_gaussian_mechanism(..., use_connect_dots=True)`` to round-off, composed epsilons to 1e-6 relative.
