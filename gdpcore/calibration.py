@@ -78,7 +78,8 @@ DISCRETIZATION_LADDER_START = 4e-3
 """Coarsest discretisation of the coarse-to-fine ladder (each level is 4x finer)."""
 
 _LADDER_FACTOR = 4.0
-_ADAPTIVE_FLOOR = 1e-5  # finest level the adaptive ladder may reach
+_ADAPTIVE_FLOOR = 1e-7  # finest level the adaptive ladder may reach ...
+_ADAPTIVE_MAX_GRID = 2**20  # ... as long as the next level's profile grid (4x the current one) stays below this
 _MAX_EVALS_PER_LEVEL = 60
 
 Accountant = Literal["auto", "pld"]
@@ -280,7 +281,8 @@ def _pessimistic_curve(
 
 
 def _optimistic_metric(target: _Target, *, noise_multiplier: float, sampling_rate: float, steps: int, d: float):
-    """Metric on the optimistic twin (a lower bound on risk): used only to certify *infeasibility*."""
+    """Metric on the optimistic twin (an estimate from below of the risk): only decides whether an infeasible
+    outcome is worth refining, and is quoted in the error message. Never used to accept a point."""
     mech = SubsampledGaussian(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps)
     remove, _ = loss_pmfs(build_pld(mech, discretization=d, pessimistic=False), pessimistic=False)
     return target.metric_from_curve(curve_from_loss_pmf(remove, None))
@@ -383,6 +385,7 @@ class _Problem:
         self.counts: dict[float | None, int] = {}
         self.y_target = target.log_gdp_mu(target.value)
         self.optimistic: dict[float, float] = {}  # discretisation -> optimistic metric at u_max
+        self.grid_sizes: dict[float, int] = {}  # discretisation -> largest profile grid evaluated
         self.limits = limits  # parameter values at (u_min, u_max), exactly as the user gave them
 
     # coordinates --------------------------------------------------------------------------------------------------
@@ -435,6 +438,7 @@ class _Problem:
                 discretization=d,
             )
             metric = self.target.metric_from_curve(curve)
+            self.grid_sizes[d] = max(self.grid_sizes.get(d, 0), int(curve.eps.size))
         met = self.target.met(metric)
         y = self.target.log_gdp_mu(metric) - self.y_target
         point = _Point(u=u, met=met, metric=float(metric), y=y)
@@ -577,6 +581,7 @@ def _solve_level(problem: _Problem, d: float | None, start: float, seeds: Sequen
 
 
 def _ladder(discretization: float | None) -> list[float]:
+    """Fixed discretisation: coarse levels 4^k x d (<= 4e-3) ending at d. Adaptive: 4e-3 / 4^k down to 1e-7."""
     if discretization is None:
         out, d = [], DISCRETIZATION_LADDER_START
         while d >= _ADAPTIVE_FLOOR * 0.999:
@@ -607,10 +612,13 @@ def _run(problem: _Problem, *, discretization: float | None) -> CalibrationResul
         bias = None
         for i, d in enumerate(levels):
             outcome = _solve_level(problem, d, start, seeds)
-            is_last = i == len(levels) - 1
+            is_last = i == len(levels) - 1 or (
+                # Adaptive: stop refining before a level whose grid would exceed the memory budget.
+                adaptive and problem.grid_sizes.get(d, 0) * _LADDER_FACTOR > _ADAPTIVE_MAX_GRID
+            )
             if outcome.kind == "infeasible":
-                # A miss at the most private end is inconclusive unless the optimistic twin (a lower bound on the
-                # risk) misses too; then no discretisation can help.
+                # A miss at the most private end is inconclusive unless the optimistic twin (dp_accounting's
+                # rounded-down PLD, an estimate from below of the risk) misses too; then refining will not help.
                 args = problem.mechanism_args(problem.u_max)
                 opt = _optimistic_metric(
                     problem.target,
@@ -756,11 +764,14 @@ def _finish(problem: _Problem, outcome: _LevelOutcome, d: float | None, bias: fl
         if opt is not None:
             if target.met(opt):
                 msg += (
-                    f"; the optimistic bound ({opt!r}) does meet it, so the target may be reachable but cannot be"
+                    f"; the optimistic estimate ({opt!r}) does meet it, so the target may be reachable but cannot be"
                     f" certified at discretization={d!r} - use a finer discretization or widen the range"
                 )
             else:
-                msg += f" (optimistic bound {opt!r}: certainly infeasible)"
+                msg += (
+                    f"; the optimistic estimate ({opt!r}, dp_accounting's rounded-down PLD) misses it too: "
+                    "infeasible up to the accountant's discretisation error"
+                )
         raise ValueError(msg)
     hi = outcome.hi
     args = problem.mechanism_args(hi.u)
@@ -848,7 +859,7 @@ def calibrate_noise(
     the exact closed form (Cor. B.3/B.4).
 
     Raises ValueError for malformed input (naming the field) and when the target cannot be met with
-    sigma <= noise_max (saying whether the optimistic bound proves it). If even ``noise_min`` meets the target,
+    sigma <= noise_max (quoting the optimistic estimate there, to tell "infeasible" from "not certifiable"). If even ``noise_min`` meets the target,
     it is returned with ``at_limit=True``.
     """
     target = _make_target(
