@@ -405,3 +405,15 @@ def test_prop_3_6_gaussian_gap_is_exact_and_can_exceed_generic():
     )
     assert c.tpr_given_away[1] > c.generic_gap[1]
     assert c.noise_ratio == pytest.approx(3.42470 / 0.741301, rel=1e-4)  # 4.62x (digest 4.B)
+
+
+def test_prop_3_6_dpsgd_cost_matches_seed001():
+    # Digest 4.C (Fig. 3a setting, independent CTD accountant): q=0.001, T=10000, eta*=0.1: sigma_std 1.785
+    # (eps* = 0.2007 at delta=1e-5), sigma_adv 0.7037; TPR at FPR 0.01 rises 0.0118 -> 0.0200.
+    c = g.advantage_calibration_cost(sampling_rate=0.001, steps=10000, target_advantage=0.1, fprs=(0.01,))
+    assert c.epsilon_standard == pytest.approx(0.2006525, abs=1e-7)  # digest 4.B
+    assert c.advantage.noise_multiplier == pytest.approx(0.7037, rel=2e-3)
+    assert c.standard.noise_multiplier == pytest.approx(1.785, rel=2e-3)
+    assert c.tpr_advantage[0] == pytest.approx(0.0200, abs=1e-4)
+    assert c.tpr_standard[0] == pytest.approx(0.0118, abs=1e-4)
+    assert c.bound_types["tpr_given_away"] == "estimate" and c.tpr_given_away[0] > 0
