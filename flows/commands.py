@@ -1,4 +1,293 @@
-"""Pipeline sub-commands of ``gdp`` (sweep, publish, sql, audit ...), registered into :data:`flows.cli.SUBCOMMANDS`.
+"""Pipeline sub-commands of ``gdp`` (sweep, regret-map, calibration-sweep, publish, sql, plot, demo), registered into
+:data:`flows.cli.SUBCOMMANDS`.
 
-Each command's ``run`` imports Prefect/DuckDB lazily so that ``gdp analyze`` stays fast.
+Each command's ``run`` imports Prefect/DuckDB lazily so that ``gdp analyze`` stays fast. Specs are validated
+*before* Prefect is imported or any flow starts, so an invalid spec fails in well under a second and writes nothing.
+Flows run on Prefect's ephemeral server unless ``PREFECT_API_URL`` points at a real one.
 """
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from flows.cli import SUBCOMMANDS
+
+DEMO_SPEC = Path(__file__).resolve().parent.parent / "data" / "specs" / "demo.yaml"
+
+
+def _prefect_env(verbose: bool) -> None:
+    """Quiet, offline defaults for CLI runs (explicit environment settings win)."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry calls from the local server
+    if not verbose:
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def _add_store_args(p: argparse.ArgumentParser, *, lake: bool = True) -> None:
+    if lake:
+        p.add_argument("--lake", help="lake root (default data/lake or $GDP_LAKE)")
+    p.add_argument("--report", help="DuckDB report (default data/reports/privacy.duckdb or $GDP_REPORT)")
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", metavar="SPEC.yaml", help="grid spec (see data/specs/)")
+    p.add_argument("--runner", choices=("thread", "process", "dask"), default=os.environ.get("GDP_TASK_RUNNER", "process"),
+                   help="task runner (default process: one worker per core)")
+    p.add_argument("--dask-address", help="scheduler of a running Dask cluster, e.g. tcp://10.0.0.5:8786 "
+                   "(default with --runner dask: a temporary LocalCluster)")
+    p.add_argument("--workers", type=int, help="worker processes/threads (default: cores)")
+    p.add_argument("--force", action="store_true", help="allow grids larger than the spec's max_cells")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("-v", "--verbose", action="store_true", help="show Prefect's INFO logs")
+    _add_store_args(p)
+
+
+def _runner(args: argparse.Namespace) -> Any:
+    from flows.runners import make_task_runner, share_api_with_workers
+
+    os.environ["GDP_TASK_RUNNER_LABEL"] = args.runner + (f"@{args.dask_address}" if args.dask_address else "")
+    runner = make_task_runner(args.runner, dask_address=args.dask_address, max_workers=args.workers)
+    share_api_with_workers(args.runner)
+    return runner
+
+
+def _check_workers(args: argparse.Namespace) -> None:
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+
+
+# -- sweep ----------------------------------------------------------------------------------------------------------
+def _sweep(args: argparse.Namespace) -> int:
+    from tasks.spec import load_grid_spec
+
+    spec = load_grid_spec(args.spec, force=args.force)  # fail fast, before Prefect starts
+    _check_workers(args)
+    _prefect_env(args.verbose)
+    from flows.grid_sweep import grid_sweep
+
+    runner = _runner(args)
+    summary = grid_sweep.with_options(task_runner=runner)(
+        spec_path=str(args.spec), lake=args.lake, report=args.report, force=args.force,
+        progress=not args.no_progress, workers=args.workers,
+    )
+    print(f"sweep {spec.name}: {summary.cells} cells ({summary.cells_computed} computed, {summary.cells_reused} "
+          f"already in the lake), {summary.chunks_computed} chunk(s) computed, {summary.chunks_failed} failed")
+    print(f"report: {Path(summary.report).resolve()}" if summary.report else "report: not published")
+    return 0
+
+
+def _regret_map(args: argparse.Namespace) -> int:
+    from tasks.spec import load_grid_spec
+
+    spec = load_grid_spec(args.spec, force=args.force)
+    from flows.regret_map import choose_axes
+
+    choose_axes(spec, args.x, args.y)  # bad axes fail before any work
+    _check_workers(args)
+    _prefect_env(args.verbose)
+    from flows.regret_map import regret_map
+
+    result = regret_map.with_options(task_runner=_runner(args))(
+        spec_path=str(args.spec), lake=args.lake, report=args.report, x=args.x, y=args.y, force=args.force,
+        progress=not args.no_progress, workers=args.workers,
+    )
+    print(f"regret map {spec.name}: {result.sweep.cells} cells, axes {result.y} vs {result.x}")
+    for metric, path in result.heatmaps.items():
+        print(f"  {metric:<10} {path}")
+    if result.curve:
+        print(f"  curve      {result.curve}   (worst-regret cell {result.worst_cell})")
+    print(f"report: {Path(result.sweep.report).resolve()}")
+    return 0
+
+
+def _calibration_sweep(args: argparse.Namespace) -> int:
+    from tasks.spec import load_calibration_spec
+
+    spec = load_calibration_spec(args.spec, force=args.force)
+    _check_workers(args)
+    _prefect_env(args.verbose)
+    from flows.calibration_sweep import calibration_sweep
+
+    result = calibration_sweep.with_options(task_runner=_runner(args))(
+        spec_path=str(args.spec), lake=args.lake, report=args.report, force=args.force, workers=args.workers,
+    )
+    print(f"calibration sweep {spec.name}: {result.cells} (sampling_rate, steps) cells, {result.cells_computed} "
+          f"computed, {result.cells_failed} without a solution")
+    print(f"report: {Path(result.report).resolve()}   (view: calibrations)")
+    return 0
+
+
+def _publish(args: argparse.Namespace) -> int:
+    _prefect_env(args.verbose)
+    from flows.publish import publish_report
+
+    result = publish_report(lake=args.lake, report=args.report)
+    counts = ", ".join(f"{k}={v:,}" for k, v in result.counts.items())
+    print(f"published {result.report} (snapshot {result.snapshot}{', reused' if result.reused_snapshot else ''}): "
+          f"{counts}")
+    return 0
+
+
+# -- sql --------------------------------------------------------------------------------------------------------------
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float):
+        if math.isnan(v):
+            return None
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return v
+    if isinstance(v, int | str | bool) or v is None:
+        return v
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    return str(v)
+
+
+def _table_text(columns: list[str], rows: list[tuple]) -> str:
+    def cell(v: Any) -> str:
+        if v is None:
+            return "NULL"
+        if isinstance(v, float):
+            return f"{v:.6g}"
+        return str(v)
+
+    body = [[cell(v) for v in r] for r in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in body]) for i, c in enumerate(columns)]
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(v.rjust(w) if _is_num(v) else v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in body]
+    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(out)
+
+
+def _is_num(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _sql(args: argparse.Namespace) -> int:
+    from tasks.lake import default_report
+    from tasks.publish import query_report
+
+    columns, rows = query_report(args.report or default_report(), args.query)
+    if args.format == "json":
+        print(json.dumps([{c: _jsonable(v) for c, v in zip(columns, r, strict=True)} for r in rows], indent=1))
+    elif args.format == "csv":
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(columns)
+        w.writerows(rows)
+    else:
+        print(_table_text(columns, rows))
+    return 0
+
+
+# -- plot -------------------------------------------------------------------------------------------------------------
+def _plot(args: argparse.Namespace) -> int:
+    from tasks.lake import default_report
+    from tasks.plots import plot_curve, plot_heatmap
+
+    report = args.report or str(default_report())
+    out_dir = Path(report).resolve().parent / "plots"
+    if args.what == "curve":
+        if not args.cell:
+            raise ValueError("gdp plot curve needs --cell CELL_ID (see: gdp sql \"SELECT cell_id FROM cells\")")
+        out = args.out or str(out_dir / f"curve_{args.cell}.png")
+        info = plot_curve(report, args.cell, out=out, spec=args.spec)
+    else:
+        if not (args.spec and args.x and args.y):
+            raise ValueError("gdp plot heatmap needs --spec NAME --x AXIS --y AXIS")
+        out = args.out or str(out_dir / args.spec / f"{args.metric}_{args.y}_vs_{args.x}.png")
+        fixed = {}
+        for item in args.fixed or []:
+            key, _, value = item.partition("=")
+            if not value:
+                raise ValueError(f"--fixed must look like steps=1000, got {item!r}")
+            fixed[key] = float(value)
+        info = plot_heatmap(report, args.spec, x=args.x, y=args.y, metric=args.metric, out=out, fixed=fixed,
+                            reduce=args.reduce)
+    print(info["path"])
+    return 0
+
+
+# -- demo -------------------------------------------------------------------------------------------------------------
+def _demo(args: argparse.Namespace) -> int:
+    import time
+
+    from tasks.lake import default_report
+
+    started = time.monotonic()
+    ns = argparse.Namespace(spec=str(DEMO_SPEC), runner=args.runner, dask_address=None, workers=None, force=False,
+                            no_progress=False, verbose=False, lake=args.lake, report=args.report, x=None, y=None)
+    _regret_map(ns)
+    report = args.report or str(default_report())
+    query = ("SELECT steps, sampling_rate, round(min(noise_multiplier), 3) AS sigma_min, round(max(mu), 3) AS worst_mu, "
+             "round(max(gdp_regret), 4) AS worst_gdp_regret FROM cells WHERE spec = 'demo' GROUP BY ALL ORDER BY ALL")
+    print(f"\n$ gdp sql \"{query}\"")
+    _sql(argparse.Namespace(report=report, query=query, format="table"))
+    print(f"\ndemo finished in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def _register() -> None:
+    def sweep_args(p: argparse.ArgumentParser) -> None:
+        _add_run_args(p)
+
+    def regret_args(p: argparse.ArgumentParser) -> None:
+        _add_run_args(p)
+        p.add_argument("--x", help="heat-map x axis (a grid key; default: spec plot.x or the first varying key)")
+        p.add_argument("--y", help="heat-map y axis (a grid key; default: spec plot.y or the second varying key)")
+
+    def publish_args(p: argparse.ArgumentParser) -> None:
+        _add_store_args(p)
+        p.add_argument("-v", "--verbose", action="store_true")
+
+    def sql_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("query", metavar="SQL", help='one read-only SELECT, e.g. "SELECT * FROM cells LIMIT 5"')
+        p.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                       help="output: aligned table (default), CSV, or JSON (a list of row objects)")
+        _add_store_args(p, lake=False)
+
+    def plot_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("what", choices=("heatmap", "curve"))
+        p.add_argument("--spec", help="spec name (as in the cells view)")
+        p.add_argument("--cell", help="cell_id (curve)")
+        p.add_argument("--x")
+        p.add_argument("--y")
+        p.add_argument("--metric", default="gdp_regret", choices=("mu", "gdp_regret", "advantage", "bayes_security"))
+        p.add_argument("--fixed", action="append", metavar="AXIS=VALUE", help="fix another axis (repeatable)")
+        p.add_argument("--reduce", default="max", choices=("max", "min", "mean"),
+                       help="how to reduce axes that are neither plotted nor fixed")
+        p.add_argument("--out", help="PNG path (default: next to the report, under plots/)")
+        _add_store_args(p, lake=False)
+
+    def demo_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--runner", choices=("thread", "process"), default="process")
+        _add_store_args(p)
+
+    SUBCOMMANDS.update(
+        {
+            "sweep": ("sweep a grid spec into the lake and publish the report", sweep_args, _sweep),
+            "regret-map": ("sweep + regret/mu heat maps and the worst cell's trade-off curve", regret_args,
+                           _regret_map),
+            "calibration-sweep": ("calibrate the noise multiplier over a (sampling_rate, steps) grid", sweep_args,
+                                  _calibration_sweep),
+            "publish": ("compact the lake and atomically rebuild the DuckDB report", publish_args, _publish),
+            "sql": ("run a read-only SQL query against the report", sql_args, _sql),
+            "plot": ("PNG heat map or trade-off curve from the report", plot_args, _plot),
+            "demo": ("tiny regret map on 2 cores, then a sample query", demo_args, _demo),
+        }
+    )
+
+
+_register()

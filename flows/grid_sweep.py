@@ -1,0 +1,239 @@
+"""``grid_sweep``: spec -> missing cells -> chunk tasks -> Parquet lake -> published DuckDB report.
+
+    gdp sweep data/specs/demo.yaml --runner process
+    python -c "from flows.grid_sweep import grid_sweep; grid_sweep('data/specs/demo.yaml')"
+
+Only cells not already in the lake (same mechanism, same settings, same gdpcore code) are computed: a re-run computes
+nothing and adds no rows; editing one grid value computes only the cells that value creates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import re
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.futures import as_completed
+from prefect.runtime import flow_run
+
+from flows.progress import ProgressBar
+from flows.publish import publish_report
+from flows.runners import default_workers, runner_from_env
+from tasks.evaluate import Chunk, ChunkManifest, SweepPlan, _transient_io_error, evaluate_chunk, plan_sweep
+from tasks.lake import code_version, default_lake, default_report, write_members, write_run
+from tasks.spec import GridSpec, load_grid_spec, spec_json
+
+__all__ = ["SweepSummary", "grid_sweep"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepSummary:
+    spec: str
+    run_id: str
+    cells: int
+    cells_computed: int
+    cells_reused: int
+    chunks_computed: int
+    chunks_cached: int
+    chunks_failed: int
+    worst_mu: float | None
+    report: str | None
+    lake: str
+    failures: tuple[str, ...] = ()
+
+
+@task(name="record-members", retries=2, retry_delay_seconds=1, retry_condition_fn=_transient_io_error)
+def record_members(plan: SweepPlan, lake: str) -> bool:
+    """The spec's current cell set (what the report shows for it); unchanged sets are not rewritten."""
+    return write_members(Path(lake), plan.spec_name, plan.spec_hash, plan.cell_ids, plan.eval_key)
+
+
+@task(name="record-run", retries=2, retry_delay_seconds=1, retry_condition_fn=_transient_io_error)
+def record_run(spec: GridSpec, summary: SweepSummary, lake: str, runner: str, started: dt.datetime) -> str:
+    import gdpcore
+
+    path = write_run(
+        Path(lake),
+        spec.name,
+        {
+            "run_id": summary.run_id,
+            "flow": "grid-sweep",
+            "spec_hash": spec.spec_hash,
+            "spec_json": spec_json(spec),
+            "cells": summary.cells,
+            "cells_computed": summary.cells_computed,
+            "chunks_computed": summary.chunks_computed,
+            "chunks_failed": summary.chunks_failed,
+            "gdpcore_version": gdpcore.__version__,
+            "code_version": code_version(),
+            "task_runner": runner,
+            "started_at": started,
+            "finished_at": dt.datetime.now(dt.UTC),
+        },
+    )
+    return str(path)
+
+
+@flow(name="grid-sweep", task_runner=runner_from_env())
+def grid_sweep(
+    spec_path: str,
+    lake: str | None = None,
+    report: str | None = None,
+    force: bool = False,
+    publish: bool = True,
+    progress: bool = False,
+    workers: int | None = None,
+) -> SweepSummary:
+    """Sweep the grid of ``spec_path`` into the lake and publish the report.
+
+    Args:
+        spec_path: a grid spec (YAML, see :mod:`tasks.spec`).
+        lake: lake root (default ``data/lake`` or ``$GDP_LAKE``).
+        report: DuckDB report path (default ``data/reports/privacy.duckdb`` or ``$GDP_REPORT``).
+        force: allow grids above the spec's ``max_cells``.
+        publish: rebuild the report after the sweep.
+        progress: draw a progress bar on stderr.
+        workers: parallel workers the chunking aims to keep busy (default: cores).
+    """
+    spec = load_grid_spec(spec_path, force=force)  # an invalid spec fails the run here, before anything is written
+    return run_sweep(spec, lake=lake, report=report, publish=publish, progress=progress, workers=workers)
+
+
+def run_sweep(
+    spec: GridSpec,
+    *,
+    lake: str | None = None,
+    report: str | None = None,
+    publish: bool = True,
+    progress: bool = False,
+    workers: int | None = None,
+) -> SweepSummary:
+    """The body of :func:`grid_sweep`, callable from any flow (its tasks run on that flow's task runner)."""
+    logger = get_run_logger()
+    started = dt.datetime.now(dt.UTC)
+    lake = str(lake or default_lake())
+    report = str(report or default_report())
+    run_id = str(flow_run.id)
+
+    plan = plan_sweep(spec, lake, workers=workers or default_workers())
+    logger.info(
+        "%s: %d cells, %d already in the lake, %d to compute in %d chunks",
+        spec.name, plan.cells_total, plan.cells_present, plan.cells_to_compute, len(plan.chunks),
+    )
+    manifests, failures = evaluate_chunks(plan.chunks, lake, progress=progress, artifact_key=_key("sweep", spec.name))
+
+    record_members(plan, lake)
+    computed = [m for m in manifests if m.computed_by_run == run_id]
+    mus = [m.worst_mu for m in manifests if m.worst_mu is not None]
+    summary = SweepSummary(
+        spec=spec.name,
+        run_id=run_id,
+        cells=plan.cells_total,
+        cells_computed=sum(m.cells for m in computed),
+        cells_reused=plan.cells_total - sum(m.cells for m in computed),
+        chunks_computed=len(computed),
+        chunks_cached=len(manifests) - len(computed),
+        chunks_failed=len(failures),
+        worst_mu=max(mus) if mus else None,
+        report=report if publish else None,
+        lake=lake,
+        failures=tuple(failures),
+    )
+    record_run(spec, summary, lake, _runner_name(), started)
+    if publish:
+        publish_report(lake=lake, report=report)
+    _sweep_artifacts(spec, summary)
+    if failures:
+        raise RuntimeError(f"{len(failures)} of {len(plan.chunks)} chunks failed: " + "; ".join(failures[:3]))
+    return summary
+
+
+def evaluate_chunks(
+    chunks: tuple[Chunk, ...], lake: str, *, progress: bool = False, artifact_key: str | None = None
+) -> tuple[list[ChunkManifest], list[str]]:
+    """Submit one task per chunk, collect manifests as they finish; re-run a cache hit whose file has vanished."""
+    if not chunks:
+        return [], []
+    # Cached manifests live in Prefect's result store (PREFECT_RESULTS_LOCAL_STORAGE_PATH), keyed on the chunk and
+    # the lake's absolute path; a hit whose Parquet file is gone is recomputed below.
+    evaluate = evaluate_chunk
+    bar = ProgressBar(sum(c.size for c in chunks), enabled=progress, artifact_key=artifact_key)
+    submitted = [(c, evaluate.submit(c, lake)) for c in chunks]
+    by_future = {f.task_run_id: c for c, f in submitted}
+    manifests: list[ChunkManifest] = []
+    failures: list[str] = []
+    stale: list[Chunk] = []
+    for fut in as_completed([f for _, f in submitted]):
+        chunk = by_future[fut.task_run_id]
+        result = fut.result(raise_on_failure=False)
+        if isinstance(result, BaseException) or not fut.state.is_completed():
+            failures.append(f"chunk {chunk.short_key}: {result!r}"[:300])
+        elif not (Path(lake) / result.path).exists():
+            stale.append(chunk)
+        else:
+            manifests.append(result)
+        bar.update(chunk.size)
+    if stale:  # the Prefect cache remembers a file someone deleted: recompute those chunks
+        refresh = evaluate.with_options(refresh_cache=True)
+        for c, fut in [(c, refresh.submit(c, lake)) for c in stale]:
+            result = fut.result(raise_on_failure=False)
+            if isinstance(result, BaseException):
+                failures.append(f"chunk {c.short_key}: {result!r}"[:300])
+            else:
+                manifests.append(result)
+    return manifests, failures
+
+
+def _runner_name() -> str:
+    import os
+
+    return os.environ.get("GDP_TASK_RUNNER_LABEL") or os.environ.get("GDP_TASK_RUNNER", "process")
+
+
+def _key(prefix: str, name: str) -> str:
+    """Prefect artifact keys: lowercase letters, digits and dashes only."""
+    return f"{prefix}-" + re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
+
+
+def _fmt(x: Any) -> str:
+    return "n/a" if x is None else f"{x:.6g}" if isinstance(x, float) else str(x)
+
+
+def _sweep_artifacts(spec: GridSpec, s: SweepSummary) -> None:
+    worst: list[dict[str, Any]] = []
+    if s.report and Path(s.report).exists():
+        from tasks.publish import query_report
+
+        cols, rows = query_report(
+            s.report,
+            f"SELECT cell_id, {', '.join(spec.grid)}, mu, gdp_regret, advantage, status FROM cells "
+            f"WHERE spec = '{spec.name}' ORDER BY mu DESC NULLS LAST LIMIT 10",
+        )
+        worst = [{c: _fmt(v) for c, v in zip(cols, r, strict=True)} for r in rows]
+    md = [
+        f"# Grid sweep `{s.spec}`",
+        "",
+        "| cells | computed | reused from lake | chunks computed | chunks cached | chunks failed | worst mu |",
+        "|---|---|---|---|---|---|---|",
+        f"| {s.cells} | {s.cells_computed} | {s.cells_reused} | {s.chunks_computed} | {s.chunks_cached} | "
+        f"{s.chunks_failed} | {_fmt(s.worst_mu)} |",
+        "",
+        f"- lake: `{Path(s.lake).resolve()}`",
+        f"- report: `{Path(s.report).resolve()}`" if s.report else "- report: not published (publish=False)",
+    ]
+    if s.failures:
+        md += ["", "## Failures", *[f"- {f}" for f in s.failures]]
+    create_markdown_artifact(key=_key("sweep", s.spec), markdown="\n".join(md), description="Sweep summary")
+    if worst:
+        create_table_artifact(key=_key("worst-cells", s.spec), table=worst,
+                              description=f"The 10 cells of {s.spec} with the largest mu")
+
+
+if __name__ == "__main__":  # spawn-based runners need the guard
+    import sys
+
+    grid_sweep(sys.argv[1])

@@ -1,0 +1,111 @@
+"""``regret_map``: a grid sweep plus heat maps of GDP regret and mu over two chosen axes, and the trade-off curve of
+the cell where mu-GDP describes the mechanism worst. PNGs go next to the report (``<report dir>/plots/<spec>/``)
+and are listed in a Prefect artifact.
+
+    gdp regret-map data/specs/dpsgd-cifar-map.yaml --x sampling_rate --y noise_multiplier
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, task
+from prefect.artifacts import create_markdown_artifact
+
+from flows.grid_sweep import SweepSummary, _key, run_sweep
+from flows.runners import runner_from_env
+from tasks.lake import default_report
+from tasks.plots import plot_curve, plot_heatmap
+from tasks.publish import query_report
+from tasks.spec import GridSpec, load_grid_spec
+
+__all__ = ["RegretMap", "regret_map"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RegretMap:
+    sweep: SweepSummary
+    x: str
+    y: str
+    heatmaps: dict[str, str]
+    curve: str | None
+    worst_cell: str | None
+
+
+@task(name="plot-heatmap")
+def render_heatmap(report: str, spec: str, x: str, y: str, metric: str, out: str,
+                   fixed: dict[str, Any], reduce: str) -> str:
+    return plot_heatmap(report, spec, x=x, y=y, metric=metric, out=out, fixed=fixed, reduce=reduce)["path"]
+
+
+@task(name="plot-curve")
+def render_curve(report: str, spec: str, cell_id: str, out: str) -> str:
+    return plot_curve(report, cell_id, out=out, spec=spec)["path"]
+
+
+def choose_axes(spec: GridSpec, x: str | None, y: str | None) -> tuple[str, str, dict[str, Any], str]:
+    """Axes from the arguments, else the spec's ``plot`` block, else the first two axes with more than one value."""
+    fixed: dict[str, Any] = {}
+    reduce = "max"
+    if spec.plot is not None:
+        x = x or spec.plot.x
+        y = y or spec.plot.y
+        fixed = dict(spec.plot.fixed)
+        reduce = spec.plot.reduce
+    varying = [k for k, v in spec.axes().items() if len(v) > 1] or list(spec.grid)
+    x = x or varying[0]
+    y = y or next((k for k in varying if k != x), None)
+    for name, value in (("x", x), ("y", y)):
+        if value is None or value not in spec.grid:
+            raise ValueError(f"--{name} must be one of the grid keys {', '.join(spec.grid)}, got {value!r}")
+    if x == y:
+        raise ValueError(f"--x and --y must differ, got {x!r} twice")
+    return x, y, {k: v for k, v in fixed.items() if k not in (x, y)}, reduce
+
+
+@flow(name="regret-map", task_runner=runner_from_env())
+def regret_map(
+    spec_path: str,
+    lake: str | None = None,
+    report: str | None = None,
+    x: str | None = None,
+    y: str | None = None,
+    force: bool = False,
+    progress: bool = False,
+    workers: int | None = None,
+) -> RegretMap:
+    spec = load_grid_spec(spec_path, force=force)
+    x, y, fixed, reduce = choose_axes(spec, x, y)  # bad axes fail here, before any work
+    report = str(report or default_report())
+    sweep = run_sweep(spec, lake=lake, report=report, publish=True, progress=progress, workers=workers)
+
+    plots = Path(report).resolve().parent / "plots" / spec.name
+    heatmaps = {
+        metric: render_heatmap(report, spec.name, x, y, metric, str(plots / f"{metric}_{y}_vs_{x}.png"), fixed, reduce)
+        for metric in ("gdp_regret", "mu")
+    }
+    _, worst = query_report(
+        report,
+        f"SELECT cell_id FROM cells WHERE spec = '{spec.name}' AND status = 'ok' "
+        "ORDER BY gdp_regret DESC NULLS LAST, cell_id LIMIT 1",
+    )
+    worst_cell = worst[0][0] if worst else None
+    curve = render_curve(report, spec.name, worst_cell, str(plots / f"curve_{worst_cell}.png")) if worst_cell else None
+
+    lines = [f"# Regret map `{spec.name}`", "", f"Axes: x = `{x}`, y = `{y}`; other axes: "
+             + (", ".join(f"{k}={v}" for k, v in fixed.items()) if fixed else f"{reduce} over them"), ""]
+    lines += [f"- {metric}: `{path}`" for metric, path in heatmaps.items()]
+    if curve:
+        lines.append(f"- trade-off curve of the worst-regret cell `{worst_cell}`: `{curve}`")
+    lines.append(f"- report: `{Path(report).resolve()}`")
+    create_markdown_artifact(key=_key("regret-map", spec.name), markdown="\n".join(lines),
+                             description="Regret / mu heat maps (PNG paths)")
+    return RegretMap(sweep=sweep, x=x, y=y, heatmaps=heatmaps, curve=curve, worst_cell=worst_cell)
+
+
+if __name__ == "__main__":
+    import sys
+
+    regret_map(sys.argv[1])

@@ -1,0 +1,348 @@
+"""Chunked evaluation: plan which cells of a spec still need computing, evaluate one chunk, write one Parquet file.
+
+The numbers come from :func:`gdpcore.analyze_grid` (one row per mechanism). This module only shapes them into the
+lake's staging schema (:data:`tasks.lake.STAGING_SCHEMA`) and adds provenance. A chunk is a few dozen to a few
+thousand cells, so a flow run has hundreds of task runs, not one per cell (anchors report 1.10).
+
+Resumability has two layers:
+
+* planning (:func:`plan_sweep`) drops cells whose (cell_id, eval_key) is already in the spec's staging files, so a
+  re-run computes nothing and an edit to one grid value computes only the new cells;
+* the Prefect task cache is keyed on the chunk key (cells + evaluation settings + gdpcore code version) and the lake,
+  so a retried flow run that re-plans the same chunk reuses the finished task's manifest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from prefect import task
+from prefect.cache_policies import TASK_SOURCE, CacheKeyFnPolicy
+
+from tasks.lake import (
+    STAGING_SCHEMA,
+    atomic_write_parquet,
+    chunk_path,
+    code_version,
+    computed_cells,
+    param_columns,
+)
+from tasks.spec import GridSpec
+
+__all__ = [
+    "CURVE_FPRS",
+    "Chunk",
+    "ChunkManifest",
+    "EvalSettings",
+    "SweepPlan",
+    "compute_chunk_table",
+    "evaluate_chunk",
+    "plan_sweep",
+]
+
+
+def _curve_grid() -> tuple[float, ...]:
+    pts = {0.0, 1.0}
+    pts.update(float(f"{x:.12g}") for x in np.geomspace(1e-10, 1e-2, 17))
+    pts.update(float(f"{x:.12g}") for x in np.linspace(0.0, 1.0, 51))
+    return tuple(sorted(pts))
+
+
+CURVE_FPRS: tuple[float, ...] = _curve_grid()
+"""FPR points at which every cell's trade-off curve is stored (log-spaced tail + linear body; 0 and 1 included)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSettings:
+    """Everything besides the mechanism that determines a cell's numbers."""
+
+    deltas: tuple[float, ...]
+    fprs: tuple[float, ...]  # spec fprs ∪ CURVE_FPRS, sorted
+    representations: tuple[str, ...]
+    discretization: float | None
+    alpha_min: float
+    code_version: str
+
+    @classmethod
+    def from_spec(cls, spec: GridSpec) -> EvalSettings:
+        return cls(
+            deltas=tuple(spec.deltas),
+            fprs=tuple(sorted(set(spec.fprs) | set(CURVE_FPRS))),
+            representations=tuple(spec.representations),
+            discretization=None if spec.discretization is None else float(spec.discretization),
+            alpha_min=float(spec.alpha_min),
+            code_version=code_version(),
+        )
+
+    @property
+    def eval_key(self) -> str:
+        return _hash(dataclasses.asdict(self))
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """A slice of a spec's cells: canonical mechanism JSON per cell plus the settings they are evaluated with."""
+
+    spec_name: str
+    kind: str
+    mechanisms: tuple[str, ...]
+    settings: EvalSettings
+
+    @property
+    def key(self) -> str:
+        return _hash({"mechanisms": self.mechanisms, "settings": dataclasses.asdict(self.settings)})
+
+    @property
+    def short_key(self) -> str:
+        return self.key[:10]
+
+    @property
+    def size(self) -> int:
+        return len(self.mechanisms)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkManifest:
+    """What a chunk task returns: where its file is and a few counts, never the data."""
+
+    chunk_key: str
+    path: str  # relative to the lake root
+    cells: int
+    cells_ok: int
+    worst_mu: float | None
+    seconds: float
+    computed_by_run: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepPlan:
+    spec_name: str
+    spec_hash: str
+    eval_key: str
+    cell_ids: tuple[str, ...]  # every cell of the spec, grid order
+    chunks: tuple[Chunk, ...]  # only the cells not yet in the lake
+    cells_present: int
+
+    @property
+    def cells_total(self) -> int:
+        return len(self.cell_ids)
+
+    @property
+    def cells_to_compute(self) -> int:
+        return sum(c.size for c in self.chunks)
+
+
+def _hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+def auto_chunk_size(n_cells: int, workers: int) -> int:
+    """About four chunks per worker, at least 8 and at most 2000 cells each (hundreds of task runs at most)."""
+    if n_cells <= 0:
+        return 1
+    return int(min(2000, max(8, math.ceil(n_cells / (4 * max(1, workers))))))
+
+
+def build_plan(spec: GridSpec, lake: Path, *, workers: int = 2) -> SweepPlan:
+    """Pure planning (no Prefect): enumerate cells, drop the computed ones, cut the rest into chunks."""
+    from gdpcore import mechanism_from_dict
+
+    settings = EvalSettings.from_spec(spec)
+    eval_key = settings.eval_key
+    present = computed_cells(lake, spec.name)
+    cell_ids: list[str] = []
+    todo: list[str] = []
+    seen: set[str] = set()
+    for cell in spec.iter_cells():
+        mech = mechanism_from_dict(cell)
+        cid = mech.content_hash
+        if cid in seen:  # e.g. two rounded values that coincide
+            continue
+        seen.add(cid)
+        cell_ids.append(cid)
+        if (cid, eval_key) not in present:
+            todo.append(mech.to_json())
+    size = spec.chunk_size or auto_chunk_size(len(todo), workers)
+    chunks = tuple(
+        Chunk(spec_name=spec.name, kind=spec.mechanism, mechanisms=tuple(todo[i : i + size]), settings=settings)
+        for i in range(0, len(todo), size)
+    )
+    return SweepPlan(
+        spec_name=spec.name,
+        spec_hash=spec.spec_hash,
+        eval_key=eval_key,
+        cell_ids=tuple(cell_ids),
+        chunks=chunks,
+        cells_present=len(cell_ids) - len(todo),
+    )
+
+
+@task(name="plan-sweep", retries=2, retry_delay_seconds=1)
+def plan_sweep(spec: GridSpec, lake: str, workers: int = 2) -> SweepPlan:
+    """Which cells of ``spec`` are missing from the lake, cut into chunks."""
+    return build_plan(spec, Path(lake), workers=workers)
+
+
+# -- evaluation ----------------------------------------------------------------------------------------------------------
+def _grid_rows(mechs: list[Any], settings: EvalSettings) -> list[dict[str, Any]]:
+    """analyze_grid on the whole chunk; on a numerical error, per cell, so one bad cell cannot sink its chunk."""
+    import gdpcore
+
+    kwargs: dict[str, Any] = dict(deltas=list(settings.deltas), fprs=list(settings.fprs), alpha_min=settings.alpha_min)
+    if settings.discretization is not None:
+        kwargs["discretization"] = settings.discretization
+    try:
+        return gdpcore.analyze_grid(mechs, **kwargs).to_pylist()
+    except (ValueError, ArithmeticError, RuntimeError) as exc:
+        if len(mechs) == 1:
+            return [{"status": f"error: {type(exc).__name__}: {exc}"[:500]}]
+    rows: list[dict[str, Any]] = []
+    for m in mechs:
+        rows.extend(_grid_rows([m], settings))
+    return rows
+
+
+def _representation_regrets(mech: Any, settings: EvalSettings) -> tuple[list, list, list, list]:
+    """Regret per representation (gdpcore issue 3's ``PrivacyReport.regret``), when that API is available."""
+    import gdpcore
+
+    reps, deltas, values, bounds = [], [], [], []
+    others = [r for r in settings.representations if r != "gdp"]
+    if not others or not hasattr(gdpcore.PrivacyReport, "regret"):
+        return reps, deltas, values, bounds
+    # Needs a per-point PrivacyReport (dp_accounting PLD): the grid engine does not expose these regrets yet.
+    report = gdpcore.analyze(mech, discretization=settings.discretization or 1e-4, alpha_min=settings.alpha_min)
+    for rep in others:
+        for d in settings.deltas if rep == "epsilon_delta" else (None,):
+            value = report.regret(rep, delta=d) if d is not None else report.regret(rep)
+            reps.append(rep)
+            deltas.append(d)
+            values.append(float(value))
+            bounds.append("exact" if report.exact else "estimate")
+    return reps, deltas, values, bounds
+
+
+def compute_chunk_table(chunk: Chunk, run_id: str) -> pa.Table:
+    """Evaluate every cell of ``chunk`` with gdpcore and shape the rows into :data:`STAGING_SCHEMA`."""
+    import gdpcore
+
+    mech_dicts = [json.loads(m) for m in chunk.mechanisms]
+    for d in mech_dicts:
+        d.pop("schema", None)
+    mechs = [gdpcore.mechanism_from_dict(d) for d in mech_dicts]
+    grid_rows = _grid_rows(mechs, chunk.settings)
+    now = dt.datetime.now(dt.UTC)
+    rows = []
+    settings = chunk.settings
+    for mech, mdict, g in zip(mechs, mech_dicts, grid_rows, strict=True):
+        ok = g.get("status") == "ok"
+        reps, rdeltas, rvalues, rbounds = (["gdp"], [None], [g.get("gdp_regret")], [g.get("gdp_regret_bound")])
+        if ok and "gdp" not in settings.representations:
+            reps, rdeltas, rvalues, rbounds = [], [], [], []
+        if ok:
+            more = _representation_regrets(mech, settings)
+            reps, rdeltas, rvalues, rbounds = (a + b for a, b in zip((reps, rdeltas, rvalues, rbounds), more, strict=True))
+        else:
+            reps, rdeltas, rvalues, rbounds = [], [], [], []
+        row = {
+            "cell_id": mech.content_hash,
+            "eval_key": settings.eval_key,
+            "chunk_key": chunk.key,
+            "mechanism_kind": mech.kind,
+            "mechanism_json": mech.to_json(),
+            **param_columns(mdict),
+            "status": g.get("status", "error: missing row"),
+            **{
+                k: g.get(k)
+                for k in (
+                    "mu", "mu_lower", "gdp_regret", "advantage", "advantage_lower", "bayes_security", "mu_bound",
+                    "gdp_regret_bound", "advantage_bound", "bayes_security_bound", "epsilon_bound", "fnr_bound",
+                    "epsilon", "epsilon_lower", "accountant", "discretization", "engine",
+                )
+            },
+            "deltas": list(settings.deltas) if ok else None,
+            "curve_fpr": list(settings.fprs) if ok else None,
+            "curve_fnr": g.get("fnr"),
+            "regret_representation": reps,
+            "regret_delta": rdeltas,
+            "regret": rvalues,
+            "regret_bound": rbounds,
+            "alpha_min": settings.alpha_min,
+            "gdpcore_version": gdpcore.__version__,
+            "code_version": settings.code_version,
+            "run_id": run_id,
+            "computed_at": now,
+        }
+        rows.append(row)
+    return pa.Table.from_pylist(rows, schema=STAGING_SCHEMA)
+
+
+def _chunk_cache_key(context: Any, parameters: dict[str, Any]) -> str:
+    """Chunk content (cells + settings + gdpcore code version) and the lake it was written to."""
+    chunk: Chunk = parameters["chunk"]
+    return f"gdp-chunk-{chunk.key}-{_hash(str(Path(parameters['lake']).resolve()))[:12]}"
+
+
+def _transient_io_error(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry only I/O failures (full disk, NFS hiccup, lost file handle); numerical errors are not transient."""
+    try:
+        state.result()
+    except OSError:
+        return True
+    except Exception:  # noqa: BLE001 - anything else is deterministic: do not retry
+        return False
+    return False
+
+
+def _run_id() -> str:
+    from prefect.runtime import flow_run
+
+    return str(flow_run.id or "no-flow-run")
+
+
+@task(
+    name="evaluate-chunk",
+    task_run_name="evaluate {chunk.spec_name}/{chunk.short_key} ({chunk.size} cells)",
+    cache_policy=CacheKeyFnPolicy(cache_key_fn=_chunk_cache_key) + TASK_SOURCE,
+    persist_result=True,
+    retries=2,
+    retry_delay_seconds=[2, 10],
+    retry_condition_fn=_transient_io_error,
+)
+def evaluate_chunk(chunk: Chunk, lake: str) -> ChunkManifest:
+    """Evaluate one chunk and write it as one Parquet file (temp + rename); return its manifest."""
+    started = time.perf_counter()
+    run_id = _run_id()
+    table = compute_chunk_table(chunk, run_id)
+    path = chunk_path(Path(lake), chunk.spec_name, chunk.kind, chunk.key)
+    atomic_write_parquet(
+        table,
+        path,
+        {"run_id": run_id, "chunk_key": chunk.key, "code_version": chunk.settings.code_version,
+         "settings": dataclasses.asdict(chunk.settings)},
+    )
+    ok_mask = [s == "ok" for s in table.column("status").to_pylist()]
+    mus = [m for m, ok in zip(table.column("mu").to_pylist(), ok_mask, strict=True) if ok and m is not None]
+    return ChunkManifest(
+        chunk_key=chunk.key,
+        path=str(path.relative_to(Path(lake))),
+        cells=table.num_rows,
+        cells_ok=sum(ok_mask),
+        worst_mu=max(mus) if mus else None,
+        seconds=time.perf_counter() - started,
+        computed_by_run=run_id,
+    )
+
+
+def chunk_cells(chunks: Sequence[Chunk]) -> int:
+    return sum(c.size for c in chunks)

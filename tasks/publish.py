@@ -1,0 +1,287 @@
+"""Publishing: compact the lake's staging files into curated tables and (re)build the DuckDB report atomically.
+
+The report (``data/reports/privacy.duckdb`` by default) holds only *views* over a curated snapshot of the lake plus a
+one-row ``report_info`` table. Views name absolute paths (baked in at publish time), so the report answers the same
+wherever it is opened from, as long as the lake stays where it was published.
+
+Atomicity: the curated snapshot is written to a fresh content-addressed directory (``curated/<snapshot>/``), the
+report to a temporary file next to the target, and the file is then ``os.replace``-d over the old report. A reader
+therefore opens either the old report (whose snapshot is kept: the newest few snapshots survive garbage collection)
+or the new one, never a half-written one. DuckDB allows one writer process: only this module opens a report
+read-write, and it only ever writes a file nobody else has opened yet.
+
+View contract (issue 6): ``cells`` (cell_id, noise_multiplier, sampling_rate, steps, mu, gdp_regret, advantage,
+bayes_security, status, ...), ``epsilons(cell_id, delta, epsilon, ...)``, ``curves(cell_id, fpr, fnr, ...)``,
+``regrets(cell_id, representation, regret, ...)``; every view also has ``spec`` and ``mechanism`` (hive partitions):
+(spec, cell_id) identifies a row of ``cells``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tasks.lake import LAKE_SCHEMA_VERSION, code_version, remove_stale_temporaries
+
+__all__ = ["PublishResult", "VIEWS", "publish_lake", "query_report"]
+
+KEEP_SNAPSHOTS = 3
+
+_CELL_COLUMNS = (
+    "cell_id, noise_multiplier, sampling_rate, steps, mu, gdp_regret, advantage, bayes_security, status, "
+    "sensitivity, neighbouring, scale, sigma, rr_epsilon, mu_lower, advantage_lower, "
+    "mu_bound, gdp_regret_bound, advantage_bound, bayes_security_bound, epsilon_bound, fnr_bound, "
+    "accountant, discretization, alpha_min, engine, mechanism_kind, mechanism_json, grid_index, "
+    "eval_key, chunk_key, gdpcore_version, code_version, run_id, computed_at"
+)
+
+_TABLES: dict[str, str] = {
+    "cells": f"SELECT {_CELL_COLUMNS}, spec, mechanism FROM live ORDER BY spec, grid_index",
+    "epsilons": (
+        "SELECT cell_id, UNNEST(deltas) AS delta, UNNEST(epsilon) AS epsilon, UNNEST(epsilon_lower) AS epsilon_lower, "
+        "epsilon_bound AS bound, spec, mechanism FROM live WHERE deltas IS NOT NULL ORDER BY spec, grid_index"
+    ),
+    "curves": (
+        "SELECT cell_id, UNNEST(curve_fpr) AS fpr, UNNEST(curve_fnr) AS fnr, fnr_bound AS bound, spec, mechanism "
+        "FROM live WHERE curve_fpr IS NOT NULL ORDER BY spec, grid_index"
+    ),
+    "regrets": (
+        "SELECT cell_id, UNNEST(regret_representation) AS representation, UNNEST(regret_delta) AS delta, "
+        "UNNEST(regret) AS regret, UNNEST(regret_bound) AS bound, spec, mechanism FROM live "
+        "WHERE regret_representation IS NOT NULL ORDER BY spec, grid_index"
+    ),
+}
+
+VIEWS: dict[str, str] = {
+    "cells": "One row per grid cell and spec: mechanism parameters, mu (tightest pessimistic mu-GDP), gdp_regret, "
+    "advantage, bayes_security, status ('ok' or why not), bound labels and provenance (accountant, discretization, "
+    "gdpcore version, run id). Key: (spec, cell_id).",
+    "epsilons": "epsilon(delta) per cell for every delta of its spec; bound says upper/exact.",
+    "curves": "The pessimistic trade-off curve of each cell: lowest FNR at each FPR of a fixed grid (+ the spec's fprs).",
+    "regrets": "Regret of each representation (gdp, epsilon_delta at delta, zcdp, rdp, pure_dp) per cell.",
+    "runs": "One row per sweep run: spec hash, counts, gdpcore version, task runner, timings.",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishResult:
+    report: str
+    snapshot: str
+    reused_snapshot: bool
+    counts: dict[str, int]
+    published_at: str
+
+
+def _lit(path: Path | str) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _read(glob: Path, partitions: tuple[str, ...] = ("spec", "mechanism")) -> str:
+    types = ", ".join(f"'{p}': VARCHAR" for p in partitions)
+    return (
+        f"read_parquet({_lit(glob)}, hive_partitioning = true, union_by_name = true, "
+        f"hive_types = {{{types}}}, hive_types_autocast = false)"
+    )
+
+
+def _parts(table: str) -> tuple[str, ...]:
+    return ("spec",) if table == "runs" else ("spec", "mechanism")
+
+
+def _snapshot_id(lake: Path) -> str:
+    """Content address of what a publish would read: staging file names (content-addressed) + members bytes."""
+    h = hashlib.sha256(f"lake-schema-{LAKE_SCHEMA_VERSION};publisher-{code_version()}".encode())
+    for path in sorted(lake.glob("staging/spec=*/mechanism=*/chunk-*.parquet")):
+        h.update(str(path.relative_to(lake)).encode())
+    for path in sorted(lake.glob("members/spec=*/members.parquet")) + sorted(lake.glob("runs/spec=*/run-*.parquet")):
+        h.update(str(path.relative_to(lake)).encode())
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()[:20]
+
+
+def _build_snapshot(lake: Path, snap: Path) -> dict[str, int]:
+    import duckdb
+
+    tmp = snap.with_name(f".{snap.name}.tmp-{uuid.uuid4().hex[:8]}")
+    con = duckdb.connect()
+    try:
+        has_staging = any(lake.glob("staging/spec=*/mechanism=*/chunk-*.parquet"))
+        has_members = any(lake.glob("members/spec=*/members.parquet"))
+        if has_staging and has_members:
+            con.execute(
+                f"""CREATE TEMP TABLE live AS
+                SELECT s.*, m.grid_index FROM {_read(lake / 'staging' / '**' / '*.parquet')} s
+                JOIN {_read(lake / 'members' / '**' / '*.parquet', ('spec',))} m
+                  ON s.spec = m.spec AND s.cell_id = m.cell_id AND s.eval_key = m.eval_key
+                QUALIFY row_number() OVER (PARTITION BY s.spec, s.cell_id ORDER BY s.computed_at DESC, s.chunk_key) = 1"""
+            )
+        else:  # nothing published yet: an empty table with the staging schema
+            from tasks.lake import STAGING_SCHEMA
+
+            empty = STAGING_SCHEMA.empty_table()  # noqa: F841 - referenced by name in SQL below
+            con.execute(
+                "CREATE TEMP TABLE live AS SELECT *, NULL::BIGINT AS grid_index, NULL::VARCHAR AS spec, "
+                "NULL::VARCHAR AS mechanism FROM empty"
+            )
+        kv = (
+            f"KV_METADATA {{'gdp.lake_schema_version': '{LAKE_SCHEMA_VERSION}', "
+            f"'gdp.publisher_code_version': '{code_version()}'}}"
+        )
+        counts: dict[str, int] = {}
+        for name, select in _TABLES.items():
+            out = tmp / name
+            out.mkdir(parents=True)
+            counts[name] = con.execute(f"SELECT count(*) FROM ({select})").fetchone()[0]
+            if counts[name]:
+                con.execute(
+                    f"COPY ({select}) TO {_lit(out)} (FORMAT parquet, PARTITION_BY (spec, mechanism), "
+                    f"COMPRESSION zstd, FILENAME_PATTERN 'part-{{i}}', {kv})"
+                )
+            # A zero-row file keeps the view's glob and schema valid even when the table is empty.
+            empty_dir = out / "spec=__empty__" / "mechanism=__empty__"
+            empty_dir.mkdir(parents=True)
+            con.execute(
+                f"COPY (SELECT * EXCLUDE (spec, mechanism) FROM ({select}) LIMIT 0) TO "
+                f"{_lit(empty_dir / 'empty.parquet')} (FORMAT parquet, {kv})"
+            )
+        runs_out = tmp / "runs" / "spec=__empty__"
+        runs_out.mkdir(parents=True)
+        from tasks.lake import RUNS_SCHEMA
+
+        runs_empty = RUNS_SCHEMA.empty_table()  # noqa: F841 - referenced by name in SQL below
+        con.execute(f"COPY (SELECT * FROM runs_empty) TO {_lit(runs_out / 'empty.parquet')} (FORMAT parquet)")
+        if any(lake.glob("runs/spec=*/run-*.parquet")):
+            runs_sel = f"SELECT * FROM {_read(lake / 'runs' / '**' / '*.parquet', ('spec',))}"
+            con.execute(f"COPY ({runs_sel}) TO {_lit(tmp / 'runs')} (FORMAT parquet, PARTITION_BY (spec), "
+                        "FILENAME_PATTERN 'part-{i}', OVERWRITE_OR_IGNORE)")
+            counts["runs"] = con.execute(f"SELECT count(*) FROM ({runs_sel})").fetchone()[0]
+        else:
+            counts["runs"] = 0
+        (tmp / "_SUCCESS").write_text(dt.datetime.now(dt.UTC).isoformat())
+        os.replace(tmp, snap)  # a directory rename: the snapshot appears complete or not at all
+    finally:
+        con.close()
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return counts
+
+
+def _snapshot_counts(snap: Path) -> dict[str, int]:
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        return {
+            name: con.execute(f"SELECT count(*) FROM {_read(snap / name / '**' / '*.parquet', _parts(name))}").fetchone()[0]
+            for name in (*_TABLES, "runs")
+        }
+    finally:
+        con.close()
+
+
+def _write_report(report: Path, lake: Path, snap: Path, counts: dict[str, int], published_at: str) -> None:
+    import duckdb
+
+    report.parent.mkdir(parents=True, exist_ok=True)
+    tmp = report.with_name(f".{report.name}.tmp-{uuid.uuid4().hex[:8]}")
+    con = duckdb.connect(str(tmp))
+    try:
+        for name in (*_TABLES, "runs"):
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM {_read(snap / name / '**' / '*.parquet', _parts(name))}")
+            con.execute(f"COMMENT ON VIEW {name} IS {_lit(VIEWS[name])}")
+        con.execute(
+            "CREATE TABLE report_info AS SELECT ?::TIMESTAMPTZ AS published_at, ? AS lake, ? AS snapshot, "
+            "? AS lake_schema_version, ? AS publisher_code_version, ?::JSON AS row_counts",
+            [published_at, str(lake), snap.name, LAKE_SCHEMA_VERSION, code_version(),
+             __import__("json").dumps(counts)],
+        )
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    try:
+        os.replace(tmp, report)
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+
+
+def _gc_snapshots(curated: Path, keep: Path) -> list[str]:
+    """Keep the newest KEEP_SNAPSHOTS complete snapshots (and ``keep``); remove older ones and stray temporaries."""
+    removed = []
+    snaps = sorted(
+        (p for p in curated.iterdir() if p.is_dir() and (p / "_SUCCESS").exists()),
+        key=lambda p: (p / "_SUCCESS").stat().st_mtime,
+        reverse=True,
+    )
+    for old in snaps[KEEP_SNAPSHOTS:]:
+        if old != keep:
+            shutil.rmtree(old, ignore_errors=True)
+            removed.append(old.name)
+    for stray in curated.glob(".*.tmp-*"):
+        shutil.rmtree(stray, ignore_errors=True)
+    return removed
+
+
+def publish_lake(lake: str | Path, report: str | Path) -> PublishResult:
+    """Compact ``lake`` into a curated snapshot (reused if nothing changed) and atomically replace ``report``."""
+    lake = Path(lake).resolve()
+    report = Path(report).resolve()
+    lake.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(lake / "staging")
+    curated = lake / "curated"
+    curated.mkdir(exist_ok=True)
+    snap = curated / _snapshot_id(lake)
+    reused = (snap / "_SUCCESS").exists()
+    if reused:
+        counts = _snapshot_counts(snap)
+        os.utime(snap / "_SUCCESS")  # most recently used: survives GC
+    else:
+        counts = _build_snapshot(lake, snap)
+    published_at = dt.datetime.now(dt.UTC).isoformat()
+    _write_report(report, lake, snap, counts, published_at)
+    _gc_snapshots(curated, keep=snap)
+    return PublishResult(str(report), snap.name, reused, counts, published_at)
+
+
+# -- read-only queries ----------------------------------------------------------------------------------------------
+_ALLOWED_STATEMENTS = ("SELECT", "EXPLAIN")
+
+
+def query_report(report: str | Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one read-only query against ``report``; anything but SELECT/EXPLAIN (incl. COPY, ATTACH, SET) is refused.
+
+    Defence in depth: the statement type is checked before execution, the database is opened ``read_only`` and the
+    configuration is locked, so neither the report nor other files can be written through it.
+    """
+    import duckdb
+
+    report = Path(report)
+    if not report.exists():
+        raise ValueError(f"report {str(report)!r} does not exist: run 'gdp sweep SPEC' or 'gdp publish' first")
+    con = duckdb.connect(str(report), read_only=True)
+    try:
+        try:
+            statements = con.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise ValueError(f"cannot parse SQL: {exc}") from None
+        if len(statements) != 1:
+            raise ValueError(f"give exactly one SQL statement, got {len(statements)}")
+        kind = statements[0].type.name
+        if kind not in _ALLOWED_STATEMENTS:
+            raise ValueError(f"the report is read-only: only SELECT queries are allowed, got a {kind} statement")
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("SET lock_configuration = true")
+        try:
+            cur = con.execute(sql)
+        except duckdb.Error as exc:
+            raise ValueError(f"query failed: {exc}") from None
+        columns = [d[0] for d in cur.description or []]
+        return columns, cur.fetchall()
+    finally:
+        con.close()

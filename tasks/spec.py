@@ -1,0 +1,402 @@
+"""Grid specs: the YAML contract of ``gdp sweep`` / ``gdp regret-map`` / ``gdp calibrate-sweep``, validated with pydantic.
+
+A grid spec names one gdpcore mechanism kind and a list of values for each of its parameters; the grid is their
+cartesian product (first key outermost)::
+
+    name: dpsgd-cifar-map
+    mechanism: subsampled_gaussian          # any flat gdpcore mechanism kind
+    grid:                                   # each parameter: a list, a scalar, or {linspace|logspace: [start, stop, num]}
+      noise_multiplier: {linspace: [0.6, 2.0, 8]}
+      sampling_rate: {logspace: [0.001, 0.1, 6]}
+      steps: [100, 1000, 10000]
+    deltas: [1.0e-5, 1.0e-6, 1.0e-9]
+    fprs: [1.0e-4, 1.0e-3, 1.0e-2, 0.1]
+    representations: [epsilon_delta, zcdp, gdp]
+
+``linspace`` is evenly spaced, ``logspace`` geometrically spaced *between the given values* (numpy ``geomspace``; not
+exponents), both inclusive. Generated values are rounded to 12 significant digits so they compare equal in SQL, and to
+the nearest integer for integer parameters (``steps``, discrete ``sensitivity``). Lists are taken literally.
+
+Every error is a ``ValueError`` naming the file, the key and the offending value; loading touches no file but the
+spec, so an invalid spec writes nothing. YAML is read with ``yaml.safe_load`` only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, field_validator
+
+__all__ = [
+    "GRID_KINDS",
+    "REPRESENTATIONS",
+    "CalibrationSpec",
+    "GridSpec",
+    "PlotSpec",
+    "load_calibration_spec",
+    "load_grid_spec",
+]
+
+# Mechanism kinds whose parameters are scalars (composed / self_composed nest other mechanisms: not grid-able).
+GRID_KINDS: tuple[str, ...] = (
+    "gaussian",
+    "laplace",
+    "randomized_response",
+    "subsampled_gaussian",
+    "discrete_gaussian",
+)
+# gdpcore issue 3 contract: PrivacyReport.regret(representation, delta=...).
+REPRESENTATIONS: tuple[str, ...] = ("gdp", "epsilon_delta", "zcdp", "rdp", "pure_dp")
+_INTEGER_PARAMS: dict[str, frozenset[str]] = {
+    "subsampled_gaussian": frozenset({"steps"}),
+    "discrete_gaussian": frozenset({"sensitivity"}),
+}
+DEFAULT_MAX_CELLS = 100_000
+_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+
+Number = StrictInt | StrictFloat
+Scalar = StrictInt | StrictFloat | str
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Linspace(_Strict):
+    linspace: tuple[Number, Number, StrictInt]
+
+
+class Logspace(_Strict):
+    logspace: tuple[Number, Number, StrictInt]
+
+
+AxisSpec = Annotated[list[Scalar], Field(min_length=1)] | Linspace | Logspace | Scalar
+
+
+def _probability_list(name: str, values: list[float]) -> list[float]:
+    for i, v in enumerate(values):
+        if not (0.0 < v < 1.0):
+            raise ValueError(f"{name}[{i}] must be in (0, 1), got {v!r}")
+    return values
+
+
+class PlotSpec(_Strict):
+    """Heat-map axes for ``regret_map``: two grid keys; other axes are fixed at ``fixed`` or reduced by ``reduce``."""
+
+    x: str
+    y: str
+    fixed: dict[str, Scalar] = Field(default_factory=dict)
+    reduce: Literal["max", "min", "mean"] = "max"
+
+
+class GridSpec(_Strict):
+    name: str = Field(pattern=_NAME_PATTERN)
+    mechanism: str
+    grid: dict[str, AxisSpec] = Field(min_length=1)
+    deltas: Annotated[list[Number], Field(min_length=1)] = [1e-5, 1e-6, 1e-9]
+    fprs: Annotated[list[Number], Field(min_length=1)] = [1e-4, 1e-3, 1e-2, 1e-1]
+    representations: Annotated[list[Literal[REPRESENTATIONS]], Field(min_length=1)] = ["gdp"]  # type: ignore[valid-type]
+    # None: gdpcore.analyze_grid picks the PLD discretisation per cell to its epsilon tolerance.
+    discretization: Annotated[float, Field(gt=0, le=0.1)] | None = None
+    alpha_min: Annotated[float, Field(gt=0, lt=0.5)] = 1e-10
+    chunk_size: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    max_cells: Annotated[int, Field(ge=1)] = DEFAULT_MAX_CELLS
+    plot: PlotSpec | None = None
+
+    @field_validator("mechanism")
+    @classmethod
+    def _kind(cls, v: str) -> str:
+        if v not in GRID_KINDS:
+            raise ValueError(f"must be one of {', '.join(GRID_KINDS)} (composed kinds cannot be swept), got {v!r}")
+        return v
+
+    @field_validator("deltas")
+    @classmethod
+    def _deltas(cls, v: list[float]) -> list[float]:
+        return _probability_list("deltas", [float(x) for x in v])
+
+    @field_validator("fprs")
+    @classmethod
+    def _fprs(cls, v: list[float]) -> list[float]:
+        out = [float(x) for x in v]
+        for i, x in enumerate(out):
+            if not (0.0 <= x <= 1.0):
+                raise ValueError(f"fprs[{i}] must be in [0, 1], got {x!r}")
+        return out
+
+    # -- derived -------------------------------------------------------------------------------------------------------
+    def axes(self) -> dict[str, list[Any]]:
+        """Each grid key with its expanded list of values (spec order)."""
+        return {key: _expand_axis(self.mechanism, key, value) for key, value in self.grid.items()}
+
+    @property
+    def n_cells(self) -> int:
+        return math.prod(len(v) for v in self.axes().values())  # after de-duplication of rounded values
+
+    def iter_cells(self) -> Iterator[dict[str, Any]]:
+        """Mechanism dicts (``kind`` + parameters) in grid order, first key outermost."""
+        axes = self.axes()
+        keys = list(axes)
+        for combo in itertools.product(*axes.values()):
+            yield {"kind": self.mechanism, **dict(zip(keys, combo, strict=True))}
+
+    @property
+    def spec_hash(self) -> str:
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+
+
+class CalibrationTarget(_Strict):
+    """Exactly one attack-aware target for ``gdpcore.calibrate_noise`` (issue 4 keyword names)."""
+
+    advantage: Annotated[float, Field(gt=0, lt=1)] | None = None
+    tpr: Annotated[float, Field(gt=0, lt=1)] | None = None
+    fpr: Annotated[float, Field(ge=0, lt=1)] | None = None
+    mu: Annotated[float, Field(gt=0)] | None = None
+    epsilon: Annotated[float, Field(gt=0)] | None = None
+    delta: Annotated[float, Field(gt=0, lt=1)] | None = None
+    bayes_security: Annotated[float, Field(gt=0, lt=1)] | None = None
+
+    def kwargs(self) -> dict[str, float]:
+        """The ``target_*`` keyword arguments of ``calibrate_noise``."""
+        set_ = {k: v for k, v in self.model_dump().items() if v is not None}
+        primary = [k for k in ("advantage", "tpr", "mu", "epsilon", "bayes_security") if k in set_]
+        if len(primary) != 1:
+            raise ValueError(f"target needs exactly one of advantage, tpr, mu, epsilon, bayes_security, got {set_!r}")
+        (p,) = primary
+        partner = {"tpr": "fpr", "epsilon": "delta"}.get(p)
+        extra = set(set_) - {p} - ({partner} if partner else set())
+        if extra:
+            raise ValueError(f"target.{sorted(extra)[0]} is not used with target.{p}, got {set_!r}")
+        if partner and partner not in set_:
+            raise ValueError(f"target.{p} needs target.{partner}, got {set_!r}")
+        out = {f"target_{p}": set_[p]}
+        if partner:
+            out[partner] = set_[partner]
+        return out
+
+
+class CalibrationSpec(_Strict):
+    """``calibration_sweep``: the smallest noise multiplier meeting ``target`` for every (sampling_rate, steps)."""
+
+    name: str = Field(pattern=_NAME_PATTERN)
+    mechanism: Literal["subsampled_gaussian"] = "subsampled_gaussian"
+    grid: dict[Literal["sampling_rate", "steps"], AxisSpec] = Field(min_length=2)
+    target: CalibrationTarget
+    max_cells: Annotated[int, Field(ge=1)] = 10_000
+    chunk_size: Annotated[int, Field(ge=1, le=10_000)] | None = None
+
+    @field_validator("target")
+    @classmethod
+    def _one_target(cls, v: CalibrationTarget) -> CalibrationTarget:
+        v.kwargs()
+        return v
+
+    def axes(self) -> dict[str, list[Any]]:
+        return {key: _expand_axis(self.mechanism, key, value) for key, value in self.grid.items()}
+
+    @property
+    def n_cells(self) -> int:
+        return math.prod(len(v) for v in self.axes().values())  # after de-duplication of rounded values
+
+    def iter_cells(self) -> Iterator[dict[str, Any]]:
+        axes = self.axes()
+        for q, t in itertools.product(axes["sampling_rate"], axes["steps"]):
+            yield {"sampling_rate": q, "steps": t}
+
+    @property
+    def spec_hash(self) -> str:
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+
+
+# -- axis expansion ------------------------------------------------------------------------------------------------------
+def _round(x: float, integer: bool) -> float | int:
+    return int(round(x)) if integer else float(f"{x:.12g}")
+
+
+def _expand_axis(kind: str, key: str, value: Any) -> list[Any]:
+    integer = key in _INTEGER_PARAMS.get(kind, frozenset())
+    if isinstance(value, Linspace | Logspace):
+        name = "linspace" if isinstance(value, Linspace) else "logspace"
+        start, stop, num = getattr(value, name)
+        if num < 1:
+            raise ValueError(f"grid.{key}.{name}[2] (num) must be >= 1, got {num!r}")
+        if name == "logspace":
+            if start <= 0 or stop <= 0:
+                raise ValueError(f"grid.{key}.logspace needs start and stop > 0, got {[start, stop, num]!r}")
+            raw = np.geomspace(start, stop, num)
+        else:
+            raw = np.linspace(start, stop, num)
+        out = list(dict.fromkeys(_round(float(x), integer) for x in raw))  # dedupe after rounding, keep order
+        return out
+    if isinstance(value, list):
+        return list(value)
+    return [value]
+
+
+# -- loading ------------------------------------------------------------------------------------------------------------
+def _read_yaml(path: Path) -> Mapping[str, Any]:
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read spec: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ValueError(f"{path}:{where}: malformed YAML: {problem}") from None
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{path}: a spec must be a YAML mapping with keys name, mechanism, grid, ...; got {data!r}")
+    return data
+
+
+def _user_path(data: Any, loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any]:
+    """Keep the parts of a pydantic error location that are keys/indices of the user's data (drop union tags)."""
+    keep: list[Any] = []
+    current = data
+    missing = object()
+    for part in loc:
+        nxt = missing
+        if isinstance(current, Mapping) and part in current:
+            nxt = current[part]
+        elif isinstance(current, list | tuple) and isinstance(part, int) and 0 <= part < len(current):
+            nxt = current[part]
+        if nxt is missing:
+            if isinstance(current, Mapping) and isinstance(part, str) and not _is_union_tag(part):
+                keep.append(part)  # a key the user did not write (missing required key)
+                return tuple(keep), None
+            continue
+        keep.append(part)
+        current = nxt
+    return tuple(keep), current
+
+
+def _is_union_tag(part: str) -> bool:
+    return any(ch in part for ch in "[]()-") or part[:1].isupper() or part in {"int", "float", "str", "bool"}
+
+
+def _format_validation_error(path: Path, data: Mapping[str, Any], exc: ValidationError) -> str:
+    by_key: dict[str, str] = {}
+    for err in exc.errors(include_url=False):
+        loc, value = _user_path(data, tuple(err["loc"]))
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "missing":
+            line = f"{key}: required key is missing"
+        elif err["type"] == "extra_forbidden":
+            line = f"{key} = {value!r}: unknown key"
+        else:
+            line = f"{key} = {value!r}: {msg}"
+        by_key.setdefault(key, line)  # a value failing every member of a union: keep the first reason
+    return f"{path}: invalid spec: " + "; ".join(by_key.values())
+
+
+def _mechanism_fields(kind: str) -> tuple[set[str], set[str]]:
+    """(all parameter names, required parameter names) of a flat gdpcore mechanism kind."""
+    import dataclasses
+
+    import gdpcore
+
+    cls = next(c for c in (gdpcore.Gaussian, gdpcore.Laplace, gdpcore.RandomizedResponse, gdpcore.SubsampledGaussian,
+                           gdpcore.DiscreteGaussian) if c.kind == kind)
+    fields = dataclasses.fields(cls)
+    required = {f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    return {f.name for f in fields}, required
+
+
+def _validate_mechanism_values(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str, Any]) -> None:
+    """Build one mechanism per axis value (others at their first value): every bad value is caught before any work."""
+    from gdpcore import mechanism_from_dict
+
+    names, required = _mechanism_fields(spec.mechanism)
+    for key in spec.grid:
+        if key not in names:
+            raise ValueError(
+                f"{path}: invalid spec: grid.{key}: not a parameter of {spec.mechanism} (parameters: {', '.join(sorted(names))})"
+            )
+    missing = sorted(required - set(spec.grid) - set(base))
+    if missing:
+        raise ValueError(f"{path}: invalid spec: grid: missing required parameter(s) {', '.join(missing)} of {spec.mechanism}")
+    axes = spec.axes()
+    first = {k: v[0] for k, v in axes.items()}
+    for key, values in axes.items():
+        for i, value in enumerate(values):
+            cell = {"kind": spec.mechanism, **base, **first, key: value}
+            try:
+                mechanism_from_dict(cell)
+            except ValueError as exc:
+                text = str(exc)
+                msg = text.split("): ", 1)[1] if "): " in text else text
+                raise ValueError(f"{path}: invalid spec: grid.{key}[{i}] = {value!r}: {msg}") from None
+
+
+def _axis_size(value: Any) -> int:
+    if isinstance(value, Linspace):
+        return max(0, value.linspace[2])
+    if isinstance(value, Logspace):
+        return max(0, value.logspace[2])
+    return len(value) if isinstance(value, list) else 1
+
+
+def _check_size(path: Path, spec: GridSpec | CalibrationSpec, force: bool) -> None:
+    """Checked on the declared sizes, before any axis is expanded (10^9 cells must not allocate anything)."""
+    sizes = {k: _axis_size(v) for k, v in spec.grid.items()}
+    for key, size in sizes.items():
+        if size < 1:
+            raise ValueError(f"{path}: invalid spec: grid.{key} = {spec.grid[key]!r}: the axis has no values")
+    n = math.prod(sizes.values())
+    if n > spec.max_cells and not force:
+        shape = " x ".join(f"{k}:{s}" for k, s in sizes.items())
+        raise ValueError(
+            f"{path}: grid has {n:,} cells ({shape}) > max_cells={spec.max_cells:,}; "
+            "raise max_cells in the spec or pass --force"
+        )
+
+
+def load_grid_spec(path: str | Path, *, force: bool = False) -> GridSpec:
+    """Read and validate a grid spec; raises ``ValueError`` naming the file, key and value."""
+    path = Path(path)
+    data = _read_yaml(path)
+    try:
+        spec = GridSpec.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ValueError(_format_validation_error(path, data, exc)) from None
+    _check_size(path, spec, force)
+    _validate_mechanism_values(path, spec, {})
+    if spec.plot is not None:
+        for axis in ("x", "y"):
+            key = getattr(spec.plot, axis)
+            if key not in spec.grid:
+                raise ValueError(f"{path}: invalid spec: plot.{axis} = {key!r}: not a grid key ({', '.join(spec.grid)})")
+        if spec.plot.x == spec.plot.y:
+            raise ValueError(f"{path}: invalid spec: plot.y = {spec.plot.y!r}: must differ from plot.x")
+        for key in spec.plot.fixed:
+            if key not in spec.grid or key in (spec.plot.x, spec.plot.y):
+                raise ValueError(f"{path}: invalid spec: plot.fixed.{key}: not a grid key other than x and y")
+    return spec
+
+
+def load_calibration_spec(path: str | Path, *, force: bool = False) -> CalibrationSpec:
+    path = Path(path)
+    data = _read_yaml(path)
+    try:
+        spec = CalibrationSpec.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ValueError(_format_validation_error(path, data, exc)) from None
+    _check_size(path, spec, force)
+    _validate_mechanism_values(path, spec, {"noise_multiplier": 1.0})
+    return spec
+
+
+def spec_json(spec: BaseModel) -> str:
+    return json.dumps(spec.model_dump(mode="json"), sort_keys=True)
