@@ -68,7 +68,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
     spec = load_grid_spec(args.spec, force=args.force)  # fail fast, before Prefect starts
     _check_workers(args)
-    _prefect_env(args.verbose)
+    _prefect_env(args.verbose)  # before the first Prefect import
     from flows.grid_sweep import grid_sweep
 
     runner = _runner(args)
@@ -86,11 +86,11 @@ def _regret_map(args: argparse.Namespace) -> int:
     from tasks.spec import load_grid_spec
 
     spec = load_grid_spec(args.spec, force=args.force)
+    _check_workers(args)
+    _prefect_env(args.verbose)  # before the first Prefect import
     from flows.regret_map import choose_axes
 
     choose_axes(spec, args.x, args.y)  # bad axes fail before any work
-    _check_workers(args)
-    _prefect_env(args.verbose)
     from flows.regret_map import regret_map
 
     result = regret_map.with_options(task_runner=_runner(args))(
@@ -231,8 +231,9 @@ def _demo(args: argparse.Namespace) -> int:
                             no_progress=False, verbose=False, lake=args.lake, report=args.report, x=None, y=None)
     _regret_map(ns)
     report = args.report or str(default_report())
-    query = ("SELECT steps, sampling_rate, round(min(noise_multiplier), 3) AS sigma_min, round(max(mu), 3) AS worst_mu, "
-             "round(max(gdp_regret), 4) AS worst_gdp_regret FROM cells WHERE spec = 'demo' GROUP BY ALL ORDER BY ALL")
+    query = ("SELECT steps, round(sampling_rate, 4) AS q, min(noise_multiplier) FILTER (WHERE mu <= 1) AS sigma_for_mu_le_1, "
+             "round(max(gdp_regret), 4) AS worst_gdp_regret FROM cells WHERE spec = 'demo' AND steps = 1000 "
+             "GROUP BY ALL ORDER BY ALL")
     print(f"\n$ gdp sql \"{query}\"")
     _sql(argparse.Namespace(report=report, query=query, format="table"))
     print(f"\ndemo finished in {time.monotonic() - started:.0f} s")

@@ -65,6 +65,8 @@ VIEWS: dict[str, str] = {
     "epsilons": "epsilon(delta) per cell for every delta of its spec; bound says upper/exact.",
     "curves": "The pessimistic trade-off curve of each cell: lowest FNR at each FPR of a fixed grid (+ the spec's fprs).",
     "regrets": "Regret of each representation (gdp, epsilon_delta at delta, zcdp, rdp, pure_dp) per cell.",
+    "calibrations": "calibration_sweep results: smallest noise_multiplier meeting the target per (sampling_rate, "
+    "steps); achieved = the metric re-evaluated there (pessimistic accountant); status says when none exists.",
     "runs": "One row per sweep run: spec hash, counts, gdpcore version, task runner, timings.",
 }
 
@@ -91,7 +93,7 @@ def _read(glob: Path, partitions: tuple[str, ...] = ("spec", "mechanism")) -> st
 
 
 def _parts(table: str) -> tuple[str, ...]:
-    return ("spec",) if table == "runs" else ("spec", "mechanism")
+    return ("spec",) if table in ("runs", "calibrations") else ("spec", "mechanism")
 
 
 def _snapshot_id(lake: Path) -> str:
@@ -99,7 +101,10 @@ def _snapshot_id(lake: Path) -> str:
     h = hashlib.sha256(f"lake-schema-{LAKE_SCHEMA_VERSION};publisher-{code_version()}".encode())
     for path in sorted(lake.glob("staging/spec=*/mechanism=*/chunk-*.parquet")):
         h.update(str(path.relative_to(lake)).encode())
-    for path in sorted(lake.glob("members/spec=*/members.parquet")) + sorted(lake.glob("runs/spec=*/run-*.parquet")):
+    for path in sorted(lake.glob("calibrations/spec=*/chunk-*.parquet")):
+        h.update(str(path.relative_to(lake)).encode())
+    for path in (sorted(lake.glob("members/spec=*/members.parquet")) + sorted(lake.glob("runs/spec=*/run-*.parquet"))
+                 + sorted(lake.glob("_calibration/members/spec=*/members.parquet"))):
         h.update(str(path.relative_to(lake)).encode())
         h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()[:20]
@@ -163,6 +168,7 @@ def _build_snapshot(lake: Path, snap: Path) -> dict[str, int]:
             counts["runs"] = con.execute(f"SELECT count(*) FROM ({runs_sel})").fetchone()[0]
         else:
             counts["runs"] = 0
+        counts["calibrations"] = _build_calibrations(con, lake, tmp / "calibrations", kv)
         (tmp / "_SUCCESS").write_text(dt.datetime.now(dt.UTC).isoformat())
         os.replace(tmp, snap)  # a directory rename: the snapshot appears complete or not at all
     finally:
@@ -172,6 +178,32 @@ def _build_snapshot(lake: Path, snap: Path) -> dict[str, int]:
     return counts
 
 
+def _build_calibrations(con: Any, lake: Path, out: Path, kv: str) -> int:
+    """``calibrations``: each calibration spec's current (sampling_rate, steps) cells (see tasks.calibrate)."""
+    from tasks.calibrate import CALIBRATION_SCHEMA
+
+    empty = out / "spec=__empty__"
+    empty.mkdir(parents=True)
+    cal_empty = CALIBRATION_SCHEMA.empty_table()  # noqa: F841 - referenced by name in SQL below
+    con.execute(f"COPY (SELECT *, NULL::BIGINT AS grid_index FROM cal_empty) TO {_lit(empty / 'empty.parquet')} "
+                f"(FORMAT parquet, {kv})")
+    members = lake / "_calibration" / "members"
+    if not (any(lake.glob("calibrations/spec=*/chunk-*.parquet")) and any(members.glob("spec=*/members.parquet"))):
+        return 0
+    select = (
+        f"SELECT c.*, m.grid_index FROM {_read(lake / 'calibrations' / '**' / '*.parquet', ('spec',))} c "
+        f"JOIN {_read(members / '**' / '*.parquet', ('spec',))} m "
+        "ON c.spec = m.spec AND c.cell_id = m.cell_id AND c.eval_key = m.eval_key "
+        "QUALIFY row_number() OVER (PARTITION BY c.spec, c.cell_id ORDER BY c.computed_at DESC) = 1 "
+        "ORDER BY c.spec, m.grid_index"
+    )
+    n = con.execute(f"SELECT count(*) FROM ({select})").fetchone()[0]
+    if n:
+        con.execute(f"COPY ({select}) TO {_lit(out)} (FORMAT parquet, PARTITION_BY (spec), COMPRESSION zstd, "
+                    f"FILENAME_PATTERN 'part-{{i}}', OVERWRITE_OR_IGNORE, {kv})")
+    return n
+
+
 def _snapshot_counts(snap: Path) -> dict[str, int]:
     import duckdb
 
@@ -179,7 +211,7 @@ def _snapshot_counts(snap: Path) -> dict[str, int]:
     try:
         return {
             name: con.execute(f"SELECT count(*) FROM {_read(snap / name / '**' / '*.parquet', _parts(name))}").fetchone()[0]
-            for name in (*_TABLES, "runs")
+            for name in (*_TABLES, "runs", "calibrations")
         }
     finally:
         con.close()
@@ -192,7 +224,7 @@ def _write_report(report: Path, lake: Path, snap: Path, counts: dict[str, int], 
     tmp = report.with_name(f".{report.name}.tmp-{uuid.uuid4().hex[:8]}")
     con = duckdb.connect(str(tmp))
     try:
-        for name in (*_TABLES, "runs"):
+        for name in (*_TABLES, "runs", "calibrations"):
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM {_read(snap / name / '**' / '*.parquet', _parts(name))}")
             con.execute(f"COMMENT ON VIEW {name} IS {_lit(VIEWS[name])}")
         con.execute(

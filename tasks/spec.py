@@ -157,6 +157,7 @@ class CalibrationTarget(_Strict):
 
     advantage: Annotated[float, Field(gt=0, lt=1)] | None = None
     tpr: Annotated[float, Field(gt=0, lt=1)] | None = None
+    fnr: Annotated[float, Field(gt=0, lt=1)] | None = None
     fpr: Annotated[float, Field(ge=0, lt=1)] | None = None
     mu: Annotated[float, Field(gt=0)] | None = None
     epsilon: Annotated[float, Field(gt=0)] | None = None
@@ -166,11 +167,13 @@ class CalibrationTarget(_Strict):
     def kwargs(self) -> dict[str, float]:
         """The ``target_*`` keyword arguments of ``calibrate_noise``."""
         set_ = {k: v for k, v in self.model_dump().items() if v is not None}
-        primary = [k for k in ("advantage", "tpr", "mu", "epsilon", "bayes_security") if k in set_]
+        primary = [k for k in ("advantage", "tpr", "fnr", "mu", "epsilon", "bayes_security") if k in set_]
         if len(primary) != 1:
-            raise ValueError(f"target needs exactly one of advantage, tpr, mu, epsilon, bayes_security, got {set_!r}")
+            raise ValueError(
+                f"target needs exactly one of advantage, tpr, fnr, mu, epsilon, bayes_security, got {set_!r}"
+            )
         (p,) = primary
-        partner = {"tpr": "fpr", "epsilon": "delta"}.get(p)
+        partner = {"tpr": "fpr", "fnr": "fpr", "epsilon": "delta"}.get(p)
         extra = set(set_) - {p} - ({partner} if partner else set())
         if extra:
             raise ValueError(f"target.{sorted(extra)[0]} is not used with target.{p}, got {set_!r}")

@@ -1,0 +1,92 @@
+"""``calibration_sweep``: the smallest noise multiplier meeting an attack-aware target (advantage, TPR at FPR, mu,
+(epsilon, delta) or Bayes security) for every (sampling_rate, steps) of a grid, via ``gdpcore.calibrate_noise``;
+results land in the lake and the report's ``calibrations`` view.
+
+    gdp calibration-sweep data/specs/calibration.yaml
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.futures import as_completed
+from prefect.runtime import flow_run
+
+from flows.grid_sweep import _key
+from flows.publish import publish_report
+from flows.runners import default_workers, runner_from_env
+from tasks.calibrate import calibrate_chunk, plan_calibration
+from tasks.evaluate import _transient_io_error
+from tasks.lake import default_lake, default_report
+from tasks.spec import CalibrationSpec, load_calibration_spec
+
+__all__ = ["CalibrationSummary", "calibration_sweep"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationSummary:
+    spec: str
+    cells: int
+    cells_computed: int
+    cells_failed: int
+    chunks_failed: int
+    report: str
+
+
+@task(name="plan-calibration", retries=2, retry_delay_seconds=1, retry_condition_fn=_transient_io_error)
+def plan(spec: CalibrationSpec, lake: str, workers: int):
+    return plan_calibration(spec, Path(lake), workers=workers)
+
+
+@task(name="record-calibration-members", retries=2, retry_delay_seconds=1, retry_condition_fn=_transient_io_error)
+def record_members(spec: CalibrationSpec, ids: list[str], eval_key: str, lake: str) -> bool:
+    from tasks.lake import write_members
+
+    # Same file format as the grid members, kept in its own tree.
+    return write_members(Path(lake) / "_calibration", spec.name, spec.spec_hash, ids, eval_key)
+
+
+@flow(name="calibration-sweep", task_runner=runner_from_env())
+def calibration_sweep(
+    spec_path: str,
+    lake: str | None = None,
+    report: str | None = None,
+    force: bool = False,
+    workers: int | None = None,
+) -> CalibrationSummary:
+    spec = load_calibration_spec(spec_path, force=force)
+    lake = str(lake or default_lake())
+    report = str(report or default_report())
+    ids, eval_key, chunks = plan(spec, lake, workers or default_workers())
+    get_run_logger().info("%s: %d cells, %d to calibrate in %d chunks", spec.name, len(ids),
+                          sum(c.size for c in chunks), len(chunks))
+    futures = [calibrate_chunk.submit(c, lake) for c in chunks]
+    manifests, failures = [], []
+    for fut in as_completed(futures):
+        res = fut.result(raise_on_failure=False)
+        (failures if isinstance(res, BaseException) else manifests).append(res)
+    record_members(spec, ids, eval_key, lake)
+    publish_report(lake=lake, report=report)
+    run_id = str(flow_run.id)
+    computed = [m for m in manifests if m["computed_by_run"] == run_id]
+    summary = CalibrationSummary(
+        spec=spec.name,
+        cells=len(ids),
+        cells_computed=sum(m["cells"] for m in computed),
+        cells_failed=sum(m["cells"] - m["cells_ok"] for m in computed),
+        chunks_failed=len(failures),
+        report=report,
+    )
+    create_markdown_artifact(
+        key=_key("calibration", spec.name),
+        markdown=(f"# Calibration sweep `{spec.name}`\n\nTarget: `{spec.target.kwargs()}`\n\n"
+                  f"- cells: {summary.cells} ({summary.cells_computed} computed, {summary.cells_failed} without a "
+                  f"solution in this run)\n- failed chunks: {summary.chunks_failed}\n"
+                  f"- report: `{Path(report).resolve()}` (view `calibrations`)"),
+    )
+    if failures:
+        raise RuntimeError(f"{len(failures)} calibration chunk(s) failed: {failures[0]!r}")
+    return summary
