@@ -22,7 +22,10 @@ Everything the report needs is exact on this piecewise-linear object:
 * the regret Delta(f, f_mu) (Eq. 6 = Eq. 24) is the sup over eps >= 0 of (delta_mu(eps) - delta_f(eps)) / (1 + e^eps),
   computed to a certified bracket by interval bounds on the cells [eps_j, eps_{j+1}] - no fixed alpha grid.
 
-Numerics: tail quantities are kept as ``1 - beta`` (``tails``) so that values near beta = 1 keep their precision.
+Numerics: each steep vertex keeps both ``beta`` and ``tail = 1 - beta``, each computed as a sum of positive terms
+(Thm A.10: alpha = Q(L > eps_j), tail = P(L > eps_j) + P(L = inf), beta = P(L <= eps_j)), so that values near 0 and
+near 1 both keep full relative precision; differences of profile values (which cancel catastrophically when
+delta ~ 1 - 1e-17) are used only on the guarded path of :func:`curve_from_profile`.
 """
 
 from __future__ import annotations
@@ -57,20 +60,21 @@ class SymmetricCurve:
     delta: np.ndarray
     alpha: np.ndarray
     tail: np.ndarray  # 1 - beta at each steep vertex
+    beta: np.ndarray  # beta at each steep vertex (precise where small)
     add_direction_gap: float = 0.0
 
     # -- geometry ----------------------------------------------------------------------------------------------------
     @property
     def fixed_point(self) -> float:
         """alpha* where the curve meets the diagonal: f(alpha*) = alpha*."""
-        return _fixed_point(self.alpha, self.tail, float(self.delta[0]))
+        return _fixed_point(self.alpha, self.beta)
 
     def breakpoints(self) -> tuple[np.ndarray, np.ndarray]:
         """All vertices (alpha, beta) of the symmetric curve, alpha increasing from 0 to 1."""
         a_star = self.fixed_point
         keep = self.alpha < a_star
         a = self.alpha[keep]
-        b = 1.0 - self.tail[keep]
+        b = self.beta[keep]
         alphas = np.concatenate([a, [a_star], b[::-1], [1.0]])
         betas = np.concatenate([b, [a_star], a[::-1], [0.0]])
         return alphas, betas
@@ -126,29 +130,29 @@ class SymmetricCurve:
         """max_alpha (1 - alpha - f(alpha)) = 1 - 2 alpha* for a symmetric curve; equals delta(0) (seed 000 Eq. 8)."""
         return float(min(1.0, max(0.0, 1.0 - 2.0 * self.fixed_point)))
 
-    def mu(self, *, alpha_min: float) -> tuple[float, float]:
-        """Tightest mu with f_mu <= f for all FPR alpha >= alpha_min (seed 000 Eq. 21); returns (mu, argmax alpha).
+    def mu(self, *, alpha_min: float) -> tuple[float, float, float]:
+        """Tightest mu with f_mu <= f wherever FPR and FNR are both >= the cut-off (seed 000 Eq. 21).
 
-        By symmetry of f and f_mu the statement also holds for all FNR >= alpha_min. Vertices are checked together
-        with the interpolated point at alpha_min and the diagonal point.
+        Returns (mu, FPR at which it binds, cut-off used). By symmetry of f and f_mu it suffices to check the steep
+        half; vertices are checked together with the interpolated point at the cut-off and the diagonal point.
+        The cut-off is ``alpha_min`` unless the curve meets the diagonal below it (advantage > 1 - 2 alpha_min):
+        then no point of the curve has both error rates >= alpha_min, the statement would be vacuous, and the
+        cut-off is lowered to alpha* x 1e-6 (the caller reports the cut-off used).
         """
         a_star = self.fixed_point
-        if alpha_min >= a_star:
-            return 0.0, a_star
-        keep = (self.alpha >= alpha_min) & (self.alpha < a_star)
-        a = np.concatenate([self.alpha[keep], [a_star]])
-        t = np.concatenate([self.tail[keep], [1.0 - a_star]])
-        # The point on the curve at alpha_min itself (interpolated on the steep half).
-        t_min = 1.0 - float(np.interp(alpha_min, *self._steep_alpha_beta()))
-        a = np.concatenate([[alpha_min], a])
-        t = np.concatenate([[t_min], t])
+        cut = alpha_min if alpha_min < a_star else a_star * 1e-6
+        if a_star <= 0.0:
+            return math.inf, 0.0, 0.0
+        keep = (self.alpha >= cut) & (self.alpha < a_star)
+        a = np.concatenate([[cut], self.alpha[keep], [a_star]])
+        b = np.concatenate([[np.interp(cut, self.alpha, self.beta)], self.beta[keep], [a_star]])
+        t = np.concatenate([[np.interp(cut, self.alpha, self.tail)], self.tail[keep], [1.0 - a_star]])
         with np.errstate(divide="ignore"):
-            values = _isf(a) + special.ndtri(np.clip(t, 0.0, 1.0))
+            # Phi^{-1}(beta), from whichever of beta / 1 - beta is known to full precision.
+            ndtri_beta = np.where(b < 0.5, special.ndtri(np.clip(b, 0.0, 1.0)), -special.ndtri(np.clip(t, 0.0, 1.0)))
+            values = _isf(a) - ndtri_beta
         i = int(np.argmax(values))
-        return float(max(0.0, values[i])), float(a[i])
-
-    def _steep_alpha_beta(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.alpha, 1.0 - self.tail
+        return float(max(0.0, values[i])), float(a[i]), float(cut)
 
     def regret_against_gdp(self, mu: float, *, tol: float = 1e-9, max_iter: int = 200) -> tuple[float, float]:
         """Delta(f, f_mu) as a certified bracket (lower, upper) (seed 000 Eq. 24 / Kaissis et al. 2024).
@@ -218,16 +222,16 @@ def _cell_upper(n_lo: np.ndarray, n_hi: np.ndarray, lo: np.ndarray, hi: np.ndarr
     return np.where(n_max > 0, n_max / (1.0 + np.exp(lo)), n_max / (1.0 + np.exp(hi)))
 
 
-def _fixed_point(alpha: np.ndarray, tail: np.ndarray, delta0: float) -> float:
-    beta = 1.0 - tail
+def _fixed_point(alpha: np.ndarray, beta: np.ndarray) -> float:
+    """alpha* with f(alpha*) = alpha*: on a steep segment, or on the eps = 0 line (slope -1) after the last vertex."""
     crossed = alpha >= beta
     if not crossed.any():
-        # The diagonal is met on the eps = 0 line beta = 1 - delta0 - alpha.
-        return max(0.0, (1.0 - delta0) / 2.0)
+        # The last vertex lies on the eps = 0 line beta = 1 - delta_0 - alpha, which meets the diagonal at
+        # (1 - delta_0)/2 = (alpha_last + beta_last)/2 - formed from the precise vertex coordinates.
+        return max(0.0, float(alpha[-1] + beta[-1]) / 2.0)
     i = int(np.argmax(crossed))
     if i == 0:
         return 0.0
-    # Linear interpolation between vertices i-1 and i for alpha = beta.
     g0 = alpha[i - 1] - beta[i - 1]
     g1 = alpha[i] - beta[i]
     w = g0 / (g0 - g1)
@@ -253,11 +257,14 @@ def curve_from_profile(eps: np.ndarray, delta: np.ndarray, *, add_direction_gap:
     return _finish(eps, delta, alpha, tail, add_direction_gap)
 
 
-def _finish(eps, delta, alpha, tail, add_direction_gap) -> SymmetricCurve:
+def _finish(eps, delta, alpha, tail, add_direction_gap, beta=None) -> SymmetricCurve:
     # Round-off can leave vertices a hair out of order; restore monotonicity (alpha up, tail up) and range.
     alpha = np.clip(np.maximum.accumulate(np.maximum(alpha, 0.0)), 0.0, 1.0)
     tail = np.clip(np.maximum.accumulate(tail), 0.0, 1.0)
-    return SymmetricCurve(eps=eps, delta=delta, alpha=alpha, tail=tail, add_direction_gap=float(add_direction_gap))
+    beta = 1.0 - tail if beta is None else np.clip(np.minimum.accumulate(np.minimum(beta, 1.0 - tail)), 0.0, 1.0)
+    return SymmetricCurve(
+        eps=eps, delta=delta, alpha=alpha, tail=tail, beta=beta, add_direction_gap=float(add_direction_gap)
+    )
 
 
 def _suffix_decay(x: np.ndarray, decay: float) -> np.ndarray:
@@ -318,6 +325,33 @@ def curve_from_loss_pmf(remove_pmf, add_pmf=None) -> SymmetricCurve:
         over = delta_add - excess - delta
         gap = max(0.0, float(over.max()))
         if gap > 0.0:
-            delta = np.maximum(delta, delta_add)
+            # Guarded path: the vertices of max(delta_R, delta_A) by differences of profile values.
+            eps = np.arange(k_max + 1) * remove_pmf.step
+            return curve_from_profile(eps, np.maximum(delta, delta_add), add_direction_gap=gap)
     eps = np.arange(k_max + 1) * remove_pmf.step
-    return curve_from_profile(eps, delta, add_direction_gap=gap)
+    alpha, tail, beta = _vertices_on_lattice(remove_pmf, k_max)
+    return _finish(eps, np.clip(delta, 0.0, 1.0), alpha, tail, 0.0, beta=beta)
+
+
+def _vertices_on_lattice(pmf, k_max: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Thm A.10 vertices for thresholds eps_k = k * step, ordered k = k_max .. 0 (alpha increasing).
+
+    alpha_k = Q(L > eps_k) = sum p e^-l, tail_k = P(L > eps_k) + P(L = inf), beta_k = P(L <= eps_k), each a sum of
+    non-negative terms over atoms above (or below) eps_k >= 0, so no e^l overflows and nothing cancels. If the PMF
+    carries a little excess mass (sum > 1), beta is taken as min(P(L <= eps_k), 1 - tail_k): the safe side.
+    """
+    p = pmf.probs
+    n = p.size
+    lo = pmf.lower_index
+    k = np.arange(k_max + 1)
+    idx = np.clip(k - lo, -1, n - 1)  # array index of the atom at eps_k (-1: below every atom)
+    pos = pmf.losses > 0
+    q = np.zeros(n)
+    q[pos] = p[pos] * np.exp(-pmf.losses[pos])
+    suffix_q = np.concatenate([np.cumsum(q[::-1])[::-1], [0.0]])  # suffix_q[i] = sum_{m >= i} q[m]
+    suffix_p = np.concatenate([np.cumsum(p[::-1])[::-1], [0.0]])
+    prefix_p = np.concatenate([[0.0], np.cumsum(p)])  # prefix_p[i] = sum_{m < i} p[m]
+    alpha = suffix_q[idx + 1]
+    tail = suffix_p[idx + 1] + pmf.infinity_mass
+    beta = np.minimum(prefix_p[idx + 1], 1.0 - tail)
+    return alpha[::-1], tail[::-1], beta[::-1]

@@ -166,9 +166,15 @@ class PrivacyReport:
         """The FPR at which mu is attained (the binding point of Eq. 21)."""
         return self._mu_and_alpha("pessimistic")[1]
 
-    def _mu_and_alpha(self, side: Side) -> tuple[float, float]:
+    @property
+    def mu_cutoff(self) -> float:
+        """mu certifies f_mu <= f wherever FPR and FNR are both >= this cut-off: ``alpha_min``, or lower when the
+        curve meets the diagonal below alpha_min (see :meth:`gdpcore.curve.SymmetricCurve.mu`). 0 for exact mu."""
+        return self._mu_and_alpha("pessimistic")[2]
+
+    def _mu_and_alpha(self, side: Side) -> tuple[float, float, float]:
         if self.exact:
-            return float(self._exact_mu), math.nan
+            return float(self._exact_mu), math.nan, 0.0
         key = f"_mu_{side}"
         cached = self.__dict__.get(key)
         if cached is None:
@@ -227,7 +233,7 @@ class PrivacyReport:
             "accountant": self.accountant,
             "discretization": self.discretization,
             "mu": {"value": self.mu, "bound": labels["mu"], "lower": self.mu_lower},
-            "mu_certified_for_fpr_at_least": None if self.exact else self.alpha_min,
+            "mu_certified_for_fpr_at_least": None if self.exact else self.mu_cutoff,
             "mu_binding_fpr": None if self.exact else self.mu_binding_fpr,
             "gdp_regret": {
                 "value": self.gdp_regret,
