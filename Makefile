@@ -15,9 +15,11 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# The main job on embedded defaults: the privacy report of De et al.'s CIFAR-10 WRN-40-4 run.
+# The main job on embedded defaults (ephemeral Prefect, local lake and DuckDB report): the privacy report of
+# De et al.'s CIFAR-10 WRN-40-4 run, then a DP-SGD regret-map sweep published to data/reports/ with a sample query.
 demo: $(STAMP)
 	$(VENV)/bin/gdp analyze subsampled_gaussian --noise-multiplier 9.4 --sampling-rate 0.32768 --steps 2000
+	$(VENV)/bin/gdp demo
 
 test: $(STAMP)
 	$(PY) -m pytest
