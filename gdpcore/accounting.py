@@ -69,9 +69,12 @@ class LossPMF:
 
     @property
     def q_mass(self) -> float:
-        """Sum of p * e^-l: the Q-mass the PMF accounts for (1 for a consistent likelihood ratio)."""
-        with np.errstate(over="ignore"):
-            return float(np.sum(self.probs * np.exp(-self.losses)))
+        """Sum of p * e^-l: the Q-mass the PMF accounts for (1 for a consistent likelihood ratio).
+
+        Below 1 where truncation of the lower tail dropped Q-mass, above 1 where discretisation added some.
+        """
+        pos = self.probs > 0
+        return float(np.sum(np.exp(np.log(self.probs[pos]) - self.losses[pos])))
 
 
 def _single_pld(mechanism: Mechanism, *, step: float, pessimistic: bool) -> pld_lib.PrivacyLossDistribution:

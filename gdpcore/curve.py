@@ -39,7 +39,11 @@ from scipy import signal, special
 from gdpcore._validation import check_open_unit_array
 from gdpcore.closed_form import get_log_delta_from_gdp
 
-__all__ = ["SymmetricCurve", "curve_from_loss_pmf", "curve_from_profile"]
+__all__ = ["INFINITY_MASS_TOLERANCE", "SymmetricCurve", "curve_from_loss_pmf", "curve_from_profile"]
+
+INFINITY_MASS_TOLERANCE = 1e-9
+"""An infinite-loss mass above this is a real catastrophic-failure probability (f(0) < 1, so mu = inf by seed 000
+Prop. 6.2); below it, it is the accountant's tail-truncation residue (dp_accounting adds <= 1e-15 per composition)."""
 
 
 def _isf(x: np.ndarray) -> np.ndarray:
@@ -141,7 +145,8 @@ class SymmetricCurve:
         """
         a_star = self.fixed_point
         cut = alpha_min if alpha_min < a_star else a_star * 1e-6
-        if a_star <= 0.0:
+        if a_star <= 0.0 or self.tail[0] > INFINITY_MASS_TOLERANCE:
+            # f(0) = 1 - P(L = inf) < 1 beyond truncation residue: no finite mu (seed 000 Prop. 6.2).
             return math.inf, 0.0, 0.0
         keep = (self.alpha >= cut) & (self.alpha < a_star)
         a = np.concatenate([[cut], self.alpha[keep], [a_star]])

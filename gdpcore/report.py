@@ -313,6 +313,9 @@ def analyze(
         "support_length": float(remove.probs.size),
         "infinity_mass": remove.infinity_mass,
         "remove_p_mass": remove.p_mass,
+        # Sum p e^-l of the remove PMF: the mass-consistency check. Values away from 1 flag the truncated lower
+        # tail (not read by the curve construction; see gdpcore.accounting).
+        "remove_q_mass": remove.q_mass,
         "add_direction_gap": pess.add_direction_gap,
         "add_excess_mass": 0.0 if add is None else max(0.0, add.p_mass - 1.0),
     }

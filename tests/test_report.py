@@ -270,3 +270,30 @@ def test_analyze_bad_arguments():
         g.analyze(DE_ET_AL, discretization=-1e-4)
     with pytest.raises(ValueError, match="mechanism"):
         g.analyze({"kind": "gaussian"})
+
+
+def test_catastrophic_failure_mass_means_no_finite_mu():
+    """Prop 6.2: a curve with f(0) < 1 is not mu-GDP for any finite mu; truncation residue is not such a mass."""
+    from gdpcore.curve import curve_from_profile
+
+    eps = np.linspace(0.0, 40.0, 4001)  # delta_mu(40) ~ 1e-200: the floor is the only mass at the grid's end
+    leaky = curve_from_profile(eps, np.maximum(g.get_delta_from_gdp(mu=1.0, epsilon=eps), 1e-3))
+    assert leaky.fnr(0.0) == pytest.approx(1 - 1e-3)
+    assert math.isinf(leaky.mu(alpha_min=1e-10)[0])
+    residue = curve_from_profile(eps, np.maximum(g.get_delta_from_gdp(mu=1.0, epsilon=eps), 1e-15))
+    assert residue.mu(alpha_min=1e-10)[0] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_mass_consistency_is_reported():
+    r = g.analyze(g.SubsampledGaussian(noise_multiplier=0.7, sampling_rate=0.1, steps=2500), optimistic=False)
+    # The truncated lower tail of the composed remove PMF drops Q-mass here (measured 0.355 at 1e-4) ...
+    assert r.diagnostics["remove_q_mass"] < 0.9
+    # ... which the curve never reads: its advantage still matches prv_accountant's estimate for this cell within 1e-3.
+    acc = PRVAccountant(
+        prvs=[PoissonSubsampledGaussianMechanism(sampling_probability=0.1, noise_multiplier=0.7)],
+        eps_error=0.1,
+        delta_error=1e-10,
+        max_self_compositions=[2500],
+    )
+    assert r.advantage == pytest.approx(acc.compute_delta(0.0, [2500])[1], abs=1e-3)
+    assert g.analyze(DE_ET_AL, optimistic=False).diagnostics["remove_q_mass"] == pytest.approx(1.0, abs=1e-5)
