@@ -109,8 +109,11 @@ def run() -> str:
         dt = time.perf_counter() - t1
         ref_rows.append((s, q, t, eps_grid[i], ref, eps_grid[i] / ref - 1.0, eps_peer[i] / ref - 1.0, steps_used[i], dt))
 
-    # Two worker processes on halves of the grid (interleaved so both get similar work).
-    halves = [cells[0::2], cells[1::2]]
+    # Two worker processes on halves of the grid. Cells sharing (sigma, q) stay together (as the pipeline's chunks
+    # do): analyze_grid builds one single-step PLD per (sigma, q) and reuses it for every T. Groups alternate so
+    # both halves get similar work.
+    groups = sorted({(s, q) for s, q, _ in cells})
+    halves = [[c for c in cells if groups.index(c[:2]) % 2 == k] for k in (0, 1)]
     ctx = mp.get_context("spawn")
     with ctx.Pool(2) as pool:
         pool.map(_timed_grid, [cells[:2], cells[2:4]])  # warm-up the workers

@@ -172,6 +172,9 @@ def build_plan(spec: GridSpec, lake: Path, *, workers: int = 2) -> SweepPlan:
         cell_ids.append(cid)
         if (cid, eval_key) not in present:
             todo.append(mech.to_json())
+    # Cells that differ only in `steps` share one single-step PLD inside analyze_grid: keep them in the same chunk,
+    # whatever the axis order of the spec.
+    todo.sort(key=_sharing_key)
     size = spec.chunk_size or auto_chunk_size(len(todo), workers)
     chunks = tuple(
         Chunk(spec_name=spec.name, kind=spec.mechanism, mechanisms=tuple(todo[i : i + size]), settings=settings)
@@ -185,6 +188,12 @@ def build_plan(spec: GridSpec, lake: Path, *, workers: int = 2) -> SweepPlan:
         chunks=chunks,
         cells_present=len(cell_ids) - len(todo),
     )
+
+
+def _sharing_key(mech_json: str) -> tuple[str, float]:
+    data = json.loads(mech_json)
+    steps = data.pop("steps", 0)
+    return json.dumps(data, sort_keys=True), float(steps)
 
 
 @task(name="plan-sweep", retries=2, retry_delay_seconds=1)
