@@ -48,7 +48,10 @@ def make_task_runner(kind: str = "process", *, dask_address: str | None = None, 
         raise ValueError("--runner dask needs prefect-dask: pip install -e '.[dask]'") from None
     if dask_address:
         return DaskTaskRunner(address=dask_address)
-    return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True})
+    # ":0": a free port for the dashboard (None would fall back to the configured :8787, which may be taken).
+    return DaskTaskRunner(
+        cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0"}
+    )
 
 
 def runner_from_env() -> Any:

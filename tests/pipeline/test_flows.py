@@ -196,7 +196,7 @@ def test_dask_runner_gives_identical_rows(tiny_spec, tmp_path):
 
     spec = tiny_spec()
     _sweep(spec, tmp_path / "lake_t", tmp_path / "t.duckdb")
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster:
         _sweep(spec, tmp_path / "lake_d", tmp_path / "d.duckdb", runner="dask", dask_address=cluster.scheduler_address)
     cols = ("cell_id, noise_multiplier, sampling_rate, steps, mu, gdp_regret, advantage, bayes_security, status, "
             "accountant, discretization")
