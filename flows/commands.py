@@ -1,4 +1,4 @@
-"""Pipeline sub-commands of ``gdp`` (sweep, regret-map, calibration-sweep, publish, sql, plot, demo), registered into
+"""Pipeline sub-commands of ``gdp`` (sweep, regret-map, calibration-sweep, publish, sql, plot, demo, audit, card), registered into
 :data:`flows.cli.SUBCOMMANDS`.
 
 Each command's ``run`` imports Prefect/DuckDB lazily so that ``gdp analyze`` stays fast. Specs are validated
@@ -240,6 +240,60 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- registry audits (issue 7) ----------------------------------------------------------------------------------------
+def _audit(args: argparse.Namespace) -> int:
+    from tasks.registry import DEFAULT_REGISTRY, registry_files
+
+    registry = args.registry or str(DEFAULT_REGISTRY)
+    registry_files(registry)  # a missing registry fails here, before Prefect starts
+    _prefect_env(args.verbose)
+    from flows.privacy_audit import privacy_audit
+
+    s = privacy_audit(registry=registry, lake=args.lake, report=args.report, cards_dir=args.cards,
+                      mlflow_uri=args.mlflow_uri)
+    print(f"audit {s.registry}: {len(s.models)} model versions ({len(s.computed)} computed, {len(s.reused)} "
+          f"unchanged), {s.comparisons_computed} comparisons computed, {len(s.failed)} failed")
+    for msg in s.failed.values():
+        print(f"  FAILED {msg}", file=sys.stderr)
+    for x in s.less_private:
+        print(f"  less private: {x}")
+    if args.mlflow_uri:
+        print(f"MLflow: tagged {len(s.mlflow_tagged)}, not registered: {', '.join(s.mlflow_missing) or 'none'}")
+    print(f"report: {s.report}   (views: models, model_privacy, model_comparisons)\ncards: {s.cards_dir}")
+    return 1 if s.failed else 0
+
+
+def _card(args: argparse.Namespace) -> int:
+    from tasks.audit import audit_path, read_audit
+    from tasks.cards import hf_yaml_block, render_markdown, write_card
+    from tasks.lake import default_report
+    from tasks.publish import query_report
+
+    report = Path(args.report or default_report())
+    model, _, version = args.model.partition(":")
+    where = "model = ?" if not version else "model = ? AND version = ?"
+    sql = f"SELECT model, version, audit_key FROM model_privacy WHERE {where} ORDER BY version DESC LIMIT 1"
+    sql = sql.replace("?", "'" + model.replace("'", "''") + "'", 1)
+    if version:
+        if not version.isdigit():
+            raise ValueError(f"VERSION must be an integer, got {version!r}")
+        sql = sql.replace("?", version, 1)
+    _, rows = query_report(report, sql)
+    if not rows:
+        raise ValueError(f"no audited model version {args.model!r} in {report}: run 'gdp audit' first")
+    _, lake_rows = query_report(report, "SELECT lake FROM report_info")
+    m, v, key = rows[0]
+    row = read_audit(audit_path(Path(lake_rows[0][0]), m, v, key))
+    if args.out:
+        paths = write_card(row, args.out, report_uri=str(report.resolve()))
+        print("\n".join(paths.values()))
+    elif args.format == "yaml":
+        print(hf_yaml_block(row, report_uri=str(report.resolve())), end="")
+    else:
+        print(render_markdown(row, report_uri=str(report.resolve()), png_name=None), end="")
+    return 0
+
+
 def _register() -> None:
     def sweep_args(p: argparse.ArgumentParser) -> None:
         _add_run_args(p)
@@ -276,6 +330,20 @@ def _register() -> None:
         p.add_argument("--runner", choices=("thread", "process"), default="process")
         _add_store_args(p)
 
+    def audit_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("registry", nargs="?", metavar="REGISTRY",
+                       help="folder of YAML manifests or one YAML file (default: the sample registry data/registry)")
+        p.add_argument("--mlflow-uri", help="tracking URI: tag the registered model versions (needs gdp-audit[mlflow])")
+        p.add_argument("--cards", help="where privacy cards go (default: cards/ next to the report)")
+        p.add_argument("-v", "--verbose", action="store_true")
+        _add_store_args(p)
+
+    def card_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("model", metavar="MODEL[:VERSION]", help="model name, optionally :version (default newest)")
+        p.add_argument("--format", choices=("md", "yaml"), default="md", help="Markdown card or HF model-card YAML")
+        p.add_argument("--out", help="write card.md, curve.png and model_card.yaml under OUT/MODEL/vVERSION/")
+        _add_store_args(p, lake=False)
+
     SUBCOMMANDS.update(
         {
             "sweep": ("sweep a grid spec into the lake and publish the report", sweep_args, _sweep),
@@ -287,6 +355,8 @@ def _register() -> None:
             "sql": ("run a read-only SQL query against the report", sql_args, _sql),
             "plot": ("PNG heat map or trade-off curve from the report", plot_args, _plot),
             "demo": ("tiny regret map on 2 cores, then a sample query", demo_args, _demo),
+            "audit": ("audit a model registry: privacy cards, DuckDB rows, MLflow tags", audit_args, _audit),
+            "card": ("print or write the privacy card of MODEL[:VERSION] from the report", card_args, _card),
         }
     )
 

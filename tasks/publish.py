@@ -227,6 +227,13 @@ def _write_report(report: Path, lake: Path, snap: Path, counts: dict[str, int], 
         for name in (*_TABLES, "runs", "calibrations"):
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM {_read(snap / name / '**' / '*.parquet', _parts(name))}")
             con.execute(f"COMMENT ON VIEW {name} IS {_lit(VIEWS[name])}")
+        # Registry audits (issue 7): models, model_privacy, model_comparisons over a fixed registry snapshot.
+        from tasks.audit import registry_views
+
+        for name, (select, comment) in registry_views(lake).items():
+            con.execute(f"CREATE VIEW {name} AS {select}")
+            con.execute(f"COMMENT ON VIEW {name} IS {_lit(comment)}")
+            counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
         con.execute(
             "CREATE TABLE report_info AS SELECT ?::TIMESTAMPTZ AS published_at, ? AS lake, ? AS snapshot, "
             "? AS lake_schema_version, ? AS publisher_code_version, ?::JSON AS row_counts",

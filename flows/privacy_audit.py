@@ -1,0 +1,225 @@
+"""``privacy_audit``: audit a model registry (issue 7) -> lake rows, privacy cards, DuckDB views, MLflow tags.
+
+1. Load the registry's manifests (:mod:`tasks.registry`); an invalid file fails *its* models only, with a message
+   naming file and field in the run summary and artifact; everything else is audited and published.
+2. For each model version, compute its audit only when no audit exists for its ``audit_key`` (manifest spec hash +
+   gdpcore version and source hash): a re-run with nothing changed computes nothing.
+3. Compare each version with the previous version of the same model and with the production version (Delta-divergence
+   both ways, Blackwell verdict); pairs already compared are reused. Less-private versions are flagged.
+4. Write the privacy cards (Markdown, PNG, HF YAML) of versions whose card is missing or stale.
+5. Republish the DuckDB report (views ``models``, ``model_privacy``, ``model_comparisons`` next to the sweep views).
+6. Optionally tag the registered model versions in MLflow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.runtime import flow_run
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from tasks.audit import (
+    audit_key,
+    audit_path,
+    comparison_path,
+    compute_audit_row,
+    compute_comparison_row,
+    read_audit,
+    write_audit,
+    write_comparison,
+    write_members,
+)
+from tasks.lake import default_lake, default_report
+from tasks.registry import DEFAULT_REGISTRY, ModelManifest, load_registry
+
+__all__ = ["AuditSummary", "privacy_audit"]
+
+
+@dataclasses.dataclass
+class AuditSummary:
+    registry: str
+    lake: str
+    report: str
+    cards_dir: str
+    models: list[str]  # "name:version" audited and published
+    computed: list[str]
+    reused: list[str]
+    failed: dict[str, str]  # manifest file (or name:version) -> message
+    comparisons_computed: int
+    less_private: list[str]  # "name:v vs previous|production:v"
+    cards_written: list[str]
+    mlflow_tagged: list[str] = dataclasses.field(default_factory=list)
+    mlflow_missing: list[str] = dataclasses.field(default_factory=list)
+
+
+@task(name="audit-model-version", task_run_name="audit-{manifest.name}-v{manifest.version}")
+def audit_model_version(manifest: ModelManifest, lake: str, run_id: str) -> dict[str, Any]:
+    row = compute_audit_row(manifest, run_id)
+    write_audit(Path(lake), row)
+    return row
+
+
+@task(name="compare-versions")
+def compare_versions(new: dict[str, Any], old: dict[str, Any], against: str, lake: str) -> dict[str, Any]:
+    row = compute_comparison_row(new, old, against)
+    write_comparison(Path(lake), row)
+    return row
+
+
+def _registry_label(registry: Path) -> str:
+    return registry.resolve().stem if registry.is_file() else registry.resolve().name
+
+
+@flow(name="privacy-audit", task_runner=ThreadPoolTaskRunner(max_workers=2))
+def privacy_audit(
+    registry: str | None = None,
+    lake: str | None = None,
+    report: str | None = None,
+    cards_dir: str | None = None,
+    mlflow_uri: str | None = None,
+    publish: bool = True,
+) -> AuditSummary:
+    """Audit ``registry`` (a folder of YAML manifests or one file; default the sample registry in data/registry)."""
+    logger = get_run_logger()
+    reg = Path(registry) if registry else DEFAULT_REGISTRY
+    lake_p = Path(lake or default_lake()).resolve()
+    report_p = Path(report or default_report()).resolve()
+    cards = Path(cards_dir).resolve() if cards_dir else report_p.parent / "cards"
+    run_id = str(flow_run.id or "local")
+
+    manifests, errors = load_registry(reg)
+    failed = {e.file + (f" ({e.field})" if e.field else ""): str(e) for e in errors}
+    for msg in failed.values():
+        logger.error("invalid manifest: %s", msg)
+
+    rows: dict[str, dict[str, Any]] = {}
+    computed, reused = [], []
+    futures = {}
+    for m in manifests:
+        key = audit_key(m)
+        path = audit_path(lake_p, m.name, m.version, key)
+        if path.exists():
+            rows[m.key] = read_audit(path)
+            reused.append(m.key)
+        else:
+            futures[m.key] = audit_model_version.submit(m, str(lake_p), run_id)
+    for k, fut in futures.items():
+        try:
+            rows[k] = fut.result()
+            computed.append(k)
+        except Exception as exc:  # one model's accounting failure must not stop the others
+            failed[k] = f"{k}: audit failed: {type(exc).__name__}: {exc}"
+            logger.error("audit of %s failed: %s", k, exc)
+    by_key = {m.key: m for m in manifests}
+    ok = [m for m in manifests if m.key in rows]
+    write_members(lake_p, _registry_label(reg), [
+        {"model": m.name, "version": m.version, "audit_key": rows[m.key]["audit_key"], "manifest_path": m.manifest_path,
+         "production": m.production, "mlflow_model": m.mlflow_target()[0], "mlflow_version": m.mlflow_target()[1]}
+        for m in ok
+    ])
+
+    # -- comparisons: previous version and production version -----------------------------------------------------
+    by_model: dict[str, list[ModelManifest]] = {}
+    for m in ok:
+        by_model.setdefault(m.name, []).append(m)
+    pairs: list[tuple[dict, dict, str]] = []
+    for versions in by_model.values():
+        versions.sort(key=lambda m: m.version)
+        prod = [m for m in versions if m.production]
+        if len(prod) > 1:
+            logger.warning("%s: %d versions marked production; comparing with the newest", versions[0].name, len(prod))
+        prod_m = prod[-1] if prod else None
+        for i, m in enumerate(versions):
+            if i > 0:
+                pairs.append((rows[m.key], rows[versions[i - 1].key], "previous"))
+            if prod_m is not None and prod_m.version != m.version:
+                pairs.append((rows[m.key], rows[prod_m.key], "production"))
+    cmp_futures, less_private, n_cmp = [], [], 0
+    import pyarrow.parquet as pq
+
+    cmp_rows = []
+    for new, old, against in pairs:
+        p = comparison_path(lake_p, new["audit_key"], old["audit_key"], against)
+        if p.exists():
+            cmp_rows.append(pq.read_table(p).to_pylist()[0])
+        else:
+            cmp_futures.append(compare_versions.submit(new, old, against, str(lake_p)))
+    for fut in cmp_futures:
+        try:
+            cmp_rows.append(fut.result())
+            n_cmp += 1
+        except Exception as exc:
+            logger.error("comparison failed: %s", exc)
+    for r in cmp_rows:
+        if r["less_private"]:
+            less_private.append(f"{r['model']}:{r['version']} vs {r['against']} v{r['other_version']} "
+                                f"(mu {r['mu_change']:+.3g})")
+
+    # -- cards ----------------------------------------------------------------------------------------------------
+    from tasks.cards import card_dir, write_card
+
+    card_paths: dict[str, dict[str, str]] = {}
+    written = []
+    for m in ok:
+        row = rows[m.key]
+        d = card_dir(cards, m.name, m.version)
+        stamp = d / "audit_key"
+        files = {"markdown": str(d / "card.md"), "png": str(d / "curve.png"), "hf_yaml": str(d / "model_card.yaml")}
+        if stamp.exists() and stamp.read_text() == row["audit_key"] and all(Path(f).exists() for f in files.values()):
+            card_paths[m.key] = files
+        else:
+            card_paths[m.key] = write_card(row, cards, report_uri=str(report_p))
+            written.append(m.key)
+
+    if publish:
+        from tasks.publish import publish_lake
+
+        publish_lake(lake_p, report_p)
+
+    summary = AuditSummary(
+        registry=str(reg), lake=str(lake_p), report=str(report_p), cards_dir=str(cards),
+        models=[m.key for m in ok], computed=computed, reused=reused, failed=failed, comparisons_computed=n_cmp,
+        less_private=less_private, cards_written=written,
+    )
+    if mlflow_uri:
+        from tasks.mlflow_tags import publish_to_mlflow
+
+        targets = [(*by_key[k].mlflow_target(), rows[k], card_paths[k]) for k in summary.models]
+        res = publish_to_mlflow(mlflow_uri, targets, report_uri=str(report_p), flow_run=run_id)
+        summary.mlflow_tagged, summary.mlflow_missing = res.tagged, res.missing
+
+    _artifacts(summary, rows)
+    logger.info("privacy audit: %d model versions (%d computed, %d reused), %d failed", len(summary.models),
+                len(computed), len(reused), len(failed))
+    return summary
+
+
+def _artifacts(s: AuditSummary, rows: dict[str, dict[str, Any]]) -> None:
+    md = [
+        f"# Privacy audit of `{s.registry}`",
+        "",
+        f"- model versions audited: {len(s.models)} ({len(s.computed)} computed, {len(s.reused)} unchanged)",
+        f"- comparisons computed: {s.comparisons_computed}",
+        f"- report: `{s.report}` (views `models`, `model_privacy`, `model_comparisons`); cards: `{s.cards_dir}`",
+        f"- at {dt.datetime.now(dt.UTC).isoformat()}",
+    ]
+    if s.failed:
+        md += ["", "## Failed (not audited)", ""] + [f"- {msg}" for msg in s.failed.values()]
+    if s.less_private:
+        md += ["", "## Less private than the version compared against", ""] + [f"- **{x}**" for x in s.less_private]
+    if s.mlflow_missing:
+        md += ["", "## Not found in MLflow", ""] + [f"- {x}" for x in s.mlflow_missing]
+    create_markdown_artifact(key="privacy-audit", markdown="\n".join(md), description="Registry privacy audit")
+    table = [
+        {"model": r["model"], "version": r["version"], "mu (upper)": round(r["mu"], 4),
+         "gdp_regret": f"{r['gdp_regret']:.2g}", f"eps@delta ({r['epsilon_bound']})": round(r["epsilon"], 3),
+         "delta": f"{r['delta']:.1e}", "verdict": r["verdict"]}
+        for r in sorted(rows.values(), key=lambda r: (r["model"], r["version"]))
+    ]
+    if table:
+        create_table_artifact(key="privacy-audit-models", table=table, description="Audited model versions")

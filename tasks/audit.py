@@ -1,0 +1,410 @@
+"""Registry audits (issue 7): one model version -> one labelled lake row; version comparisons; registry snapshot.
+
+Lake layout (under the lake root, next to the grid-sweep tables)::
+
+    registry/audits/model=<name>/version=<v>/audit-<audit_key>.parquet   one row per computed audit (immutable)
+    registry/comparisons/cmp-<key_new>-<key_old>-<against>.parquet       one row per compared pair (immutable)
+    registry/members/registry=<label>/members.parquet                    the registry's current model versions
+    registry/published/<snapshot>/{models,model_privacy,model_comparisons}.parquet   what the report's views read
+
+``audit_key`` hashes the manifest's spec (:meth:`tasks.registry.ModelManifest.spec_hash`) together with gdpcore's
+version *and source hash* (:func:`tasks.lake.code_version`): an audit whose file exists is never recomputed, so a
+re-run with nothing changed computes nothing and editing one manifest recomputes that model version only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tasks.lake import atomic_write_parquet, code_version
+from tasks.registry import STANDARD_DELTAS, STANDARD_FPRS, ModelManifest
+
+__all__ = [
+    "AUDIT_SCHEMA",
+    "COMPARISON_SCHEMA",
+    "GDP_COMPLETE_VERDICT",
+    "audit_key",
+    "audit_path",
+    "compute_audit_row",
+    "compute_comparison_row",
+    "read_audit",
+    "registry_views",
+]
+
+BLACKWELL_TOL = 1e-6  # gdpcore.is_at_least_as_private's default: the accountant's resolution
+GDP_COMPLETE_VERDICT = "GDP is a complete description"
+GDP_INCOMPLETE_VERDICT = "GDP is not a complete description: read the full trade-off curve"
+CURVE_FPRS: tuple[float, ...] = tuple(
+    sorted({0.0, *np.logspace(-10, -2, 33).tolist(), *np.linspace(0.01, 1.0, 100).tolist()})
+)
+
+_LIST = pa.list_(pa.float64())
+AUDIT_SCHEMA = pa.schema(
+    [
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("version", pa.int64(), nullable=False),
+        pa.field("audit_key", pa.string(), nullable=False),
+        pa.field("spec_hash", pa.string(), nullable=False),
+        pa.field("mu", pa.float64()),
+        pa.field("mu_lower", pa.float64()),
+        pa.field("mu_bound", pa.string()),
+        pa.field("mu_cutoff", pa.float64()),
+        pa.field("gdp_regret", pa.float64()),
+        pa.field("gdp_regret_bound", pa.string()),
+        pa.field("gdp_complete", pa.bool_()),
+        pa.field("verdict", pa.string()),
+        pa.field("delta", pa.float64()),
+        pa.field("delta_policy", pa.string()),
+        pa.field("epsilon", pa.float64()),
+        pa.field("epsilon_lower", pa.float64()),
+        pa.field("epsilon_bound", pa.string()),
+        pa.field("eps_deltas", _LIST),
+        pa.field("eps_values", _LIST),
+        pa.field("tpr_fprs", _LIST),
+        pa.field("tpr", _LIST),
+        pa.field("tpr_bound", pa.string()),
+        pa.field("advantage", pa.float64()),
+        pa.field("advantage_lower", pa.float64()),
+        pa.field("advantage_bound", pa.string()),
+        pa.field("bayes_security", pa.float64()),
+        pa.field("bayes_security_bound", pa.string()),
+        pa.field("curve_fpr", _LIST),
+        pa.field("curve_fnr", _LIST),
+        pa.field("accountant", pa.string()),
+        pa.field("discretization", pa.float64()),
+        pa.field("alpha_min", pa.float64()),
+        pa.field("mechanism_form", pa.string()),
+        pa.field("mechanism_json", pa.string()),
+        pa.field("mechanism_hash", pa.string()),
+        pa.field("privacy_unit", pa.string()),
+        pa.field("neighbouring", pa.string()),
+        pa.field("dataset_size", pa.int64()),
+        pa.field("claimed_epsilon", pa.float64()),
+        pa.field("claimed_delta", pa.float64()),
+        pa.field("claimed_accountant", pa.string()),
+        pa.field("description", pa.string()),
+        pa.field("source", pa.string()),
+        pa.field("manifest_json", pa.string()),
+        pa.field("gdpcore_version", pa.string()),
+        pa.field("audited_at", pa.timestamp("us", tz="UTC")),
+        pa.field("run_id", pa.string()),
+        pa.field("compute_seconds", pa.float64()),
+    ]
+)
+
+MEMBERS_SCHEMA = pa.schema(
+    [
+        pa.field("registry", pa.string(), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("version", pa.int64(), nullable=False),
+        pa.field("audit_key", pa.string(), nullable=False),
+        pa.field("manifest_path", pa.string()),
+        pa.field("production", pa.bool_()),
+        pa.field("mlflow_model", pa.string()),
+        pa.field("mlflow_version", pa.string()),
+    ]
+)
+
+COMPARISON_SCHEMA = pa.schema(
+    [
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("version", pa.int64(), nullable=False),
+        pa.field("against", pa.string(), nullable=False),  # 'previous' | 'production'
+        pa.field("other_version", pa.int64(), nullable=False),
+        pa.field("audit_key", pa.string()),
+        pa.field("other_audit_key", pa.string()),
+        pa.field("divergence_new_over_old", pa.float64()),  # Delta(old || new): how much more vulnerable new can be
+        pa.field("divergence_old_over_new", pa.float64()),  # Delta(new || old)
+        pa.field("divergence_bound", pa.string()),
+        pa.field("at_least_as_private", pa.bool_()),  # Blackwell (seed 002 Thm 1); null = undecided
+        pa.field("blackwell_verdict", pa.string()),
+        pa.field("less_private", pa.bool_()),
+        pa.field("mu_change", pa.float64()),
+        pa.field("tpr_fprs", _LIST),
+        pa.field("tpr_change", _LIST),
+        pa.field("gdpcore_version", pa.string()),
+        pa.field("compared_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+def _h(*parts: str) -> str:
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+
+
+def audit_key(manifest: ModelManifest) -> str:
+    return _h("audit", manifest.spec_hash(), code_version())
+
+
+def audit_path(lake: Path, model: str, version: int, key: str) -> Path:
+    return lake / "registry" / "audits" / f"model={model}" / f"version={version}" / f"audit-{key}.parquet"
+
+
+def comparison_path(lake: Path, key_new: str, key_old: str, against: str) -> Path:
+    return lake / "registry" / "comparisons" / f"cmp-{key_new}-{key_old}-{against}.parquet"
+
+
+def members_path(lake: Path, registry_label: str) -> Path:
+    return lake / "registry" / "members" / f"registry={registry_label}" / "members.parquet"
+
+
+def _f(x: Any) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
+    """Analyse the manifest's mechanism with gdpcore and return one :data:`AUDIT_SCHEMA` row."""
+    import time
+
+    import gdpcore
+
+    t0 = time.perf_counter()
+    mech = manifest.build_mechanism()
+    rep = gdpcore.analyze(mech, discretization=manifest.accounting.discretization,
+                          alpha_min=manifest.accounting.alpha_min)
+    labels = rep.bound_types
+    delta = manifest.delta_value
+    eps_deltas = sorted({delta, *STANDARD_DELTAS}, reverse=True)
+    eps_values = [float(rep.epsilon(d)) for d in eps_deltas]
+    fprs = list(STANDARD_FPRS)
+    fnr = np.asarray(rep.fnr(np.asarray(CURVE_FPRS)), dtype=float)
+    regret = float(rep.gdp_regret)
+    eps_lower = float(rep.epsilon(delta, side="optimistic")) if rep.has_optimistic and not rep.exact else (
+        float(rep.epsilon(delta)) if rep.exact else None)
+    claimed = manifest.claimed
+    return {
+        "model": manifest.name,
+        "version": manifest.version,
+        "audit_key": audit_key(manifest),
+        "spec_hash": manifest.spec_hash(),
+        "mu": float(rep.mu),
+        "mu_lower": _f(rep.mu_lower),
+        "mu_bound": labels["mu"],
+        "mu_cutoff": float(rep.mu_cutoff),
+        "gdp_regret": regret,
+        "gdp_regret_bound": labels["gdp_regret"],
+        "gdp_complete": bool(regret < gdpcore.GDP_COMPLETE_REGRET),
+        "verdict": GDP_COMPLETE_VERDICT if regret < gdpcore.GDP_COMPLETE_REGRET else GDP_INCOMPLETE_VERDICT,
+        "delta": delta,
+        "delta_policy": manifest.delta.describe(),
+        "epsilon": float(rep.epsilon(delta)),
+        "epsilon_lower": eps_lower,
+        "epsilon_bound": labels["epsilon"],
+        "eps_deltas": eps_deltas,
+        "eps_values": eps_values,
+        "tpr_fprs": fprs,
+        "tpr": [float(rep.tpr(a)) for a in fprs],
+        "tpr_bound": labels["tpr"],
+        "advantage": float(rep.advantage),
+        "advantage_lower": _f(rep.advantage_lower),
+        "advantage_bound": labels["advantage"],
+        "bayes_security": float(rep.bayes_security),
+        "bayes_security_bound": labels["bayes_security"],
+        "curve_fpr": list(CURVE_FPRS),
+        "curve_fnr": fnr.tolist(),
+        "accountant": rep.accountant,
+        "discretization": rep.discretization,
+        "alpha_min": rep.alpha_min,
+        "mechanism_form": manifest.mechanism.form,
+        "mechanism_json": json.dumps(mech.to_dict(), sort_keys=True),
+        "mechanism_hash": mech.content_hash,
+        "privacy_unit": manifest.privacy_unit,
+        "neighbouring": manifest.neighbouring,
+        "dataset_size": manifest.dataset_size,
+        "claimed_epsilon": claimed.epsilon if claimed else None,
+        "claimed_delta": claimed.delta if claimed else None,
+        "claimed_accountant": claimed.accountant if claimed else None,
+        "description": manifest.description,
+        "source": manifest.source,
+        "manifest_json": manifest.model_dump_json(exclude={"manifest_path"}),
+        "gdpcore_version": code_version(),
+        "audited_at": dt.datetime.now(dt.UTC),
+        "run_id": run_id,
+        "compute_seconds": time.perf_counter() - t0,
+    }
+
+
+def write_audit(lake: Path, row: dict[str, Any]) -> Path:
+    path = audit_path(lake, row["model"], row["version"], row["audit_key"])
+    atomic_write_parquet(pa.Table.from_pylist([row], schema=AUDIT_SCHEMA), path,
+                         {"model": row["model"], "version": row["version"], "run_id": row["run_id"]})
+    return path
+
+
+def read_audit(path: Path) -> dict[str, Any]:
+    return pq.read_table(path).to_pylist()[0]
+
+
+def write_members(lake: Path, registry_label: str, rows: Sequence[dict[str, Any]]) -> bool:
+    """The registry's current model versions; returns False (and writes nothing) when unchanged."""
+    table = pa.Table.from_pylist([{"registry": registry_label, **r} for r in rows], schema=MEMBERS_SCHEMA)
+    path = members_path(lake, registry_label)
+    if path.exists():
+        old = pq.read_table(path)
+        if old.replace_schema_metadata(None).equals(table):
+            return False
+    atomic_write_parquet(table, path, {"registry": registry_label})
+    return True
+
+
+# -- comparisons ----------------------------------------------------------------------------------------------------
+def compute_comparison_row(new: dict[str, Any], old: dict[str, Any], against: str,
+                           cache: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Delta-divergence both ways and the Blackwell verdict of ``new`` vs ``old`` (seed 002 Thm 1/2)."""
+    import gdpcore
+    from gdpcore.divergence import get_delta_divergence
+
+    cache = {} if cache is None else cache
+
+    def report(row: dict[str, Any]) -> Any:
+        key = row["audit_key"]
+        if key not in cache:
+            mech = gdpcore.mechanism_from_dict(json.loads(row["mechanism_json"]))
+            cache[key] = gdpcore.analyze(mech, discretization=1e-4, optimistic=False)
+        return cache[key]
+
+    r_new, r_old = report(new), report(old)
+    fwd = get_delta_divergence(r_old, r_new)  # Delta(old || new): > 0 where new is more vulnerable than old
+    back = get_delta_divergence(r_new, r_old)
+    # Blackwell test exactly as gdpcore.is_at_least_as_private(new, old), reusing Delta(old || new) computed above.
+    at_least: bool | None = True if fwd.upper <= BLACKWELL_TOL else (False if fwd.lower > BLACKWELL_TOL else None)
+    if at_least is True:
+        verdict = "uniformly at least as private"
+    elif at_least is False:
+        verdict = "not uniformly at least as private"
+    else:
+        verdict = "undecided within the accountant's resolution"
+    return {
+        "model": new["model"],
+        "version": new["version"],
+        "against": against,
+        "other_version": old["version"],
+        "audit_key": new["audit_key"],
+        "other_audit_key": old["audit_key"],
+        "divergence_new_over_old": float(fwd.value),
+        "divergence_old_over_new": float(back.value),
+        "divergence_bound": fwd.bound,
+        "at_least_as_private": at_least,
+        "blackwell_verdict": verdict,
+        "less_private": at_least is False,
+        "mu_change": float(new["mu"] - old["mu"]),
+        "tpr_fprs": list(new["tpr_fprs"]),
+        "tpr_change": [float(a - b) for a, b in zip(new["tpr"], old["tpr"], strict=True)],
+        "gdpcore_version": code_version(),
+        "compared_at": dt.datetime.now(dt.UTC),
+    }
+
+
+def write_comparison(lake: Path, row: dict[str, Any]) -> Path:
+    path = comparison_path(lake, row["audit_key"], row["other_audit_key"], row["against"])
+    atomic_write_parquet(pa.Table.from_pylist([row], schema=COMPARISON_SCHEMA), path, {"model": row["model"]})
+    return path
+
+
+# -- report views ---------------------------------------------------------------------------------------------------
+VIEW_COMMENTS: dict[str, str] = {
+    "models": "One row per model version in the audited registries: model, version, registry, manifest, production "
+    "flag, MLflow target, audit_key (the audit its numbers come from).",
+    "model_privacy": "One row per model version: mu (tightest pessimistic mu-GDP, upper bound), gdp_regret, verdict "
+    "('GDP is a complete description' when regret < 0.01), epsilon at the declared delta, TPR@FPR lists, advantage, "
+    "bayes_security, each with its bound label, the accountant and discretization, audited_at, gdpcore_version.",
+    "model_comparisons": "Each model version vs its previous version and the production version: Delta-divergence "
+    "both ways, Blackwell verdict, less_private flag, change in mu and TPR@FPR.",
+}
+
+
+def _lit(path: Path | str) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _registry_snapshot_id(lake: Path) -> str:
+    h = hashlib.sha256(b"registry-views-v1")
+    for path in sorted((lake / "registry" / "members").glob("registry=*/members.parquet")):
+        h.update(str(path.relative_to(lake)).encode())
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    for path in sorted((lake / "registry" / "comparisons").glob("cmp-*.parquet")):
+        h.update(path.name.encode())
+    return h.hexdigest()[:20]
+
+
+def _build_registry_snapshot(lake: Path, snap: Path) -> None:
+    import duckdb
+
+    tmp = snap.with_name(f".{snap.name}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp.mkdir(parents=True)
+    con = duckdb.connect()
+    try:
+        members = AUDIT_SCHEMA  # noqa: F841
+        empty_members = MEMBERS_SCHEMA.empty_table()  # noqa: F841 - referenced by name in SQL
+        empty_audits = AUDIT_SCHEMA.empty_table()  # noqa: F841
+        empty_cmp = COMPARISON_SCHEMA.empty_table()  # noqa: F841
+        member_files = sorted((lake / "registry" / "members").glob("registry=*/members.parquet"))
+        if member_files:
+            con.execute(f"CREATE TEMP TABLE m AS SELECT * FROM read_parquet({[str(p) for p in member_files]!r}, "
+                        "union_by_name = true)")
+        else:
+            con.execute("CREATE TEMP TABLE m AS SELECT * FROM empty_members")
+        keys = con.execute("SELECT DISTINCT model, version, audit_key FROM m").fetchall()
+        audit_files = [str(audit_path(lake, mo, v, k)) for mo, v, k in keys if audit_path(lake, mo, v, k).exists()]
+        if audit_files:
+            con.execute(f"CREATE TEMP TABLE a AS SELECT * FROM read_parquet({audit_files!r}, union_by_name = true)")
+        else:
+            con.execute("CREATE TEMP TABLE a AS SELECT * FROM empty_audits")
+        cmp_files = sorted(str(p) for p in (lake / "registry" / "comparisons").glob("cmp-*.parquet"))
+        if cmp_files:
+            con.execute(f"CREATE TEMP TABLE c AS SELECT * FROM read_parquet({cmp_files!r}, union_by_name = true)")
+        else:
+            con.execute("CREATE TEMP TABLE c AS SELECT * FROM empty_cmp")
+        selects = {
+            "models": "SELECT m.registry, m.model, m.version, m.production, m.manifest_path, m.mlflow_model, "
+                      "m.mlflow_version, m.audit_key, a.privacy_unit, a.neighbouring, a.dataset_size, a.description, "
+                      "a.source, a.mechanism_form FROM m LEFT JOIN a USING (audit_key) ORDER BY m.model, m.version",
+            "model_privacy": "SELECT m.registry, a.* EXCLUDE (curve_fpr, curve_fnr, manifest_json), "
+                             "m.production FROM m JOIN a USING (audit_key) ORDER BY a.model, a.version",
+            "model_comparisons": "SELECT c.* FROM c JOIN m ON c.audit_key = m.audit_key "
+                                 "JOIN (SELECT audit_key AS other_audit_key FROM m) o USING (other_audit_key) "
+                                 "ORDER BY c.model, c.version, c.against",
+        }
+        for name, sel in selects.items():
+            con.execute(f"COPY ({sel}) TO {_lit(tmp / (name + '.parquet'))} (FORMAT parquet, COMPRESSION zstd)")
+        (tmp / "_SUCCESS").write_text(dt.datetime.now(dt.UTC).isoformat())
+        os.replace(tmp, snap)
+    finally:
+        con.close()
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def registry_views(lake: str | Path, keep: int = 3) -> dict[str, tuple[str, str]]:
+    """{view: (SELECT over a fixed registry snapshot, comment)} for :mod:`tasks.publish` (always all three views)."""
+    lake = Path(lake).resolve()
+    published = lake / "registry" / "published"
+    published.mkdir(parents=True, exist_ok=True)
+    snap = published / _registry_snapshot_id(lake)
+    if not (snap / "_SUCCESS").exists():
+        _build_registry_snapshot(lake, snap)
+    else:
+        os.utime(snap / "_SUCCESS")
+    snaps = sorted((p for p in published.iterdir() if p.is_dir() and (p / "_SUCCESS").exists()),
+                   key=lambda p: (p / "_SUCCESS").stat().st_mtime, reverse=True)
+    for old in snaps[keep:]:
+        if old != snap:
+            shutil.rmtree(old, ignore_errors=True)
+    return {name: (f"SELECT * FROM read_parquet({_lit(snap / (name + '.parquet'))})", comment)
+            for name, comment in VIEW_COMMENTS.items()}

@@ -1,0 +1,211 @@
+"""Privacy cards (issue 7): Markdown statement, PNG trade-off curve and Hugging Face model-card YAML per model version.
+
+Cards are rendered from an audit row (:data:`tasks.audit.AUDIT_SCHEMA`), never recomputed: what the card says is
+exactly what the report's ``model_privacy`` view holds. Every number carries its bound label (upper / lower /
+estimate / exact), the accountant and its discretisation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["card_dir", "hf_yaml_block", "render_markdown", "write_card"]
+
+_NEIGHBOURING_TEXT = {
+    "add_remove": "adding or removing one {unit} (add/remove adjacency)",
+    "replace_one": "replacing one {unit} by another (replace-one adjacency)",
+}
+_HF_NEIGHBOURING = {"add_remove": "add-or-remove-one", "replace_one": "replace-one"}
+
+
+def _g(x: Any, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf"
+    return f"{x:.{digits}g}"
+
+
+def _disc(row: dict[str, Any]) -> str:
+    return "exact (closed form)" if row["discretization"] is None else f"{row['discretization']:g}"
+
+
+def card_dir(root: str | Path, model: str, version: int) -> Path:
+    return Path(root) / model / f"v{version}"
+
+
+def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_name: str | None = "curve.png") -> str:
+    unit = row["privacy_unit"]
+    adj = _NEIGHBOURING_TEXT.get(row["neighbouring"], row["neighbouring"]).format(unit=unit)
+    mu, regret, delta, eps = row["mu"], row["gdp_regret"], row["delta"], row["epsilon"]
+    tprs = list(zip(row["tpr_fprs"], row["tpr"], strict=True))
+    tpr_1pct = next((t for a, t in tprs if abs(a - 1e-2) < 1e-12), None)
+    complete = row["gdp_complete"]
+    lines = [
+        f"# Privacy card: {row['model']} v{row['version']}",
+        "",
+        f"**Statement.** The training mechanism of {row['model']} v{row['version']} is {_g(mu)}-GDP (Gaussian differential privacy) with respect to "
+        f"{adj}. Equivalently, any membership-inference attack on one {unit} behaves no better than telling apart two "
+        f"unit-variance Gaussians {_g(mu)} standard deviations apart"
+        + (f": at a 1% false-positive rate it succeeds at most {_g(100 * tpr_1pct, 3)}% of the time." if tpr_1pct
+           is not None else ".")
+        + (f" mu-GDP describes this mechanism essentially completely (regret {_g(regret, 2)} < 0.01)."
+           if complete else
+           f" mu-GDP is **not** a complete description here (regret {_g(regret, 2)} >= 0.01): rely on the (eps, delta)"
+           " and TPR numbers below, which come from the full trade-off curve."),
+        "",
+        f"- Verdict: **{row['verdict']}**",
+        f"- Accountant: {row['accountant']}; discretization {_disc(row)}; gdpcore {row['gdpcore_version']}",
+        f"- Audited at {row['audited_at']} (audit key `{row['audit_key']}`)",
+        "",
+        "| quantity | value | bound |",
+        "|---|---|---|",
+        f"| mu (mu-GDP) | {_g(mu)} (bracket [{_g(row['mu_lower'])}, {_g(mu)}]) | {row['mu_bound']} |",
+        f"| GDP regret | {_g(regret, 3)} | {row['gdp_regret_bound']} |",
+        f"| epsilon at declared delta = {delta:.3g} ({row['delta_policy']}) | {_g(eps)} | {row['epsilon_bound']} |",
+    ]
+    for d, e in zip(row["eps_deltas"], row["eps_values"], strict=True):
+        if d != delta:
+            lines.append(f"| epsilon at delta = {d:.0e} | {_g(e)} | {row['epsilon_bound']} |")
+    for a, t in tprs:
+        lines.append(f"| attack TPR at FPR = {a:.0e} | {_g(t)} | {row['tpr_bound']} |")
+    lines += [
+        f"| membership advantage (TPR - FPR, max) | {_g(row['advantage'])} | {row['advantage_bound']} |",
+        f"| Bayes security (1 - advantage) | {_g(row['bayes_security'])} | {row['bayes_security_bound']} |",
+    ]
+    if row.get("claimed_epsilon") is not None:
+        lines += [
+            "",
+            f"Published claim: (eps = {_g(row['claimed_epsilon'])}, delta = {row['claimed_delta']:.3g}) with the "
+            f"{row['claimed_accountant']} accountant. The audited epsilon at that delta is the row above (an "
+            "{0} bound from the PLD accountant); a smaller value means the published accountant was looser.".format(
+                row["epsilon_bound"]),
+        ]
+    mech = json.loads(row["mechanism_json"])
+    lines += [
+        "",
+        "## Caveats",
+        "",
+        f"- **Tail cut-off.** mu certifies the Gaussian trade-off curve only where FPR and FNR are both >= "
+        f"{row['mu_cutoff']:.1e}" + (" (exact, no cut-off)." if row["mu_cutoff"] == 0 else
+                                     "; below it read the curve/epsilon values, not mu."),
+        f"- **Adjacency.** The guarantee protects one {unit} under {row['neighbouring']} neighbouring datasets; it says "
+        "nothing about groups of records or about users contributing several records unless the unit is the user.",
+    ]
+    if row["mechanism_form"] in ("dpsgd", "phases", "opacus_history") or "subsampled" in row["mechanism_json"]:
+        lines.append(
+            "- **Sampling assumption.** Accounted as Poisson subsampling at rate q = batch size / dataset size. Training "
+            "with shuffled fixed-size batches is not covered by this analysis; the true guarantee may then differ.")
+    lines += [
+        f"- **delta policy.** delta = {delta:.3g} from the declared policy {row['delta_policy']} (N = "
+        f"{row['dataset_size']:,}). epsilon values depend on this choice; mu does not.",
+        "- **Scope.** Only the training mechanism is accounted (mechanism below); hyper-parameter tuning, data-dependent "
+        "preprocessing and any non-private release are outside this statement.",
+        "",
+        f"Mechanism ({row['mechanism_form']}): `{json.dumps(mech, sort_keys=True)[:1500]}`",
+    ]
+    if row.get("source"):
+        lines.append(f"\nSource: {row['source']}")
+    if report_uri:
+        lines.append(f"\nFull report (SQL): `{report_uri}` — `SELECT * FROM model_privacy WHERE model = "
+                     f"'{row['model']}' AND version = {row['version']}`")
+    if png_name:
+        lines.append(f"\n![trade-off curve]({png_name})")
+    return "\n".join(lines) + "\n"
+
+
+def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str, Any]:
+    """The nested ``differential_privacy`` record (anchors_ecosystem 3.2 / 3.6 field set)."""
+    return {
+        "definition": "mu-GDP",
+        "dp_flavor": "other (f-DP / Gaussian DP)",
+        "mu": round(float(row["mu"]), 6),
+        "mu_bound": row["mu_bound"],
+        "mu_certified_for_fpr_at_least": float(row["mu_cutoff"]),
+        "gdp_regret": float(f"{row['gdp_regret']:.3g}"),
+        "gdp_regret_bound": row["gdp_regret_bound"],
+        "verdict": row["verdict"],
+        "epsilon_delta": [{"epsilon": round(float(e), 6), "delta": float(d), "bound": row["epsilon_bound"]}
+                          for d, e in zip(row["eps_deltas"], row["eps_values"], strict=True)],
+        "declared_delta": float(row["delta"]),
+        "delta_policy": row["delta_policy"],
+        "tpr_at_fpr": [{"fpr": float(a), "tpr": round(float(t), 6), "bound": row["tpr_bound"]}
+                       for a, t in zip(row["tpr_fprs"], row["tpr"], strict=True)],
+        "advantage": {"value": round(float(row["advantage"]), 6), "bound": row["advantage_bound"]},
+        "bayes_security": {"value": round(float(row["bayes_security"]), 6), "bound": row["bayes_security_bound"]},
+        "privacy_unit": row["privacy_unit"],
+        "neighboring_relation": _HF_NEIGHBOURING.get(row["neighbouring"], row["neighbouring"]),
+        "sampling": "poisson" if "subsampled" in row["mechanism_json"] else "none",
+        "accountant": row["accountant"],
+        "discretization": row["discretization"],
+        "gdpcore_version": row["gdpcore_version"],
+        "audited_at": str(row["audited_at"]),
+        **({"report": report_uri} if report_uri else {}),
+    }
+
+
+def hf_yaml_block(row: dict[str, Any], *, report_uri: str | None = None) -> str:
+    """A model-card YAML header to paste (custom ``differential_privacy:`` key)."""
+    body = yaml.safe_dump({"tags": ["differential-privacy"], "differential_privacy": hf_record(row, report_uri=report_uri)},
+                          sort_keys=False, default_flow_style=False)
+    return f"---\n{body}---\n"
+
+
+def plot_card_curve(row: dict[str, Any], path: Path) -> Path:
+    """Trade-off curve (pessimistic, as audited) with the mu-GDP curve and the (eps, delta) curve at the declared delta."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from gdpcore import get_beta_from_epsilon_delta, get_beta_from_gdp
+
+    fpr = np.asarray(row["curve_fpr"], dtype=float)
+    fnr = np.asarray(row["curve_fnr"], dtype=float)
+    grid = np.unique(np.concatenate([np.logspace(-10, 0, 300), np.linspace(0, 1, 300)]))
+    gdp = get_beta_from_gdp(mu=row["mu"], alpha=grid)
+    epsd = get_beta_from_epsilon_delta(epsilon=row["epsilon"], delta=row["delta"], alpha=grid)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4))
+    for ax, log in zip(axes, (False, True), strict=True):
+        ax.plot(fpr, 1 - fnr, lw=2, label=f"audited curve ({row['mu_bound']} bound on attack TPR)")
+        ax.plot(grid, 1 - np.asarray(gdp), "--", label=f"{row['mu']:.3g}-GDP")
+        ax.plot(grid, 1 - np.asarray(epsd), ":", label=f"({row['epsilon']:.3g}, {row['delta']:.1e})-DP")
+        ax.plot([0, 1], [0, 1], color="0.7", lw=0.8)
+        ax.set_xlabel("attack FPR")
+        ax.set_ylabel("max attack TPR")
+        if log:
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlim(1e-10, 1)
+            ax.set_ylim(1e-10, 1)
+            ax.axvline(row["mu_cutoff"] or 1e-10, color="0.5", lw=0.6, ls="-.")
+        else:
+            ax.set_xlim(0, 1)
+            ax.set_ylim(0, 1)
+    axes[0].legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"{row['model']} v{row['version']}: accountant {row['accountant'][:60]}, disc. {_disc(row)}",
+                 fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_card(row: dict[str, Any], root: str | Path, *, report_uri: str | None = None) -> dict[str, str]:
+    """Write card.md, curve.png and model_card.yaml under ``root/<model>/v<version>/``; returns their paths."""
+    out = card_dir(root, row["model"], row["version"])
+    out.mkdir(parents=True, exist_ok=True)
+    png = plot_card_curve(row, out / "curve.png")
+    md = out / "card.md"
+    md.write_text(render_markdown(row, report_uri=report_uri), encoding="utf-8")
+    hf = out / "model_card.yaml"
+    hf.write_text(hf_yaml_block(row, report_uri=report_uri), encoding="utf-8")
+    (out / "audit_key").write_text(row["audit_key"], encoding="utf-8")
+    return {"markdown": str(md), "png": str(png), "hf_yaml": str(hf)}

@@ -1,0 +1,98 @@
+"""MLflow registry integration (issue 7, optional extra ``gdp-audit[mlflow]``).
+
+Given a tracking URI, set flat ``privacy.*`` model-version tags (anchors_ecosystem 3.1 / 3.6) on the registered model
+versions the manifests point at, put the privacy card in the version's description, and log the card files as
+artifacts of the version's source run (when it has one). Tag values are strings (MLflow's contract); every number tag
+has a ``.bound`` companion tag saying upper / lower / estimate / exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MlflowPublishResult", "privacy_tags", "publish_to_mlflow"]
+
+_DESCRIPTION_LIMIT = 4000  # keep well under backend limits; the full card is an artifact
+
+
+def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run: str | None = None) -> dict[str, str]:
+    tags = {
+        "privacy.definition": "f-DP/GDP",
+        "privacy.mu": f"{row['mu']:.6g}",
+        "privacy.mu.bound": row["mu_bound"],
+        "privacy.mu_cutoff": f"{row['mu_cutoff']:.3g}",
+        "privacy.gdp_regret": f"{row['gdp_regret']:.3g}",
+        "privacy.gdp_regret.bound": row["gdp_regret_bound"],
+        "privacy.verdict": row["verdict"],
+        "privacy.epsilon": f"{row['epsilon']:.6g}",
+        "privacy.epsilon.bound": row["epsilon_bound"],
+        "privacy.delta": f"{row['delta']:.3e}",
+        "privacy.delta_policy": row["delta_policy"],
+        "privacy.tpr_at_fpr": ",".join(f"{a:g}:{t:.4g}" for a, t in zip(row["tpr_fprs"], row["tpr"], strict=True)),
+        "privacy.tpr.bound": row["tpr_bound"],
+        "privacy.advantage": f"{row['advantage']:.6g}",
+        "privacy.advantage.bound": row["advantage_bound"],
+        "privacy.bayes_security": f"{row['bayes_security']:.6g}",
+        "privacy.bayes_security.bound": row["bayes_security_bound"],
+        "privacy.accountant": row["accountant"][:250],
+        "privacy.discretization": "exact" if row["discretization"] is None else f"{row['discretization']:g}",
+        "privacy.unit": row["privacy_unit"],
+        "privacy.neighboring_relation": row["neighbouring"],
+        "privacy.gdpcore_version": row["gdpcore_version"],
+        "privacy.audit_key": row["audit_key"],
+        "privacy.audited_at": str(row["audited_at"]),
+    }
+    if report_uri:
+        tags["privacy.report_uri"] = report_uri
+    if flow_run:
+        tags["privacy.audit_flow_run"] = flow_run
+    return tags
+
+
+@dataclasses.dataclass
+class MlflowPublishResult:
+    tagged: list[str] = dataclasses.field(default_factory=list)  # "name:version"
+    missing: list[str] = dataclasses.field(default_factory=list)  # not registered in MLflow
+    artifacts: list[str] = dataclasses.field(default_factory=list)
+
+
+def publish_to_mlflow(
+    tracking_uri: str,
+    targets: list[tuple[str, str, dict[str, Any], dict[str, str] | None]],
+    *,
+    report_uri: str | None = None,
+    flow_run: str | None = None,
+) -> MlflowPublishResult:
+    """``targets``: (registered model name, version, audit row, card paths or None) per model version."""
+    try:
+        from mlflow import MlflowClient
+        from mlflow.exceptions import MlflowException
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise RuntimeError("MLflow is not installed: pip install 'gdp-audit[mlflow]'") from exc
+
+    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    out = MlflowPublishResult()
+    for name, version, row, card in targets:
+        try:
+            mv = client.get_model_version(name, version)
+        except MlflowException:
+            out.missing.append(f"{name}:{version}")
+            continue
+        tags = privacy_tags(row, report_uri=report_uri, flow_run=flow_run)
+        if card:
+            tags["privacy.card"] = Path(card["markdown"]).name
+        for key, value in tags.items():
+            client.set_model_version_tag(name, version, key, value[:5000])
+        if card:
+            text = Path(card["markdown"]).read_text(encoding="utf-8")
+            if len(text) > _DESCRIPTION_LIMIT:
+                text = text[:_DESCRIPTION_LIMIT] + "\n\n(truncated: see the privacy/ artifacts of the source run)"
+            client.update_model_version(name, version, description=text)
+            if mv.run_id:
+                for path in card.values():
+                    client.log_artifact(mv.run_id, path, artifact_path=f"privacy/v{version}")
+                    out.artifacts.append(f"{mv.run_id}/privacy/v{version}/{Path(path).name}")
+        out.tagged.append(f"{name}:{version}")
+    return out

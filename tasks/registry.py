@@ -1,0 +1,361 @@
+"""Model-registry manifests (issue 7): which DP-trained model versions exist and how each was trained.
+
+A registry is a folder of YAML files (or one YAML file). A file holds one model version (a mapping) or several
+(``models: [...]``). Each model version declares::
+
+    name: cifar10-wrn40-4            # model name (registry key together with version)
+    version: 6
+    privacy_unit: example            # what one "record" is
+    neighbouring: add_remove         # add_remove | replace_one (gdpcore vocabulary)
+    dataset_size: 50000
+    delta: 1.0e-5                    # or "1/N^1.1", or {fixed: 1e-5}, or {inverse_power: 1.1}
+    production: true                 # optional: the version currently in production
+    claimed: {epsilon: 8, delta: 1.0e-5, accountant: RDP}   # optional: what the authors published
+    mechanism:                       # exactly one of:
+      dpsgd: {noise_multiplier: 9.4, batch_size: 16384, steps: 2000}           # q = batch_size / dataset_size
+      # phases: [{noise_multiplier: 1.0, sampling_rate: 0.01, steps: 500}, ...]  # heterogeneous schedule
+      # opacus_history: [[1.1, 0.01, 1000], [0.9, 0.01, 500]]  # or {history: [...]} (an accountant state_dict)
+      # gdpcore: {kind: composed, mechanisms: [...]}                         # any gdpcore mechanism dict
+    accounting: {discretization: 1.0e-4, alpha_min: 1.0e-10}                 # optional
+    mlflow: {registered_model: cifar10-wrn40-4, version: "6"}                # optional (defaults: name, version)
+
+YAML is read with ``yaml.safe_load`` only. Errors are :class:`ManifestError` and name the file and the field, e.g.
+``registry/bad.yaml: models[1].mechanism.dpsgd.steps: Input should be greater than 0``.
+
+Every DP-SGD form is analysed as Poisson subsampling at rate q under add/remove adjacency (gdpcore's
+:class:`~gdpcore.SubsampledGaussian`); fixed-size batches or shuffling are *not* what is accounted, and the card says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+__all__ = [
+    "DEFAULT_REGISTRY",
+    "DeltaPolicy",
+    "ManifestError",
+    "ModelManifest",
+    "load_registry",
+    "load_manifest_file",
+]
+
+DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "data" / "registry"
+MANIFEST_SCHEMA_VERSION = 1
+STANDARD_FPRS: tuple[float, ...] = (1e-6, 1e-4, 1e-3, 1e-2, 1e-1)
+STANDARD_DELTAS: tuple[float, ...] = (1e-5, 1e-6, 1e-9)
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class ManifestError(ValueError):
+    """An invalid manifest: the message names the file and the field."""
+
+    def __init__(self, file: str | Path, field: str, message: str):
+        self.file = str(file)
+        self.field = field
+        super().__init__(f"{self.file}: {field}: {message}" if field else f"{self.file}: {message}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Prob = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+PosInt = Annotated[int, Field(gt=0)]
+
+
+class DpSgd(_Strict):
+    """One DP-SGD phase: sigma plus (batch_size and dataset size -> q) or sampling_rate; steps or epochs."""
+
+    noise_multiplier: PosFloat
+    batch_size: PosInt | None = None
+    sampling_rate: Prob | None = None
+    dataset_size: PosInt | None = None  # defaults to the model's dataset_size
+    steps: PosInt | None = None
+    epochs: PosFloat | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> DpSgd:
+        if (self.batch_size is None) == (self.sampling_rate is None):
+            raise ValueError("give exactly one of batch_size (q = batch_size / dataset_size) or sampling_rate")
+        if (self.steps is None) == (self.epochs is None):
+            raise ValueError("give exactly one of steps or epochs")
+        return self
+
+    def resolve(self, dataset_size: int) -> tuple[float, float, int]:
+        """(noise_multiplier, q, steps); epochs become epochs * ceil(N / batch_size) steps (Opacus convention)."""
+        n = self.dataset_size or dataset_size
+        if self.sampling_rate is not None:
+            q = float(self.sampling_rate)
+            batches_per_epoch = math.ceil(1.0 / q)
+        else:
+            if self.batch_size > n:  # type: ignore[operator]
+                raise ValueError(f"batch_size {self.batch_size} exceeds the dataset size {n}")
+            q = self.batch_size / n  # type: ignore[operator]
+            batches_per_epoch = math.ceil(n / self.batch_size)  # type: ignore[operator]
+        steps = self.steps if self.steps is not None else round(self.epochs * batches_per_epoch)  # type: ignore[operator]
+        if steps < 1:
+            raise ValueError(f"epochs={self.epochs} gives {steps} steps")
+        return float(self.noise_multiplier), q, int(steps)
+
+
+class MechanismSpec(_Strict):
+    dpsgd: DpSgd | None = None
+    phases: list[DpSgd] | None = Field(default=None, min_length=1)
+    opacus_history: list[tuple[PosFloat, Prob, PosInt]] | None = Field(default=None, min_length=1)
+    gdpcore: dict[str, Any] | None = None
+
+    @field_validator("opacus_history", mode="before")
+    @classmethod
+    def _state_dict(cls, v: Any) -> Any:
+        if isinstance(v, dict):  # an Opacus accountant state_dict: {"history": [...], "mechanism": "rdp"}
+            if "history" not in v:
+                raise ValueError("an accountant state_dict needs a 'history' key: [(noise_multiplier, sample_rate, steps), ...]")
+            return v["history"]
+        return v
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> MechanismSpec:
+        given = [k for k in ("dpsgd", "phases", "opacus_history", "gdpcore") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of dpsgd, phases, opacus_history, gdpcore; got {given or 'none'}")
+        return self
+
+    @property
+    def form(self) -> str:
+        return next(k for k in ("dpsgd", "phases", "opacus_history", "gdpcore") if getattr(self, k) is not None)
+
+
+class Claimed(_Strict):
+    epsilon: PosFloat
+    delta: Prob
+    accountant: str = "unspecified"
+
+
+class Accounting(_Strict):
+    discretization: PosFloat = 1e-4
+    alpha_min: Annotated[float, Field(gt=0, lt=0.5)] = 1e-10
+
+
+class MlflowRef(_Strict):
+    registered_model: str | None = None
+    version: str | None = None
+
+
+class DeltaPolicy(_Strict):
+    """delta = ``fixed``, or 1 / N^``inverse_power`` (N the dataset size)."""
+
+    fixed: Prob | None = None
+    inverse_power: PosFloat | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> DeltaPolicy:
+        if (self.fixed is None) == (self.inverse_power is None):
+            raise ValueError("give exactly one of fixed or inverse_power")
+        return self
+
+    def value(self, n: int) -> float:
+        if self.fixed is not None:
+            return float(self.fixed)
+        return float(n) ** (-float(self.inverse_power))  # type: ignore[arg-type]
+
+    def describe(self) -> str:
+        return f"fixed {self.fixed:g}" if self.fixed is not None else f"1/N^{self.inverse_power:g}"
+
+
+_POWER = re.compile(r"^\s*1\s*/\s*N\s*\^\s*([0-9.]+)\s*$")
+
+
+class ModelManifest(_Strict):
+    name: str
+    version: PosInt
+    description: str = ""
+    privacy_unit: str = "example"
+    neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
+    dataset_size: PosInt
+    delta: DeltaPolicy
+    production: bool = False
+    source: str = ""
+    claimed: Claimed | None = None
+    mechanism: MechanismSpec
+    accounting: Accounting = Accounting()
+    mlflow: MlflowRef = MlflowRef()
+    # Set by the loader, not by the YAML author:
+    manifest_path: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(f"must match {_NAME.pattern} (letters, digits, '.', '_', '-'), got {v!r}")
+        return v
+
+    @field_validator("delta", mode="before")
+    @classmethod
+    def _delta(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError(f"must be a number, '1/N^c' or a mapping, got {v!r}")
+        if isinstance(v, int | float):
+            return {"fixed": v}
+        if isinstance(v, str):
+            m = _POWER.match(v)
+            if not m:
+                raise ValueError(f"a string delta must look like '1/N^1.1', got {v!r}")
+            return {"inverse_power": float(m.group(1))}
+        return v
+
+    @model_validator(mode="after")
+    def _coherent(self) -> ModelManifest:
+        if self.mechanism.form != "gdpcore" and self.neighbouring != "add_remove":
+            raise ValueError("neighbouring: DP-SGD (Poisson-subsampled Gaussian) is accounted under add_remove only")
+        d = self.delta_value
+        if not 0 < d < 1:
+            raise ValueError(f"delta: the policy {self.delta.describe()} gives delta={d!r}, outside (0, 1)")
+        return self
+
+    # -- derived ---------------------------------------------------------------------------------------------------
+    @property
+    def key(self) -> str:
+        return f"{self.name}:{self.version}"
+
+    @property
+    def delta_value(self) -> float:
+        return self.delta.value(self.dataset_size)
+
+    def mechanism_dict(self) -> dict[str, Any]:
+        """The gdpcore mechanism this manifest describes (validated by :func:`gdpcore.mechanism_from_dict`)."""
+        m = self.mechanism
+        if m.form == "gdpcore":
+            return dict(m.gdpcore or {})
+        if m.form == "dpsgd":
+            phases = [m.dpsgd.resolve(self.dataset_size)]  # type: ignore[union-attr]
+        elif m.form == "phases":
+            phases = [p.resolve(self.dataset_size) for p in m.phases]  # type: ignore[union-attr]
+        else:
+            phases = [(float(s), float(q), int(t)) for s, q, t in m.opacus_history]  # type: ignore[union-attr]
+        parts = [
+            {"kind": "subsampled_gaussian", "noise_multiplier": s, "sampling_rate": q, "steps": t,
+             "sensitivity": 1.0, "neighbouring": "add_remove"}
+            for s, q, t in phases
+        ]
+        return parts[0] if len(parts) == 1 else {"kind": "composed", "mechanisms": parts}
+
+    def build_mechanism(self) -> Any:
+        from gdpcore import mechanism_from_dict
+
+        return mechanism_from_dict(self.mechanism_dict())
+
+    def spec_hash(self) -> str:
+        """Hash of everything the audit's numbers and card depend on (not of the YAML layout or comments)."""
+        payload = self.model_dump(mode="json", exclude={"manifest_path", "mlflow"})
+        payload["_resolved_mechanism"] = self.mechanism_dict()
+        payload["_schema"] = MANIFEST_SCHEMA_VERSION
+        payload["_fprs"] = list(STANDARD_FPRS)
+        payload["_deltas"] = list(STANDARD_DELTAS)
+        text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def mlflow_target(self) -> tuple[str, str]:
+        return (self.mlflow.registered_model or self.name, self.mlflow.version or str(self.version))
+
+
+def _loc(loc: tuple[Any, ...], prefix: str) -> str:
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _validate(data: Any, file: Path, prefix: str) -> ModelManifest:
+    if not isinstance(data, dict):
+        raise ManifestError(file, prefix, f"a model version must be a mapping, got {type(data).__name__}")
+    try:
+        manifest = ModelManifest.model_validate({**data, "manifest_path": str(file)})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-after")))
+        msg = err["msg"].removeprefix("Value error, ")
+        more = f" (and {exc.error_count() - 1} more error(s))" if exc.error_count() > 1 else ""
+        raise ManifestError(file, _loc(loc, prefix), msg + more) from None
+    try:
+        mech = manifest.build_mechanism()
+    except ValueError as exc:  # gdpcore names the path inside the mechanism dict
+        raise ManifestError(file, _loc(("mechanism", manifest.mechanism.form), prefix), str(exc)) from None
+    if mech.neighbouring_relation != manifest.neighbouring:
+        raise ManifestError(
+            file, _loc(("neighbouring",), prefix),
+            f"the mechanism is stated for {mech.neighbouring_relation!r} but the model declares "
+            f"{manifest.neighbouring!r}",
+        )
+    return manifest
+
+
+def load_manifest_file(path: str | Path) -> list[ModelManifest]:
+    """All model versions in one YAML file; raises :class:`ManifestError` naming file and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ManifestError(path, "", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ManifestError(path, "", f"not valid YAML: {exc}") from None
+    if isinstance(data, dict) and "models" in data:
+        extra = set(data) - {"models"}
+        if extra:
+            raise ManifestError(path, sorted(extra)[0], "unknown top-level key next to 'models'")
+        items = data["models"]
+        if not isinstance(items, list) or not items:
+            raise ManifestError(path, "models", "must be a non-empty list of model versions")
+        return [_validate(item, path, f"models[{i}]") for i, item in enumerate(items)]
+    return [_validate(data, path, "")]
+
+
+def registry_files(registry: str | Path) -> list[Path]:
+    root = Path(registry)
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise ManifestError(root, "", "registry is neither a YAML file nor a folder")
+    return sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def iter_registry(registry: str | Path) -> Iterator[tuple[Path, list[ModelManifest] | ManifestError]]:
+    """(file, manifests-or-error) per file: a bad file does not stop the others."""
+    for path in registry_files(registry):
+        try:
+            yield path, load_manifest_file(path)
+        except ManifestError as exc:
+            yield path, exc
+
+
+def load_registry(registry: str | Path) -> tuple[list[ModelManifest], list[ManifestError]]:
+    """Valid manifests and the errors of invalid files; duplicate (name, version) pairs are errors too."""
+    good: list[ModelManifest] = []
+    errors: list[ManifestError] = []
+    seen: dict[str, str] = {}
+    for path, result in iter_registry(registry):
+        if isinstance(result, ManifestError):
+            errors.append(result)
+            continue
+        for m in result:
+            if m.key in seen:
+                errors.append(ManifestError(path, "name/version", f"{m.key} is already declared in {seen[m.key]}"))
+                continue
+            seen[m.key] = str(path)
+            good.append(m)
+    return good, errors

@@ -1,0 +1,77 @@
+"""Registry-audit tests: one Prefect test server per session (temporary SQLite, no network), tiny registries."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # the test server must not phone home
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE_REGISTRY = REPO / "data" / "registry"
+
+
+@pytest.fixture(scope="session")
+def prefect_server():
+    """Session-scoped Prefect test harness; only the flow tests request it (manifest tests stay Prefect-free)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+TINY_A = """\
+name: tiny-a
+version: {version}
+privacy_unit: example
+neighbouring: add_remove
+dataset_size: 10000
+delta: 1.0e-5
+mechanism:
+  dpsgd: {{noise_multiplier: {sigma}, batch_size: 100, steps: 50}}
+"""
+
+TINY_B = """\
+name: tiny-b
+version: 1
+privacy_unit: person
+dataset_size: 1000
+delta: 1/N^1.1
+mechanism:
+  gdpcore: {kind: self_composed, count: 4, mechanism: {kind: gaussian, noise_multiplier: 4.0}}
+"""
+
+
+@pytest.fixture
+def tiny_registry(tmp_path: Path):
+    """A registry folder with two small models; returns (folder, write(name, text))."""
+    reg = tmp_path / "registry"
+    reg.mkdir()
+
+    def write(name: str, text: str) -> Path:
+        path = reg / name
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+        return path
+
+    write("a.yaml", TINY_A.format(version=1, sigma=1.0))
+    write("b.yaml", TINY_B)
+    return reg, write
+
+
+@pytest.fixture(scope="session")
+def sample_audit(prefect_server, tmp_path_factory):
+    """The sample registry audited once per session (about a minute on 2 cores), then re-run unchanged."""
+    from flows.privacy_audit import privacy_audit
+
+    root = tmp_path_factory.mktemp("sample")
+    kwargs = dict(registry=str(SAMPLE_REGISTRY), lake=str(root / "lake"), report=str(root / "privacy.duckdb"))
+    first = privacy_audit(**kwargs)
+    before = sorted(p.name for p in (root / "lake" / "registry").rglob("*.parquet") if "published" not in p.parts)
+    second = privacy_audit(**kwargs)
+    after = sorted(p.name for p in (root / "lake" / "registry").rglob("*.parquet") if "published" not in p.parts)
+    return {"root": root, "first": first, "second": second, "files_before": before, "files_after": after,
+            "report": root / "privacy.duckdb"}
