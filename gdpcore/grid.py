@@ -18,6 +18,16 @@ Engine for Poisson-subsampled Gaussians (``engine="grid"``), the grid's bulk:
   the step is halved (the old step becomes the comparison) down to ``min_discretization``. Both computations are
   pessimistic (upper bounds on epsilon), so the check can only make the reported number *tighter*, never optimistic;
   the estimated relative error is reported in ``discretization_error``;
+* the lower ends of the brackets (``epsilon_lower``, ``mu_lower``, ``advantage_lower``) come from the optimistic
+  twin of :mod:`gdpcore.fast_pld` (privacy buckets rounded down plus the certified residual shift; remove direction
+  only, as :func:`gdpcore.analyze` builds its optimistic curve), built only at the final step. The certified gap
+  ``(epsilon - epsilon_lower) / epsilon`` at the first delta ``+ advantage - advantage_lower`` is kept within
+  ``gap_tolerance`` (default ``DEFAULT_GAP_TOLERANCE`` = 1%): the optimistic step starts at the pessimistic one and
+  is refined (gap about proportional to the step) up to ``_GAP_MAX_ROUNDS`` times, within the memory budget and a
+  work cap of ``_GAP_WORK_FACTOR`` times the pessimistic support; the achieved gap is the ``certified_gap`` column
+  (``gap_tolerance`` the target), so a cell that could not meet it is visible there. Both ends are proven bounds, up
+  to the stated slack: the lower ones are evaluated at delta + 1e-4 min(delta, 1e-9) + 1e-15 (Chernoff tail and
+  FFT wrap-around), and mu_lower is the mu of a curve whose profile is lowered by the same amount;
 * each cell's single-step length (closed form) and composed FFT length (Chernoff window, computed before any FFT)
   are turned into a working-memory estimate before anything large is allocated; a cell over
   ``memory_budget_bytes`` gets a status row and, labelled so, the looser but valid RDP bound of dp_accounting's
@@ -50,6 +60,7 @@ from gdpcore.report import DEFAULT_ALPHA_MIN, analyze
 __all__ = [
     "CURVE_SCHEMA",
     "DEFAULT_EPSILON_TOLERANCE",
+    "DEFAULT_GAP_TOLERANCE",
     "DEFAULT_MEMORY_BUDGET",
     "GRID_SCHEMA",
     "analyze_grid",
@@ -58,6 +69,11 @@ __all__ = [
 
 DEFAULT_EPSILON_TOLERANCE = 2e-3
 """Target relative discretisation error of every reported epsilon (estimated, see the module docstring)."""
+
+DEFAULT_GAP_TOLERANCE = 1e-2
+"""Target certified gap per cell: (eps_upper - eps_lower) / eps_upper at the first delta + (advantage -
+advantage_lower). Both ends are proven bounds (connect-the-dots above, privacy buckets below), so this is a certified
+bracket width, unlike ``epsilon_tolerance`` (an estimate)."""
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
 """Working-memory budget of one cell, bytes (single step + composition + curve arrays)."""
@@ -68,6 +84,9 @@ _CURVE_BYTES_PER_POINT = 96  # profile, suffix sums, vertices, breakpoints (floa
 _RDP_EPS_POINTS = 400
 
 _FLOAT_COLUMNS = ("mu", "mu_lower", "gdp_regret", "advantage", "advantage_lower", "bayes_security")
+_GAP_MAX_ROUNDS = 3
+_RESIDUAL_TAIL = 1e-4  # Bernstein tail of the residual shift, relative to the smallest delta (capped at 1e-9)
+_GAP_WORK_FACTOR = 4  # the optimistic FFT may be at most this many times the pessimistic support (or 2^16 points); beyond it the achieved gap is reported
 _BOUND_COLUMNS = ("epsilon", "fnr", "mu", "gdp_regret", "advantage", "bayes_security")
 _PLD_BOUNDS = {
     "epsilon": "upper",
@@ -93,6 +112,9 @@ GRID_SCHEMA = pa.schema(
         pa.field("accountant", pa.string()),
         pa.field("discretization", pa.float64()),
         pa.field("discretization_error", pa.float64()),
+        pa.field("discretization_lower", pa.float64()),
+        pa.field("certified_gap", pa.float64()),
+        pa.field("gap_tolerance", pa.float64()),
         pa.field("support_length", pa.int64()),
         pa.field("memory_estimate_bytes", pa.int64()),
         pa.field("engine", pa.string()),
@@ -100,8 +122,10 @@ GRID_SCHEMA = pa.schema(
 )
 """Column order of :func:`analyze_grid` tables (metadata records ``deltas``, ``fprs`` and the settings).
 
-``*_lower`` columns are the optimistic ends of brackets where the accountant has one (per-point PLD path), else null.
-``discretization_error`` is the estimated relative error of epsilon/mu from the discretisation (grid engine)."""
+``*_lower`` columns are the optimistic ends of brackets (grid engine: privacy buckets at ``discretization_lower``;
+per-point PLD path: dp_accounting's optimistic twin), null where there is none (RDP fallback).
+``discretization_error`` is the estimated relative error of epsilon/mu from the discretisation (grid engine);
+``certified_gap`` the certified bracket width (see ``DEFAULT_GAP_TOLERANCE``) and ``gap_tolerance`` its target."""
 
 CURVE_SCHEMA = pa.schema(
     [
@@ -143,7 +167,7 @@ def _check_queries(name: str, values: Any, *, allow_ends: bool) -> np.ndarray:
 _EPS_CAP = 700.0  # e^eps must stay finite in float64
 
 
-def _curve_from_remove(pmf: LossPMF) -> SymmetricCurve:
+def _curve_from_remove(pmf: LossPMF, delta_offset: float = 0.0) -> SymmetricCurve:
     """Same curve as ``curve_from_loss_pmf(pmf)`` on the grid {0} U [max(lo, 1), min(top, 700 / step)] only.
 
     Below the lowest atom (lo > 0, typical at large T) delta(eps) = sum p (1 - e^{eps - l}) is affine in e^eps, so
@@ -174,6 +198,9 @@ def _curve_from_remove(pmf: LossPMF) -> SymmetricCurve:
         w = float(p @ np.exp(-step * np.arange(n)))
         delta = np.where(below, np.clip(p.sum() - np.exp((ks - lo) * step) * w, 0.0, None), delta)
     delta = delta + pmf.infinity_mass
+    if delta_offset:
+        # Lower bounds on a profile (optimistic side): every value lowered by the same certified slack.
+        delta = np.clip(delta - delta_offset, 0.0, None)
     eps = ks * step
     return curve_from_profile(eps, delta)
 
@@ -192,6 +219,18 @@ class _CellResult:
     memory: int | None
     engine: str
     bounds: dict[str, str]
+    lower: _Lower | None = None
+
+
+@dataclasses.dataclass
+class _Lower:
+    """Optimistic ends of the brackets (privacy buckets rounded down) and the certified gap."""
+
+    epsilon: np.ndarray
+    mu: float
+    advantage: float
+    discretization: float
+    gap: float
 
 
 def _start_step(sigma: float, q: float, tol: float) -> float:
@@ -203,9 +242,25 @@ def _start_step(sigma: float, q: float, tol: float) -> float:
     return max(_MAX_DISCRETIZATION * 2.0**-k, _MIN_DISCRETIZATION)
 
 
+def _ladder_floor(d: float) -> float:
+    """Largest step of the ladder 2e-3 * 2^-k that is <= d (clamped to [min, max] discretisation)."""
+    k = max(0, math.ceil(math.log2(_MAX_DISCRETIZATION / max(d, 1e-300)) - 1e-9))
+    return max(_MAX_DISCRETIZATION * 2.0**-k, _MIN_DISCRETIZATION)
+
+
+def _gap(eps_upper: float, eps_lower: float, adv_upper: float, adv_lower: float) -> float:
+    """Certified gap: relative epsilon gap at the first delta (absolute / 1e-3 below 1e-3) + advantage gap."""
+    if not math.isfinite(eps_upper):
+        eps_part = 0.0 if eps_lower == eps_upper else math.inf
+    else:
+        eps_part = (eps_upper - eps_lower) / max(abs(eps_upper), 1e-3)
+    return float(max(eps_part, 0.0) + max(adv_upper - adv_lower, 0.0))
+
+
 class _Engine:
-    def __init__(self, *, deltas, tol, budget, alpha_min, add_guard, min_step):
+    def __init__(self, *, deltas, tol, budget, alpha_min, add_guard, min_step, gap_tol=DEFAULT_GAP_TOLERANCE):
         self.deltas = deltas
+        self.gap_tol = gap_tol
         self.tol = tol
         self.budget = budget
         self.alpha_min = alpha_min
@@ -255,7 +310,72 @@ class _Engine:
         ds = self.deltas if self.deltas.size else np.array([1e-5, 1e-9])
         return np.atleast_1d(curve.epsilon_at(ds))
 
-    _ACCOUNTANT = "gdpcore.fast_pld (connect-the-dots, pessimistic; dp_accounting's construction, vectorised)"
+    _ACCOUNTANT = (
+        "gdpcore.fast_pld (connect-the-dots, pessimistic; dp_accounting's construction, vectorised; "
+        "lower ends: privacy buckets rounded down)"
+    )
+
+    def _lower_at(self, sigma, q, T, d, max_points) -> tuple[_Lower, None] | tuple[None, str]:
+        """Optimistic ends at step ``d`` (or the reason the step is refused by the budget or the work cap)."""
+        n1 = fast_pld.optimistic_single_step_length(noise_multiplier=sigma, sampling_rate=q, discretization=d)
+        if n1 > max_points:
+            return None, f"optimistic single-step support {n1} points at discretization {d:g} > work cap {max_points}"
+        if 8 * 6 * n1 > self.budget:
+            return None, f"optimistic single-step support {n1} points at discretization {d:g}"
+        single = fast_pld.optimistic_single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d)
+        n = fast_pld.fft_length(single, T)
+        if n > max_points:
+            return None, f"optimistic FFT length {n} at discretization {d:g} > work cap {max_points}"
+        mem = fast_pld.fft_bytes(n) + _CURVE_BYTES_PER_POINT * n
+        if mem > self.budget:
+            return None, f"optimistic composed support {n} points at discretization {d:g} (~{mem / 2**20:.0f} MiB)"
+        pmf = fast_pld.optimistic_loss_pmf(single, T)
+        # Residual shift (fast_pld.residual_shift): the bucketed pair's composed loss is the privacy-buckets loss
+        # plus a sum of T per-step residuals, >= c except with probability tail. So
+        # delta(eps) >= delta_buckets(eps - c) - tail - tau, tau the FFT window's wrap-around slack.
+        ds = self.deltas if self.deltas.size else np.array([1e-5, 1e-9])
+        tail = _RESIDUAL_TAIL * float(min(ds.min(), 1e-9))
+        c = fast_pld.residual_shift(single, T, tail) if T > 1 else 0.0
+        tau = fast_pld.TAIL_MASS_TRUNCATION
+        if c <= 0.0:
+            c, tail = 0.0, 0.0
+        j = math.floor(c / d)
+        shifted = dataclasses.replace(pmf, lower_index=pmf.lower_index + j)
+        curve = _curve_from_remove(shifted, delta_offset=tail + tau)
+        # Where the e^eps cap of _curve_from_remove made the profile floor above delta, the mechanism's epsilon
+        # exceeds the cap: report the cap.
+        eps = np.atleast_1d(curve.epsilon_at(ds))
+        eps = np.where(np.isinf(eps), curve.eps[-1], eps) + (c - j * d)
+        mu = curve.mu(alpha_min=self.alpha_min)[0]
+        return _Lower(eps, mu, curve.advantage, d, math.nan), None
+
+    def lower(
+        self, sigma, q, T, curve_p: SymmetricCurve, d_p: float, *, refine: bool, support: int | None = None
+    ) -> tuple[_Lower | None, str]:
+        """Optimistic ends and certified gap; with ``refine``, the step is refined until the gap is within
+        ``gap_tol`` (the gap is about proportional to the step), at most
+        ``_GAP_MAX_ROUNDS`` times, within the budget and a work cap of ``_GAP_WORK_FACTOR`` times the pessimistic
+        support. Returns (lower or None, note)."""
+        max_points = max(_GAP_WORK_FACTOR * (support or 0), 2**16) if refine else 2**62
+        eps_p = float(self._probe(curve_p)[0])
+        adv_p = curve_p.advantage
+        d = d_p
+        best: _Lower | None = None
+        note = ""
+        for _ in range(_GAP_MAX_ROUNDS if refine else 1):
+            # The first round, at the pessimistic step, is bounded by the memory budget only.
+            low, refusal = self._lower_at(sigma, q, T, d, max_points if best is not None else 2**62)
+            if low is None:
+                note = f"finer optimistic step refused: {refusal} > budget"
+                break
+            low.gap = _gap(eps_p, float(low.epsilon[0]), adv_p, low.advantage)
+            if best is None or low.gap < best.gap:
+                best = low
+            if low.gap <= self.gap_tol or not refine or d <= self.min_step:
+                break
+            d_new = _ladder_floor(d * 0.8 * self.gap_tol / low.gap) if math.isfinite(low.gap) else d / 2
+            d = max(min(d_new, d / 2), self.min_step)
+        return best, note
 
     def cell(self, mech: SubsampledGaussian) -> _CellResult:
         sigma, q, T = mech.noise_multiplier, mech.sampling_rate, mech.steps
@@ -267,9 +387,10 @@ class _Engine:
                 if coarse is None:
                     return self._rdp_fallback(mech, f"over_budget: {refusal} > budget {self.budget:.0f} bytes")
                 # The coarser curve is valid (pessimistic), just not shown to meet the tolerance.
+                low, _ = self.lower(sigma, q, T, coarse[0], coarse[2], refine=True)
                 return _CellResult(
                     coarse[0], f"discretization_limited: finer step refused, {refusal} > budget", self._ACCOUNTANT,
-                    coarse[2], None, None, None, "grid", dict(_PLD_BOUNDS),
+                    coarse[2], None, None, None, "grid", dict(_PLD_BOUNDS), low,
                 )
             curve, support = self._compose(sigma, q, T, d)
             probe = self._probe(curve)
@@ -280,7 +401,10 @@ class _Engine:
             err = _relative_change(coarse[1], probe) / 3.0
             if err <= self.tol or d / 2 < self.min_step:
                 status = "ok" if err <= self.tol else f"tolerance_not_met: estimated error {err:.2e} at step {d:g}"
-                return _CellResult(curve, status, self._ACCOUNTANT, d, err, support, mem, "grid", dict(_PLD_BOUNDS))
+                low, _ = self.lower(sigma, q, T, curve, d, refine=True, support=support)
+                return _CellResult(
+                    curve, status, self._ACCOUNTANT, d, err, support, mem, "grid", dict(_PLD_BOUNDS), low
+                )
             coarse = (curve, probe, d)
             d = d / 2
 
@@ -290,7 +414,8 @@ class _Engine:
         if refusal is not None:
             return self._rdp_fallback(mech, f"over_budget: {refusal} > budget {self.budget:.0f} bytes")
         curve, support = self._compose(sigma, q, T, d)
-        return _CellResult(curve, "ok", self._ACCOUNTANT, d, None, support, mem, "grid", dict(_PLD_BOUNDS))
+        low, _ = self.lower(sigma, q, T, curve, d, refine=False)
+        return _CellResult(curve, "ok", self._ACCOUNTANT, d, None, support, mem, "grid", dict(_PLD_BOUNDS), low)
 
     def _rdp_fallback(self, mech: SubsampledGaussian, reason: str) -> _CellResult:
         from dp_accounting import dp_event, rdp
@@ -329,8 +454,9 @@ def _relative_change(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.nanmax(rel)) if rel.size else 0.0
 
 
-def _row(i, mech, res: _CellResult, deltas, fprs, alpha_min) -> dict[str, Any]:
+def _row(i, mech, res: _CellResult, deltas, fprs, alpha_min, gap_tol) -> dict[str, Any]:
     curve = res.curve
+    low = res.lower
     eps = np.atleast_1d(curve.epsilon_at(deltas)) if deltas.size else np.zeros(0)
     fnr = np.atleast_1d(curve.fnr(fprs)) if fprs.size else np.zeros(0)
     mu = curve.mu(alpha_min=alpha_min)[0]
@@ -343,18 +469,21 @@ def _row(i, mech, res: _CellResult, deltas, fprs, alpha_min) -> dict[str, Any]:
         "mechanism": mech.to_json(),
         "status": res.status,
         "mu": mu,
-        "mu_lower": None,
+        "mu_lower": None if low is None else min(low.mu, mu),
         "gdp_regret": regret,
         "advantage": adv,
-        "advantage_lower": None,
+        "advantage_lower": None if low is None else min(low.advantage, adv),
         "bayes_security": 1.0 - adv,
         "epsilon": [float(x) for x in eps],
-        "epsilon_lower": None,
+        "epsilon_lower": None if low is None else [float(x) for x in np.minimum(low.epsilon[: eps.size], eps)],
         "fnr": [float(x) for x in fnr],
         **{f"{name}_bound": res.bounds[name] for name in _BOUND_COLUMNS},
         "accountant": res.accountant,
         "discretization": res.discretization,
         "discretization_error": res.error,
+        "discretization_lower": None if low is None else low.discretization,
+        "certified_gap": None if low is None else low.gap,
+        "gap_tolerance": gap_tol if res.engine == "grid" else None,
         "support_length": res.support,
         "memory_estimate_bytes": res.memory,
         "engine": res.engine,
@@ -388,6 +517,9 @@ def _row_from_report(i: int, mech: Mechanism, report, deltas: np.ndarray, fprs: 
         "accountant": report.accountant,
         "discretization": report.discretization,
         "discretization_error": None,
+        "discretization_lower": None,
+        "certified_gap": None,
+        "gap_tolerance": None,
         "support_length": None if report.exact else int(report.diagnostics["support_length"]),
         "memory_estimate_bytes": None,
         "engine": "per_point",
@@ -428,6 +560,7 @@ def analyze_grid_with_curves(
     deltas: Sequence[float],
     fprs: Sequence[float],
     epsilon_tolerance: float = DEFAULT_EPSILON_TOLERANCE,
+    gap_tolerance: float = DEFAULT_GAP_TOLERANCE,
     memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET,
     alpha_min: float = DEFAULT_ALPHA_MIN,
     add_guard: bool = False,
@@ -442,6 +575,7 @@ def analyze_grid_with_curves(
     tol = check_positive("epsilon_tolerance", epsilon_tolerance)
     if tol > 0.1:
         raise ValueError(f"epsilon_tolerance must be in (0, 0.1], got {epsilon_tolerance!r}")
+    gap_tol = check_positive("gap_tolerance", gap_tolerance)
     budget = check_positive("memory_budget_bytes", memory_budget_bytes)
     check_probability("alpha_min", alpha_min, high_open=True)
     if alpha_min >= 0.5:
@@ -457,7 +591,7 @@ def analyze_grid_with_curves(
         raise ValueError(f"curve_lines must be an integer >= 2 or None, got {curve_lines!r}")
 
     eng = _Engine(deltas=d_q, tol=tol, budget=budget, alpha_min=alpha_min, add_guard=add_guard,
-                  min_step=_MIN_DISCRETIZATION)
+                  min_step=_MIN_DISCRETIZATION, gap_tol=gap_tol)
     rows: list[dict[str, Any] | None] = [None] * len(mechs)
     curves: list[dict[str, list] | None] = [None] * len(mechs)
     fast: dict[tuple[float, float], list[int]] = {}
@@ -476,7 +610,7 @@ def analyze_grid_with_curves(
     for idx in fast.values():
         for i in sorted(idx, key=lambda j: -mechs[j].steps):
             res = eng.cell(mechs[i]) if discretization is None else eng.cell_fixed(mechs[i], discretization)
-            rows[i] = _row(i, mechs[i], res, d_q, a_q, alpha_min)
+            rows[i] = _row(i, mechs[i], res, d_q, a_q, alpha_min, gap_tol)
             if curve_lines is not None:
                 curves[i] = _curve_rows(i, mechs[i], res.curve, None, curve_lines)
         eng.release()
@@ -485,6 +619,7 @@ def analyze_grid_with_curves(
         "fprs": a_q.tolist(),
         "alpha_min": alpha_min,
         "epsilon_tolerance": tol,
+        "gap_tolerance": gap_tol,
         "memory_budget_bytes": budget,
         "add_guard": add_guard,
         "engine": engine,
@@ -503,6 +638,7 @@ def analyze_grid(
     deltas: Sequence[float],
     fprs: Sequence[float],
     epsilon_tolerance: float = DEFAULT_EPSILON_TOLERANCE,
+    gap_tolerance: float = DEFAULT_GAP_TOLERANCE,
     memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET,
     alpha_min: float = DEFAULT_ALPHA_MIN,
     add_guard: bool = False,
@@ -515,7 +651,9 @@ def analyze_grid(
         mechanisms: gdpcore mechanism descriptions; one output row each, in this order.
         deltas: the delta values at which epsilon is reported (each in (0, 1)).
         fprs: the false-positive rates at which the lowest false-negative rate is reported (each in [0, 1]).
-        epsilon_tolerance: target relative discretisation error of epsilon (grid engine; per cell).
+        epsilon_tolerance: target relative discretisation error of epsilon (grid engine; per cell; estimated).
+        gap_tolerance: target certified gap per cell (grid engine; see ``DEFAULT_GAP_TOLERANCE``): the optimistic
+            step is refined until it is met, within ``memory_budget_bytes``; the achieved gap is a column.
         memory_budget_bytes: per-cell working-memory budget; cells beyond it get a status row and an RDP fallback.
         alpha_min: FPR/FNR cut-off below which mu is not certified (see :func:`gdpcore.analyze`).
         add_guard: also compose the add direction and guard the curve with it (about twice the work).
@@ -524,7 +662,7 @@ def analyze_grid(
         discretization: a fixed step for every cell instead of the per-cell choice (and for the per-point path).
     """
     table, _ = analyze_grid_with_curves(
-        mechanisms, deltas=deltas, fprs=fprs, epsilon_tolerance=epsilon_tolerance,
+        mechanisms, deltas=deltas, fprs=fprs, epsilon_tolerance=epsilon_tolerance, gap_tolerance=gap_tolerance,
         memory_budget_bytes=memory_budget_bytes, alpha_min=alpha_min, add_guard=add_guard, engine=engine,
         discretization=discretization, curve_lines=None,
     )

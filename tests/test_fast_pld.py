@@ -115,3 +115,99 @@ def test_bad_input_raises_value_error_naming_field(kwargs, needle):
     args = {"noise_multiplier": 1.0, "sampling_rate": 0.01, "steps": 10, "discretization": 1e-3, **kwargs}
     with pytest.raises(ValueError, match=needle):
         f.subsampled_gaussian_loss_pmf(**args)
+
+
+# --- optimistic twin (privacy buckets rounded down): lower ends of brackets only -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sigma", "q", "d"), [(1.0, 0.01, 1e-3), (0.6, 0.1, 1e-3), (2.0, 0.001, 1e-4), (5.0, 0.3, 2e-3)]
+)
+def test_optimistic_single_step_matches_dp_accounting_privacy_buckets(sigma, q, d):
+    theirs = _dp_single(sigma, q, d, pessimistic=False)._pmf_remove.to_dense_pmf()
+    mine = f.optimistic_single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d)
+    assert mine.lower_index == theirs._lower_loss
+    assert mine.probs.size == theirs._probs.size
+    assert mine.probs.size == f.optimistic_single_step_length(noise_multiplier=sigma, sampling_rate=q, discretization=d)
+    # dp_accounting: differences of CDF values; ours: CDF or survival differences (closed form). Round-off only.
+    np.testing.assert_allclose(mine.probs, theirs._probs, rtol=0, atol=1e-11)
+    assert mine.infinity_mass == 0.0 == theirs._infinity_mass
+
+
+@pytest.mark.parametrize(("sigma", "q", "T", "d"), [(1.0, 0.01, 1000, 1e-4), (0.8, 0.04, 300, 1e-3), (2.0, 0.001, 3000, 1e-4)])
+def test_optimistic_composition_matches_dp_accounting(sigma, q, T, d):
+    theirs = _dp_single(sigma, q, d, pessimistic=False).self_compose(T)._pmf_remove
+    single = f.optimistic_single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d)
+    mine = f.optimistic_loss_pmf(single, T)
+    assert mine.pessimistic is False and mine.infinity_mass == 0.0
+    curve = curve_from_loss_pmf(mine, None)
+    for delta in (1e-3, 1e-5, 1e-8):
+        assert float(curve.epsilon_at(delta)) == pytest.approx(theirs.get_epsilon_for_delta(delta), rel=1e-6)
+    # delta(0) (= the advantage): dp_accounting also adds its 1e-15 truncation budget at +inf.
+    assert float(curve.delta_at(0.0)) == pytest.approx(theirs.get_delta_for_epsilon(0.0), rel=1e-7, abs=1e-14)
+    # The optimistic curve is never more private-looking... i.e. never above the pessimistic epsilon.
+    pess, _ = f.subsampled_gaussian_loss_pmf(
+        noise_multiplier=sigma, sampling_rate=q, steps=T, discretization=d, include_add=False
+    )
+    pess_curve = curve_from_loss_pmf(pess)
+    for delta in (1e-3, 1e-5, 1e-8):
+        assert float(curve.epsilon_at(delta)) <= float(pess_curve.epsilon_at(delta))
+
+
+def test_bucket_residuals_lie_in_the_bucket_and_match_direct_integration():
+    # Independent truth: P_k and Q_k of one bucket by numerical quadrature of the two densities over its x-interval.
+    from scipy import integrate, stats
+
+    sigma, q, d = 1.0, 0.05, 1e-3
+    single = f.optimistic_single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d)
+    values, weights = single._log_mgf["residuals"]
+    assert values.min() >= 0.0 and values.max() <= d
+    assert weights.sum() == pytest.approx(1.0, abs=1e-12)
+    k = single.lower_index + int(np.argmax(single.probs))  # the heaviest bucket
+    inv = lambda l: sigma**2 * np.log((np.expm1(l) + q) / q) + 0.5  # noqa: E731
+    a, b = inv(k * d), inv((k + 1) * d)
+    p_k = integrate.quad(lambda x: (1 - q) * stats.norm.pdf(x, 0, sigma) + q * stats.norm.pdf(x, 1, sigma), a, b)[0]
+    q_k = integrate.quad(lambda x: stats.norm.pdf(x, 0, sigma), a, b)[0]
+    assert single.probs[k - single.lower_index] == pytest.approx(p_k, rel=1e-9)
+    r = np.log(p_k / q_k) - k * d
+    assert 0.0 < r < d
+    # The residual mean is about d/2 (bucket losses sit near the middle), and the Chernoff shift is below T * mean.
+    m = float(values @ weights)
+    assert 0.4 * d < m <= 0.5 * d * 1.01
+    assert 0.0 < f.residual_shift(single, 1000, 1e-12) < 1000 * m
+
+
+def test_residual_shift_tail_against_exact_distribution_of_the_sum():
+    # Independent truth: the exact law of the sum of T i.i.d. residuals (histogram convolved T times).
+    single = f.optimistic_single_step_pld(noise_multiplier=0.8, sampling_rate=0.1, discretization=2e-3)
+    values, weights = single._log_mgf["residuals"]
+    T, tail = 40, 1e-3
+    c = f.residual_shift(single, T, tail)
+    n = T * (weights.size - 1) + 1
+    law = np.fft.irfft(np.fft.rfft(weights, n) ** T, n)  # exact up to round-off (~1e-15 here)
+    sums = np.arange(n) * (values[1] - values[0])
+    assert c > 0.0
+    assert law.sum() == pytest.approx(1.0, abs=1e-9)
+    assert law[sums < c].sum() <= tail + 1e-12
+
+
+@pytest.mark.parametrize(("sigma", "q", "T"), [(2.0, 0.01, 3000), (1.5, 0.001, 3000)])
+def test_grid_lower_bounds_below_every_upper_bound(sigma, q, T):
+    # eps_lower (privacy buckets + residual shift) is a lower bound: never above prv_accountant's upper bound nor
+    # dp_accounting's pessimistic value at 1e-5; and it is far tighter than dp_accounting's optimistic twin.
+    t = g.analyze_grid([g.SubsampledGaussian(noise_multiplier=sigma, sampling_rate=q, steps=T)], deltas=[1e-5],
+                       fprs=[0.1])
+    lo_mine = t.column("epsilon_lower")[0].as_py()[0]
+    up_mine = t.column("epsilon")[0].as_py()[0]
+    acc = PRVAccountant(
+        prvs=[PoissonSubsampledGaussianMechanism(sampling_probability=q, noise_multiplier=sigma)],
+        eps_error=0.01, delta_error=1e-9, max_self_compositions=[T],
+    )
+    _, _, prv_up = acc.compute_epsilon(delta=1e-5, num_self_compositions=[T])
+    ref = _dp_single(sigma, q, 1e-5).self_compose(T).get_epsilon_for_delta(1e-5)
+    assert lo_mine <= up_mine
+    assert lo_mine <= prv_up
+    assert lo_mine <= ref
+    assert (up_mine - lo_mine) / up_mine <= g.grid.DEFAULT_GAP_TOLERANCE
+    opt_1e4 = _dp_single(sigma, q, 1e-4, pessimistic=False).self_compose(T).get_epsilon_for_delta(1e-5)
+    assert lo_mine >= opt_1e4

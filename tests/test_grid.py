@@ -52,6 +52,16 @@ def test_contract_columns_types_and_order():
     assert t.column("mu_bound")[1].as_py() == "exact"
     assert t.column("epsilon_bound")[0].as_py() == "upper"
     assert t.column("fnr_bound")[0].as_py() == "lower"
+    # Every PLD row has the lower ends of its brackets; engine rows state the certified gap and its target.
+    rows = t.to_pylist()
+    for r in rows:
+        assert all(lo <= up for lo, up in zip(r["epsilon_lower"], r["epsilon"]))
+        assert r["mu_lower"] <= r["mu"] and r["advantage_lower"] <= r["advantage"]
+    for i in (0, 3):
+        assert rows[i]["gap_tolerance"] == g.grid.DEFAULT_GAP_TOLERANCE
+        assert 0.0 <= rows[i]["certified_gap"] <= rows[i]["gap_tolerance"]
+        assert rows[i]["discretization_lower"] > 0
+    assert rows[1]["certified_gap"] is None and rows[1]["gap_tolerance"] is None
 
 
 def test_empty_input_gives_empty_table():
@@ -120,6 +130,11 @@ def test_grid_engine_against_dp_accounting(sigma, q, T):
     # mu / advantage agree with the per-point reference path (dp_accounting at 1e-4).
     ref = g.analyze(SG(noise_multiplier=sigma, sampling_rate=q, steps=T), optimistic=False)
     assert t.column("mu")[0].as_py() == pytest.approx(ref.mu, rel=5e-3)
+    # Lower ends stay below dp_accounting's pessimistic values (upper bounds on the truth) and within the gap.
+    assert all(lo <= pess.get_epsilon_for_delta(d) for d, lo in zip(DELTAS, t.column("epsilon_lower")[0].as_py()))
+    assert t.column("mu_lower")[0].as_py() <= ref.mu
+    assert t.column("advantage_lower")[0].as_py() <= ref.advantage
+    assert t.column("certified_gap")[0].as_py() <= g.grid.DEFAULT_GAP_TOLERANCE
     assert t.column("advantage")[0].as_py() == pytest.approx(ref.advantage, rel=5e-3, abs=1e-6)
     assert t.column("bayes_security")[0].as_py() == pytest.approx(1 - t.column("advantage")[0].as_py())
 
@@ -132,7 +147,13 @@ def test_small_per_step_loss_cell_against_dp_accounting_at_1e5():
     e = t.column("epsilon")[0].as_py()[0]
     ref = _dp_pld(sigma, q, T, 1e-5).get_epsilon_for_delta(1e-5)
     assert e == pytest.approx(ref, rel=5e-3)
-    assert e >= _dp_pld(sigma, q, T, 1e-5, pessimistic=False).get_epsilon_for_delta(1e-5)
+    opt_ref = _dp_pld(sigma, q, T, 1e-5, pessimistic=False).get_epsilon_for_delta(1e-5)
+    assert e >= opt_ref
+    # The certified bracket: its lower end is below the 1e-5 reference and, thanks to the residual shift, far above
+    # dp_accounting's own optimistic value (privacy buckets lose about T d / 2 = 0.05 here).
+    lo = t.column("epsilon_lower")[0].as_py()[0]
+    assert opt_ref < lo <= ref
+    assert (e - lo) / e <= t.column("certified_gap")[0].as_py() <= g.grid.DEFAULT_GAP_TOLERANCE
     assert t.column("discretization")[0].as_py() < 1e-4
     assert t.column("discretization_error")[0].as_py() <= g.grid.DEFAULT_EPSILON_TOLERANCE
 
@@ -155,6 +176,7 @@ def test_over_budget_cell_gets_status_row_and_valid_rdp_fallback():
     status = t.column("status")[0].as_py()
     assert status.startswith("over_budget") and "RDP" in status
     assert t.column("engine")[0].as_py() == "rdp_fallback"
+    assert t.column("epsilon_lower")[0].as_py() is None and t.column("certified_gap")[0].as_py() is None
     assert t.column("status")[1].as_py() == "ok"  # the closed-form row is unaffected
     acc = rdp.RdpAccountant()
     acc.compose(dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), T))
@@ -199,6 +221,10 @@ def test_large_epsilon_cells_against_dp_accounting_and_no_nan():
     ref = _dp_pld(sigma, q, T, 1e-3)
     for d, e in zip(DELTAS, t.column("epsilon")[0].as_py()):
         assert e == pytest.approx(ref.get_epsilon_for_delta(d), rel=1e-6)
+    # Fixed step: the lower end is computed at the same step (no refinement) and the gap reported.
+    assert t.column("discretization_lower")[0].as_py() == 1e-3
+    assert all(lo <= up for lo, up in zip(t.column("epsilon_lower")[0].as_py(), t.column("epsilon")[0].as_py()))
+    assert t.column("certified_gap")[0].as_py() < 0.05
     # T=1e5: epsilon(1e-5) is beyond e^700; reported as +inf (a valid upper bound), never NaN.
     big = analyze_grid([SG(noise_multiplier=sigma, sampling_rate=q, steps=100_000)], deltas=[1e-5], fprs=[0.5])
     e = big.column("epsilon")[0].as_py()[0]
