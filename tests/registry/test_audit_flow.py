@@ -159,3 +159,18 @@ def test_gdp_audit_and_card_cli(tiny_registry, tmp_path, capsys):
     assert "# Privacy card: tiny-b v1" in capsys.readouterr().out
     assert main(["card", "tiny-a", "--format", "yaml", "--report", str(tmp_path / "r.duckdb")]) == 0
     assert "differential_privacy:" in capsys.readouterr().out
+
+
+@pytest.mark.slow  # two audit runs, about 12 s on 2 cores
+def test_a_gdpcore_change_recomputes_every_model(tiny_registry, tmp_path, monkeypatch):
+    import tasks.audit
+
+    reg, _ = tiny_registry
+    s1 = _audit(reg, tmp_path)
+    assert len(s1.computed) == 2
+    real = tasks.audit.code_version()
+    monkeypatch.setattr(tasks.audit, "code_version", lambda: real + ".edited")  # as if gdpcore's source changed
+    s2 = _audit(reg, tmp_path)
+    assert sorted(s2.computed) == ["tiny-a:1", "tiny-b:1"] and s2.reused == []
+    _, rows = query_report(tmp_path / "r.duckdb", "SELECT DISTINCT gdpcore_version FROM model_privacy")
+    assert rows == [(real + ".edited",)]
