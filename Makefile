@@ -10,16 +10,18 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 required, found " + sys.version'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,mlflow]'
 	touch $(STAMP)
 
 venv: $(STAMP)
 
 # The main job on embedded defaults (ephemeral Prefect, local lake and DuckDB report): the privacy report of
-# De et al.'s CIFAR-10 WRN-40-4 run, then a DP-SGD regret-map sweep published to data/reports/ with a sample query.
+# De et al.'s CIFAR-10 WRN-40-4 run, a DP-SGD regret-map sweep published to data/reports/ with a sample query, and
+# the privacy audit of the sample model registry (data/registry/).
 demo: $(STAMP)
 	$(VENV)/bin/gdp analyze subsampled_gaussian --noise-multiplier 9.4 --sampling-rate 0.32768 --steps 2000
 	$(VENV)/bin/gdp demo
+	$(VENV)/bin/gdp audit
 
 test: $(STAMP)
 	$(PY) -m pytest
@@ -28,7 +30,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow"
 
 bench: $(STAMP)
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m pip install --quiet -e '.[test,mlflow,bench]'
 	$(PY) -m benchmarks.run
 
 clean:
