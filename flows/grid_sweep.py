@@ -24,7 +24,7 @@ from flows.progress import ProgressBar
 from flows.publish import publish_report
 from flows.runners import default_workers, runner_from_env
 from tasks.evaluate import Chunk, ChunkManifest, SweepPlan, _transient_io_error, evaluate_chunk, plan_sweep
-from tasks.lake import code_version, default_lake, default_report, write_members, write_run
+from tasks.lake import code_version, default_lake, default_report, remove_spec_temporaries, write_members, write_run
 from tasks.spec import GridSpec, load_grid_spec, spec_json
 
 __all__ = ["SweepSummary", "grid_sweep"]
@@ -145,6 +145,8 @@ def run_sweep(
     )
     record_run(spec, summary, lake, _runner_name(), started)
     if publish:
+        # A run SIGKILLed mid-write left `.*.tmp-*` files (never read: they do not end in .parquet): clear them.
+        remove_spec_temporaries(Path(lake), spec.name, Path(report))
         publish_report(lake=lake, report=report)
     _sweep_artifacts(spec, summary)
     if failures:

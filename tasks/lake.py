@@ -38,6 +38,7 @@ __all__ = [
     "computed_cells",
     "default_lake",
     "default_report",
+    "remove_spec_temporaries",
 ]
 
 LAKE_SCHEMA_VERSION = 1
@@ -182,7 +183,7 @@ def atomic_write_parquet(table: pa.Table, path: Path, provenance: Mapping[str, A
     """Write ``table`` to ``path`` via a hidden temporary file + ``os.replace``; returns the file size.
 
     The temporary name does not end in ``.parquet``, so lake globs never pick it up; a crash leaves at most a stray
-    ``.tmp-*`` file (removed on the next write to the same directory).
+    ``.tmp-*`` file (removed by the next publish, or the next sweep of the spec: :func:`remove_spec_temporaries`).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = dict(table.schema.metadata or {})
@@ -203,6 +204,21 @@ def remove_stale_temporaries(directory: Path) -> int:
     n = 0
     if directory.exists():
         for tmp in directory.rglob(".*.tmp-*"):
+            tmp.unlink(missing_ok=True)
+            n += 1
+    return n
+
+
+def remove_spec_temporaries(lake: Path, spec_name: str, report: Path | None = None) -> int:
+    """Delete what writers SIGKILLed mid-write left for one spec: ``.*.tmp-*`` under its staging, members and runs
+    directories, and ``.<report>.tmp-*`` next to ``report`` (a publisher killed before its rename); returns how many.
+
+    Called by a sweep before it publishes, so a re-run after a killed run leaves no orphan behind. Only this spec's
+    directories are touched: a concurrent sweep of another spec keeps its in-flight temporaries.
+    """
+    n = sum(remove_stale_temporaries(lake / sub / f"spec={spec_name}") for sub in ("staging", "members", "runs"))
+    if report is not None and report.parent.exists():
+        for tmp in report.parent.glob(f".{report.name}.tmp-*"):
             tmp.unlink(missing_ok=True)
             n += 1
     return n

@@ -22,6 +22,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -290,6 +291,29 @@ def publish_lake(lake: str | Path, report: str | Path) -> PublishResult:
 
 # -- read-only queries ----------------------------------------------------------------------------------------------
 _ALLOWED_STATEMENTS = ("SELECT", "EXPLAIN")
+_LEADING_COMMENTS = re.compile(r"(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.DOTALL)
+
+
+def _explain_of_a_select(con: Any, sql: str) -> str:
+    """``EXPLAIN ANALYZE`` *executes* the statement it explains (``EXPLAIN ANALYZE COPY ... TO 'file'`` writes the
+    file). Return ``EXPLAIN [ANALYZE] <inner>`` rebuilt from an inner statement that parses as exactly one SELECT -
+    the rebuilt text is what runs, so comment tricks cannot smuggle another statement in - else raise ValueError."""
+    import duckdb
+
+    rest = sql[_LEADING_COMMENTS.match(sql).end():]
+    m = re.match(r"EXPLAIN\b", rest, re.IGNORECASE)
+    inner, analyze = (rest[m.end():] if m else ""), ""
+    inner = inner[_LEADING_COMMENTS.match(inner).end():]
+    m = re.match(r"ANALY[SZ]E\b", inner, re.IGNORECASE)
+    if m:
+        inner, analyze = inner[m.end():], "ANALYZE "
+    try:
+        kinds = [st.type.name for st in con.extract_statements(inner)] if inner.strip() else []
+    except duckdb.Error:
+        kinds = []
+    if kinds != ["SELECT"]:
+        raise ValueError("the report is read-only: EXPLAIN is allowed only for one SELECT query")
+    return f"EXPLAIN {analyze}{inner}"
 
 
 def query_report(report: str | Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -303,8 +327,14 @@ def query_report(report: str | Path, sql: str) -> tuple[list[str], list[tuple[An
     report = Path(report)
     if not report.exists():
         raise ValueError(f"report {str(report)!r} does not exist: run 'gdp sweep SPEC' or 'gdp publish' first")
-    con = duckdb.connect(str(report), read_only=True)
+    # A private in-memory database with the report ATTACHed read-only, not duckdb.connect(report): connections of one
+    # process to one path share a cached DuckDB instance, which keeps reading the file it opened first (overlapping
+    # readers in a long-lived process never saw a newer publish) and has one configuration (the lock below made a
+    # concurrent query_report fail).
+    con = duckdb.connect()
     try:
+        con.execute(f"ATTACH {_lit(report)} AS privacy_report (READ_ONLY)")
+        con.execute("USE privacy_report")
         try:
             statements = con.extract_statements(sql)
         except duckdb.Error as exc:
@@ -314,6 +344,8 @@ def query_report(report: str | Path, sql: str) -> tuple[list[str], list[tuple[An
         kind = statements[0].type.name
         if kind not in _ALLOWED_STATEMENTS:
             raise ValueError(f"the report is read-only: only SELECT queries are allowed, got a {kind} statement")
+        if kind == "EXPLAIN":
+            sql = _explain_of_a_select(con, sql)
         con.execute("SET autoinstall_known_extensions = false")
         con.execute("SET lock_configuration = true")
         try:

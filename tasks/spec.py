@@ -243,6 +243,18 @@ def _expand_axis(kind: str, key: str, value: Any) -> list[Any]:
     return [value]
 
 
+def _brief(value: Any) -> str:
+    """A bounded repr for error messages: a YAML alias bomb (9 lists of 9 lists ... nine deep) or a megabyte string
+    must not be expanded in full (the plain repr of the former is 387 million items: it never finishes)."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel = 3
+    r.maxlist = r.maxtuple = r.maxdict = r.maxset = 8
+    r.maxstring = r.maxother = r.maxlong = 120
+    return r.repr(value)
+
+
 # -- loading ------------------------------------------------------------------------------------------------------------
 def _read_yaml(path: Path) -> Mapping[str, Any]:
     import yaml
@@ -258,8 +270,12 @@ def _read_yaml(path: Path) -> Mapping[str, Any]:
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ValueError(f"{path}:{where}: malformed YAML: {problem}") from None
+    except RecursionError:  # thousands of nested [ or {: PyYAML's composer recurses once per level
+        raise ValueError(f"{path}: malformed YAML: nested too deeply") from None
     if not isinstance(data, Mapping):
-        raise ValueError(f"{path}: a spec must be a YAML mapping with keys name, mechanism, grid, ...; got {data!r}")
+        raise ValueError(
+            f"{path}: a spec must be a YAML mapping with keys name, mechanism, grid, ...; got {_brief(data)}"
+        )
     return data
 
 
@@ -297,9 +313,9 @@ def _format_validation_error(path: Path, data: Mapping[str, Any], exc: Validatio
         if err["type"] == "missing":
             line = f"{key}: required key is missing"
         elif err["type"] == "extra_forbidden":
-            line = f"{key} = {value!r}: unknown key"
+            line = f"{key} = {_brief(value)}: unknown key"
         else:
-            line = f"{key} = {value!r}: {msg}"
+            line = f"{key} = {_brief(value)}: {msg[:300]}"
         by_key.setdefault(key, line)  # a value failing every member of a union: keep the first reason
     return f"{path}: invalid spec: " + "; ".join(by_key.values())
 
@@ -340,7 +356,7 @@ def _validate_mechanism_values(path: Path, spec: GridSpec | CalibrationSpec, bas
             except ValueError as exc:
                 text = str(exc)
                 msg = text.split("): ", 1)[1] if "): " in text else text
-                raise ValueError(f"{path}: invalid spec: grid.{key}[{i}] = {value!r}: {msg}") from None
+                raise ValueError(f"{path}: invalid spec: grid.{key}[{i}] = {_brief(value)}: {msg[:300]}") from None
 
 
 def _axis_size(value: Any) -> int:
@@ -356,7 +372,7 @@ def _check_size(path: Path, spec: GridSpec | CalibrationSpec, force: bool) -> No
     sizes = {k: _axis_size(v) for k, v in spec.grid.items()}
     for key, size in sizes.items():
         if size < 1:
-            raise ValueError(f"{path}: invalid spec: grid.{key} = {spec.grid[key]!r}: the axis has no values")
+            raise ValueError(f"{path}: invalid spec: grid.{key} = {_brief(spec.grid[key])}: the axis has no values")
     n = math.prod(sizes.values())
     if n > spec.max_cells and not force:
         shape = " x ".join(f"{k}:{s}" for k, s in sizes.items())
