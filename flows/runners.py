@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["RUNNERS", "default_workers", "make_task_runner", "runner_from_env"]
+__all__ = ["RUNNERS", "default_workers", "exit_with_parent", "make_task_runner", "runner_from_env",
+           "stop_with_this_process"]
 
 RUNNERS = ("process", "thread", "dask")
 
@@ -39,7 +40,7 @@ def make_task_runner(kind: str = "process", *, dask_address: str | None = None, 
     if kind == "process":
         from prefect.task_runners import ProcessPoolTaskRunner
 
-        return ProcessPoolTaskRunner(max_workers=workers)
+        return ProcessPoolTaskRunner(max_workers=workers, initializer=exit_with_parent)
     if dask_address is not None and not dask_address.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
         raise ValueError(f"--dask-address must look like tcp://host:8786, got {dask_address!r}")
     try:
@@ -67,9 +68,10 @@ def share_api_with_workers(kind: str) -> None:
     With no ``PREFECT_API_URL`` configured, Prefect starts a temporary (ephemeral) server on first use - separately
     in every spawned worker process, which is slow and times out on a loaded 2-core machine. Starting it here and
     exporting its URL makes the workers (which inherit the environment) use the same one. Prefect stops the server
-    at interpreter exit. A configured ``PREFECT_API_URL`` (a real server) is left alone.
+    at interpreter exit, and a watchdog stops it if this process is SIGKILLed (so it also runs for ``thread``).
+    A configured ``PREFECT_API_URL`` (a real server) is left alone.
     """
-    if kind == "thread" or os.environ.get("PREFECT_API_URL"):
+    if os.environ.get("PREFECT_API_URL"):
         return
     from prefect.settings import get_current_settings
 
@@ -81,3 +83,55 @@ def share_api_with_workers(kind: str) -> None:
     server = SubprocessASGIServer()  # the same singleton Prefect's own client uses in this process
     server.start(timeout=int(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60")))
     os.environ["PREFECT_API_URL"] = server.api_url
+    if server.server_process is not None:
+        stop_with_this_process(server.server_process.pid, marker="uvicorn")
+
+
+def exit_with_parent() -> None:
+    """Process-pool worker initializer: exit once the flow process that spawned this worker is gone.
+
+    A SIGKILLed flow process runs no cleanup, and its idle pool workers would otherwise wait on their queue forever
+    (measured: still alive minutes later, each holding gdpcore's imports). A daemon thread polls the parent pid.
+    """
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)  # a chunk cut short leaves at most a .tmp-* file, removed by the next sweep
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+_WATCHDOG = """
+import os, signal, sys, time
+parent, pid, marker = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].encode()
+while os.getppid() == parent:
+    time.sleep(1.0)
+try:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        ours = marker in f.read()
+except OSError:
+    ours = not os.path.exists("/proc")  # no procfs: trust the pid
+if ours:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+"""
+
+
+def stop_with_this_process(pid: int, marker: str) -> None:
+    """Start a tiny watchdog child that SIGTERMs ``pid`` when this process is gone - even SIGKILLed, when Prefect's
+    atexit hook never runs and the ephemeral API server would outlive the flow (measured: orphaned indefinitely).
+    The watchdog checks ``marker`` in the target's command line first, so a recycled pid is left alone."""
+    import subprocess
+    import sys
+
+    subprocess.Popen(  # noqa: S603 - our own interpreter and script
+        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(pid), marker],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True,
+    )

@@ -220,3 +220,16 @@ def lake_cells(lake: Path, spec: str) -> list[str]:
 
 def temporaries(*roots: Path) -> list[Path]:
     return sorted(p for r in roots if r.exists() for p in r.rglob("*") if ".tmp-" in p.name)
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes of process group ``pgid`` (Linux /proc), zombies excluded."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(stat.parent.name))
+    return out

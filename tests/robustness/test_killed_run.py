@@ -16,7 +16,9 @@ import pytest
 import gdpcore
 from tasks.publish import publish_lake, query_report
 from tasks.spec import load_grid_spec
-from tests.robustness.conftest import BIN, REPO, Proc, base_env, gdp, lake_cells, temporaries, wait_for, write_spec
+from tests.robustness.conftest import (
+    BIN, REPO, Proc, base_env, gdp, group_members, lake_cells, temporaries, wait_for, write_spec,
+)
 
 SPEC_NAME = "killed"
 N_CELLS, N_CHUNKS = 16, 8
@@ -114,3 +116,26 @@ def test_leftovers_of_a_killed_writer_are_never_read_and_are_removed(tmp_path):
     assert res.counts["cells"] == 2 and res.counts["epsilons"] == 2
     assert remove_spec_temporaries(lake, "left", report) == 3  # the staging one went with the publish already
     assert not temporaries(lake, report.parent), temporaries(lake, report.parent)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", ["process", "thread"])
+def test_sigkilled_flow_leaves_no_orphan_processes(tmp_path, runner):
+    """Without PREFECT_API_URL the CLI starts an ephemeral Prefect server (and, for --runner process, a pool of
+    workers). SIGKILL runs no atexit hook: a watchdog stops the server and the pool workers exit with their parent,
+    so nothing of the killed run's process group survives."""
+    spec = write_spec(tmp_path / "o.yaml", "orphans", [0.7, 1.0], [300, 1000, 2000, 3000], chunk=2)
+    lake = tmp_path / "lake"
+    env = base_env(tmp_path / "prefect-home")  # no PREFECT_API_URL: the ephemeral server
+    flow = Proc([str(BIN / "gdp"), "sweep", str(spec), "--runner", runner, "--workers", "2", "--lake", str(lake),
+                 "--report", str(tmp_path / "r.duckdb"), "--no-progress"], tmp_path / "flow.log", env, REPO)
+    try:
+        wait_for(lambda: _staging(lake) or not flow.alive(), 240, "the first finished chunk", 0.05)
+        assert flow.alive(), flow.log()[-2000:]
+        helpers = [p for p in group_members(flow.pid) if p != flow.pid]
+        assert len(helpers) >= (4 if runner == "process" else 2), helpers  # server + watchdog (+ pool workers)
+        flow.kill(signal.SIGKILL)
+        assert flow.popen.wait(timeout=30) == -signal.SIGKILL
+        wait_for(lambda: not group_members(flow.pid), 30, "the killed run's server and workers to exit", 0.2)
+    finally:
+        flow.stop()
