@@ -253,10 +253,13 @@ def curve_from_profile(eps: np.ndarray, delta: np.ndarray, *, add_direction_gap:
     if eps.ndim != 1 or eps.size == 0 or eps[0] != 0.0 or np.any(np.diff(eps) <= 0):
         raise ValueError("eps must be a strictly increasing grid starting at 0")
     delta = np.clip(np.maximum.accumulate(delta[::-1])[::-1], 0.0, 1.0)
-    e = np.exp(eps)
-    # Vertex between lines j and j+1; the differences are formed directly (no cancellation of large terms).
-    a_mid = (delta[:-1] - delta[1:]) / (e[1:] - e[:-1])
-    t_mid = delta[:-1] + e[:-1] * a_mid
+    # Vertex between lines j and j+1: alpha = (delta_j - delta_{j+1}) / (e^{eps_{j+1}} - e^{eps_j}) and
+    # 1 - beta = delta_j + e^{eps_j} alpha, written with e^{eps_j - eps_{j+1}} only, so that no e^eps is formed
+    # (it overflows beyond eps ~ 709, e.g. on RDP-fallback profiles of extreme cells).
+    ratio = np.exp(eps[:-1] - eps[1:])  # in (0, 1)
+    diff = delta[:-1] - delta[1:]
+    a_mid = diff * np.exp(-eps[1:]) / (1.0 - ratio)
+    t_mid = delta[:-1] + diff * ratio / (1.0 - ratio)
     alpha = np.concatenate([[0.0], a_mid[::-1]])
     tail = np.concatenate([[delta[-1]], t_mid[::-1]])
     return _finish(eps, delta, alpha, tail, add_direction_gap)

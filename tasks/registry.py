@@ -314,6 +314,15 @@ def load_manifest_file(path: str | Path) -> list[ModelManifest]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ManifestError(path, "", f"not valid YAML: {exc}") from None
+    except RecursionError:  # e.g. thousands of nested '[': PyYAML's composer recurses per level
+        raise ManifestError(path, "", "not valid YAML: nested too deeply") from None
+    try:
+        return _validate_document(data, path)
+    except RecursionError:  # e.g. thousands of nested self_composed mechanisms
+        raise ManifestError(path, "mechanism", "nested too deeply") from None
+
+
+def _validate_document(data: object, path: Path) -> list[ModelManifest]:
     if isinstance(data, dict) and "models" in data:
         extra = set(data) - {"models"}
         if extra:

@@ -92,18 +92,7 @@ def _load_in_child(path: str, q: Any) -> None:
         q.put(f"{type(exc).__name__}: {exc}"[:300])
 
 
-_RECURSION = ("tasks/registry.py bug (issue 7 code, not fixed here): load_manifest_file catches only yaml.YAMLError "
-              "and ValueError, so a RecursionError - {where} - escapes instead of a ManifestError (and "
-              "load_registry/iter_registry stop at that file instead of reporting it)")
-
-
-@pytest.mark.parametrize("case", [
-    "billion_laughs",
-    pytest.param("deep_nesting", marks=pytest.mark.xfail(strict=True, reason=_RECURSION.format(
-        where="PyYAML's composer on 5000 nested '['"))),
-    pytest.param("deep_gdpcore", marks=pytest.mark.xfail(strict=True, reason=_RECURSION.format(
-        where="gdpcore.mechanism_from_dict on 3000 nested self_composed mechanisms"))),
-])
+@pytest.mark.parametrize("case", ["billion_laughs", "deep_nesting", "deep_gdpcore"])
 def test_manifest_resource_attacks_end_quickly(tmp_path, case):
     if case == "billion_laughs":
         lines = ["a0: &a0 [1.1, 0.01, 10]"]
