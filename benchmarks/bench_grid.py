@@ -5,7 +5,7 @@ advantage, Bayes security, fnr at 7 FPRs) for sigma x q x T = 5 x 5 x 4 cells, t
 (fresh dp_accounting ``PLDAccountant`` at discretisation 1e-4 per cell, epsilon at delta = 1e-5 only) on the same
 cells. Accuracy: epsilon(1e-5) of (b) against dp_accounting's pessimistic PLD at 1e-5 on a stated subsample (the
 1e-5 PLD of the high-epsilon cells needs > 1 GB), and against dp_accounting's optimistic PLD at 1e-4 on every cell.
-Finally the grid is split over two worker processes to measure the scaling.
+Finally the scaling over two worker processes is measured on the reference grid and on a larger one.
 """
 
 from __future__ import annotations
@@ -63,8 +63,63 @@ def _grid(cells):
 
 def _timed_grid(cells):
     t0 = time.perf_counter()
+    c0 = time.process_time()
     table = _grid(cells)
-    return time.perf_counter() - t0, table.num_rows
+    return time.perf_counter() - t0, time.process_time() - c0, table.num_rows
+
+
+def _warm_worker():
+    # Imports and first-call set-up (scipy.fft plans, pyarrow) happen once per worker, before the clock starts.
+    _grid([(1.0, 0.01, 10), (1.0, 0.01, 20)])
+
+
+# Larger grid for the scaling measurement (the reference grid runs in about 2 s: pool hand-off matters there).
+LARGE_SIGMAS = (0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
+LARGE_QS = (0.001, 0.002, 0.004, 0.007, 0.01, 0.02, 0.04, 0.1)
+
+
+def _groups(cells):
+    """Cells grouped by (sigma, q), as the pipeline's chunks are: one single-step PLD per group serves every T.
+    Heaviest first (small sigma and large q make long supports), so dynamic scheduling balances the workers."""
+    groups = {}
+    for c in cells:
+        groups.setdefault(c[:2], []).append(c)
+    return sorted(groups.values(), key=lambda g: (g[0][0], -g[0][1]))
+
+
+def _scaling(cells, pool, repeats):
+    """(serial wall, serial CPU, 2-worker wall, per-worker CPU seconds), each wall the best of ``repeats`` runs (the
+    usual defence against other jobs' bursts): the same group tasks run serially in this (warm) process, then on the
+    warmed 2-worker pool with dynamic scheduling (imap_unordered)."""
+    tasks = _groups(cells)
+    best_serial = best_two = None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        for task in tasks:
+            _timed_grid(task)
+        run = (time.perf_counter() - t0, time.process_time() - c0)
+        best_serial = run if best_serial is None or run[0] < best_serial[0] else best_serial
+        t0 = time.perf_counter()
+        results = list(pool.imap_unordered(_timed_grid_with_pid, tasks))
+        t_two = time.perf_counter() - t0
+        cpu = {}
+        for pid, (_, c, _) in results:
+            cpu[pid] = cpu.get(pid, 0.0) + c
+        if best_two is None or t_two < best_two[0]:
+            best_two = (t_two, sorted(cpu.values()))
+    return best_serial[0], best_serial[1], best_two[0], best_two[1]
+
+
+def _timed_grid_with_pid(cells):
+    import os
+
+    return os.getpid(), _timed_grid(cells)
+
+
+def _warm_worker_task(_):
+    time.sleep(0.5)  # keeps one worker busy so that the other takes the second task
+    return None
 
 
 def _rss_mib() -> float:
@@ -86,6 +141,9 @@ def run() -> str:
     statuses = table.column("status").to_pylist()
     steps_used = table.column("discretization").to_pylist()
     errs = table.column("discretization_error").to_pylist()
+    eps_lower = [e[0] for e in table.column("epsilon_lower").to_pylist()]
+    gaps = table.column("certified_gap").to_pylist()
+    steps_lower = table.column("discretization_lower").to_pylist()
 
     t0 = time.perf_counter()
     eps_peer = [_peer_epsilon(s, q, t, 1e-4) for s, q, t in cells]
@@ -107,19 +165,24 @@ def run() -> str:
         t1 = time.perf_counter()
         ref = _peer_epsilon(s, q, t, 1e-5)
         dt = time.perf_counter() - t1
-        ref_rows.append((s, q, t, eps_grid[i], ref, eps_grid[i] / ref - 1.0, eps_peer[i] / ref - 1.0, steps_used[i], dt))
+        ref_rows.append(
+            (s, q, t, eps_grid[i], ref, eps_grid[i] / ref - 1.0, eps_peer[i] / ref - 1.0, steps_used[i], dt,
+             eps_lower[i])
+        )
 
-    # Two worker processes on halves of the grid. Cells sharing (sigma, q) stay together (as the pipeline's chunks
-    # do): analyze_grid builds one single-step PLD per (sigma, q) and reuses it for every T. Groups alternate so
-    # both halves get similar work.
-    groups = sorted({(s, q) for s, q, _ in cells})
-    halves = [[c for c in cells if groups.index(c[:2]) % 2 == k] for k in (0, 1)]
+    # Scaling: groups of cells sharing (sigma, q) stay in one task (as the pipeline's chunks do); tasks are handed
+    # to a warmed 2-worker pool dynamically, heaviest first. Measured on the reference grid and on a larger one.
+    import os
+
+    large = [(s, q, t) for s in LARGE_SIGMAS for q in LARGE_QS for t in TS]
     ctx = mp.get_context("spawn")
-    with ctx.Pool(2) as pool:
-        pool.map(_timed_grid, [cells[:2], cells[2:4]])  # warm-up the workers
-        t0 = time.perf_counter()
-        pool.map(_timed_grid, halves)
-        t_two = time.perf_counter() - t0
+    with ctx.Pool(2, initializer=_warm_worker) as pool:
+        pool.map(_warm_worker_task, [0, 1], chunksize=1)  # both workers up and warm before any clock starts
+        load0 = os.getloadavg()[0]
+        ref_serial, ref_serial_cpu, ref_two, ref_cpu = _scaling(cells, pool, 5)
+        big_serial, big_serial_cpu, big_two, big_cpu = _scaling(large, pool, 3)
+        load1 = os.getloadavg()[0]
+    t_two = ref_two
     pps_two = n / t_two
 
     lines = [
@@ -127,8 +190,9 @@ def run() -> str:
         "",
         f"Reference grid sigma {list(SIGMAS)} x q {list(QS)} x T {list(TS)} = {n} cells, one process, one run. "
         f"(b) reports epsilon at {len(DELTAS)} deltas, mu, GDP regret, advantage, Bayes security and fnr at "
-        f"{len(FPRS)} FPRs per cell, discretisation chosen per cell (tolerance "
-        f"{g.grid.DEFAULT_EPSILON_TOLERANCE:g} relative); (a) is a fresh dp_accounting PLDAccountant at 1e-4 and "
+        f"{len(FPRS)} FPRs per cell, discretisation chosen per cell (estimated error "
+        f"<= {g.grid.DEFAULT_EPSILON_TOLERANCE:g} relative, certified gap <= {g.grid.DEFAULT_GAP_TOLERANCE:g}), lower "
+        "ends of every bracket included; (a) is a fresh dp_accounting PLDAccountant at 1e-4 and "
         "epsilon at delta = 1e-5 only. The 2-core machine is shared with other jobs: wall times include contention.",
         "",
         "| method | wall s | points/s | ratio |",
@@ -136,13 +200,34 @@ def run() -> str:
         f"| (a) dp_accounting PLD 1e-4, per point, eps(1e-5) only | {t_peer:.2f} | {pps_peer:.2f} | 1.0 |",
         f"| (b) gdpcore.analyze_grid, full report | {t_grid:.2f} | {pps_grid:.1f} | **{pps_grid / pps_peer:.1f}** |",
         f"| (b) on 2 worker processes | {t_two:.2f} | {pps_two:.1f} | {pps_two / pps_peer:.1f} "
-        f"(x{pps_two / pps_grid:.2f} vs 1 process) |",
+        f"(x{ref_serial / ref_two:.2f} vs the same tasks in 1 process) |",
+        "",
+        "Scaling with two worker processes (spawned, warmed before timing; one task per (sigma, q) group, handed out "
+        "dynamically, heaviest first; the 1-process column runs the same tasks serially in the parent; walls are the best "
+        "of 5 runs on the reference grid and of 3 on the larger one). "
+        f"Load average {load0:.1f} before and {load1:.1f} after on 2 cores: the machine is shared with other jobs, so "
+        "wall-clock scaling is capped well below 2 (with N other runnable processes a fair scheduler gives one "
+        "process 2/(N+1) of a core and two 4/(N+2): x1.67 at N = 4). The CPU columns show what two free cores give: "
+        "the serial run's CPU seconds over the busier worker's (the work is split evenly and does not grow).",
+        "",
+        "| grid | cells | 1 process wall s | 2 workers wall s | wall scaling | 1 process CPU s | CPU s per worker "
+        "| CPU-bound scaling |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| reference | {n} | {ref_serial:.2f} | {ref_two:.2f} | **x{ref_serial / ref_two:.2f}** | "
+        f"{ref_serial_cpu:.2f} | {', '.join(f'{c:.2f}' for c in ref_cpu)} | x{ref_serial_cpu / max(ref_cpu):.2f} |",
+        f"| larger: sigma {list(LARGE_SIGMAS)} x q {list(LARGE_QS)} x T {list(TS)} | {len(large)} | {big_serial:.2f} | "
+        f"{big_two:.2f} | **x{big_serial / big_two:.2f}** | {big_serial_cpu:.2f} | "
+        f"{', '.join(f'{c:.2f}' for c in big_cpu)} | x{big_serial_cpu / max(big_cpu):.2f} |",
         "",
         f"- Peak RSS (ru_maxrss): {rss0:.0f} MiB after imports and warm-up, {rss_grid:.0f} MiB after (b), "
         f"{rss_peer:.0f} MiB after (a).",
         f"- Status: {sum(s == 'ok' for s in statuses)}/{n} cells 'ok'; steps used: "
         f"{sorted({f'{d:g}' for d in steps_used if d is not None})}; "
         f"max estimated discretisation error {max(e for e in errs if e is not None):.2e}.",
+        f"- Certified gap ((eps - eps_lower) / eps at delta = {DELTAS[0]:g} + advantage - advantage_lower; both ends "
+        f"proven bounds), target {g.grid.DEFAULT_GAP_TOLERANCE:g}: max {max(gaps):.2e}, median "
+        f"{sorted(gaps)[len(gaps) // 2]:.2e}; {sum(x <= g.grid.DEFAULT_GAP_TOLERANCE for x in gaps)}/{n} cells "
+        f"within it; optimistic steps used {sorted({f'{d:g}' for d in steps_lower if d is not None})}.",
         f"- Largest relative epsilon(1e-5) difference (b) vs (a): {rel_vs_peer[worst]:.2e} at "
         f"sigma={cells[worst][0]}, q={cells[worst][1]}, T={cells[worst][2]} "
         f"((b) {eps_grid[worst]:.6g}, (a) {eps_peer[worst]:.6g}).",
@@ -151,11 +236,15 @@ def run() -> str:
         "Accuracy against dp_accounting at discretisation 1e-5 (subsample: the 1e-5 PLD of the high-epsilon cells "
         "needs more than 1 GB):",
         "",
-        "| sigma | q | T | (b) eps | dp_accounting 1e-5 | (b) rel. diff | (a) 1e-4 rel. diff | (b) step | ref s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| sigma | q | T | (b) eps | dp_accounting 1e-5 | (b) rel. diff | (a) 1e-4 rel. diff | (b) step | ref s "
+        "| (b) eps_lower | eps_lower <= ref |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for s, q, t, e, ref, rb, ra, d, dt in ref_rows:
-        lines.append(f"| {s} | {q} | {t} | {e:.6g} | {ref:.6g} | {rb:+.2e} | {ra:+.2e} | {d:g} | {dt:.1f} |")
+    for s, q, t, e, ref, rb, ra, d, dt, lo in ref_rows:
+        lines.append(
+            f"| {s} | {q} | {t} | {e:.6g} | {ref:.6g} | {rb:+.2e} | {ra:+.2e} | {d:g} | {dt:.1f} | {lo:.6g} "
+            f"| {'yes' if lo <= ref else '**NO**'} |"
+        )
     worst_ref = max(abs(r[5]) for r in ref_rows)
     lines += [
         "",

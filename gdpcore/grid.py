@@ -362,7 +362,8 @@ class _Engine:
         d = d_p
         best: _Lower | None = None
         note = ""
-        for _ in range(_GAP_MAX_ROUNDS if refine else 1):
+        # An infinite upper epsilon (beyond the e^700 cap) cannot be bracketed more tightly: one round only.
+        for _ in range(_GAP_MAX_ROUNDS if refine and math.isfinite(eps_p) else 1):
             # The first round, at the pessimistic step, is bounded by the memory budget only.
             low, refusal = self._lower_at(sigma, q, T, d, max_points if best is not None else 2**62)
             if low is None:
