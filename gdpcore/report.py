@@ -323,7 +323,10 @@ def analyze(
     if optimistic:
         pld_opt = build_pld(mechanism, discretization=discretization, pessimistic=False)
         remove_opt, _ = loss_pmfs(pld_opt, pessimistic=False)
-        # Optimistic side: the remove direction alone is a lower bound on the mechanism's profile.
+        # Optimistic side: the remove direction alone is a lower bound on the mechanism's profile. dp_accounting's
+        # self_compose adds its truncation allowance (1e-15) to the infinity mass even for optimistic PMFs; mass at
+        # +inf can only raise delta, so it is dropped here to keep this side a lower bound.
+        remove_opt = dataclasses.replace(remove_opt, infinity_mass=0.0)
         opt = curve_from_loss_pmf(remove_opt, None)
     return PrivacyReport(
         mechanism=mechanism,
