@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -60,11 +59,9 @@ def _mechanism_from_args(kind: str | None, params: list[str], spec: str | None):
 
 
 def _fmt(x: float) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    if isinstance(x, float) and math.isinf(x):
-        return "inf"
-    return f"{x:.6g}"
+    from tasks.formatting import format_number
+
+    return format_number(x, 6)
 
 
 def _print_report(summary: dict[str, Any]) -> None:

@@ -8,11 +8,12 @@ estimate / exact), the accountant and its discretisation.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tasks.formatting import format_number
 
 __all__ = ["card_dir", "hf_yaml_block", "render_markdown", "write_card"]
 
@@ -24,11 +25,7 @@ _HF_NEIGHBOURING = {"add_remove": "add-or-remove-one", "replace_one": "replace-o
 
 
 def _g(x: Any, digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    if isinstance(x, float) and math.isinf(x):
-        return "inf"
-    return f"{x:.{digits}g}"
+    return format_number(x, digits)
 
 
 def _disc(row: dict[str, Any]) -> str:

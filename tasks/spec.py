@@ -96,7 +96,19 @@ class PlotSpec(_Strict):
     reduce: Literal["max", "min", "mean"] = "max"
 
 
-class GridSpec(_Strict):
+class _GridAxes:
+    """Derived views shared by the grid-shaped specs (fields ``mechanism`` and ``grid``)."""
+
+    def axes(self) -> dict[str, list[Any]]:
+        """Each grid key with its expanded list of values (spec order)."""
+        return {key: _expand_axis(self.mechanism, key, value) for key, value in self.grid.items()}
+
+    @property
+    def n_cells(self) -> int:
+        return math.prod(len(v) for v in self.axes().values())  # after de-duplication of rounded values
+
+
+class GridSpec(_GridAxes, _Strict):
     name: str = Field(pattern=_NAME_PATTERN)
     mechanism: str
     grid: dict[str, AxisSpec] = Field(min_length=1)
@@ -132,14 +144,6 @@ class GridSpec(_Strict):
         return out
 
     # -- derived -------------------------------------------------------------------------------------------------------
-    def axes(self) -> dict[str, list[Any]]:
-        """Each grid key with its expanded list of values (spec order)."""
-        return {key: _expand_axis(self.mechanism, key, value) for key, value in self.grid.items()}
-
-    @property
-    def n_cells(self) -> int:
-        return math.prod(len(v) for v in self.axes().values())  # after de-duplication of rounded values
-
     def iter_cells(self) -> Iterator[dict[str, Any]]:
         """Mechanism dicts (``kind`` + parameters) in grid order, first key outermost."""
         axes = self.axes()
@@ -185,7 +189,7 @@ class CalibrationTarget(_Strict):
         return out
 
 
-class CalibrationSpec(_Strict):
+class CalibrationSpec(_GridAxes, _Strict):
     """``calibration_sweep``: the smallest noise multiplier meeting ``target`` for every (sampling_rate, steps)."""
 
     name: str = Field(pattern=_NAME_PATTERN)
@@ -200,13 +204,6 @@ class CalibrationSpec(_Strict):
     def _one_target(cls, v: CalibrationTarget) -> CalibrationTarget:
         v.kwargs()
         return v
-
-    def axes(self) -> dict[str, list[Any]]:
-        return {key: _expand_axis(self.mechanism, key, value) for key, value in self.grid.items()}
-
-    @property
-    def n_cells(self) -> int:
-        return math.prod(len(v) for v in self.axes().values())  # after de-duplication of rounded values
 
     def iter_cells(self) -> Iterator[dict[str, Any]]:
         axes = self.axes()
