@@ -257,6 +257,8 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"  FAILED {msg}", file=sys.stderr)
     for x in s.less_private:
         print(f"  less private: {x}")
+    for x in s.claim_flags:
+        print(f"  published claim: {x}")
     if args.mlflow_uri:
         print(f"MLflow: tagged {len(s.mlflow_tagged)}, not registered: {', '.join(s.mlflow_missing) or 'none'}")
     print(f"report: {s.report}   (views: models, model_privacy, model_comparisons)\ncards: {s.cards_dir}")

@@ -53,6 +53,8 @@ class AuditSummary:
     comparisons_computed: int
     less_private: list[str]  # "name:v vs previous|production:v"
     cards_written: list[str]
+    # "name:v: claimed eps=... (acct) ..." for published claims the audit cannot reproduce or certify
+    claim_flags: list[str] = dataclasses.field(default_factory=list)
     mlflow_tagged: list[str] = dataclasses.field(default_factory=list)
     mlflow_missing: list[str] = dataclasses.field(default_factory=list)
 
@@ -184,7 +186,7 @@ def privacy_audit(
     summary = AuditSummary(
         registry=str(reg), lake=str(lake_p), report=str(report_p), cards_dir=str(cards),
         models=[m.key for m in ok], computed=computed, reused=reused, failed=failed, comparisons_computed=n_cmp,
-        less_private=less_private, cards_written=written,
+        less_private=less_private, cards_written=written, claim_flags=_claim_flags(rows),
     )
     if mlflow_uri:
         from tasks.mlflow_tags import publish_to_mlflow
@@ -197,6 +199,22 @@ def privacy_audit(
     logger.info("privacy audit: %d model versions (%d computed, %d reused), %d failed", len(summary.models),
                 len(computed), len(reused), len(failed))
     return summary
+
+
+def _claim_flags(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """Published claims that the tight accountant does not certify, or that their own accountant does not give."""
+    flags = []
+    for key in sorted(rows):
+        r = rows[key]
+        status = r.get("claim_status")
+        if status is None or (r["claim_certified"] and status != "not reproduced"):
+            continue
+        what = [] if r["claim_certified"] else [f"not certified: tight upper bound {r['claim_tight_epsilon']:.4g}"]
+        if status != "reproduced":
+            repro = r["claim_reproduced_epsilon"]
+            what.append(status + ("" if repro is None else f" ({r['claimed_accountant']} gives {repro:.4g})"))
+        flags.append(f"{key}: claimed eps={r['claimed_epsilon']:g} at delta={r['claimed_delta']:g}: " + "; ".join(what))
+    return flags
 
 
 def _artifacts(s: AuditSummary, rows: dict[str, dict[str, Any]]) -> None:
@@ -212,6 +230,8 @@ def _artifacts(s: AuditSummary, rows: dict[str, dict[str, Any]]) -> None:
         md += ["", "## Failed (not audited)", ""] + [f"- {msg}" for msg in s.failed.values()]
     if s.less_private:
         md += ["", "## Less private than the version compared against", ""] + [f"- **{x}**" for x in s.less_private]
+    if s.claim_flags:
+        md += ["", "## Published claims not certified or not reproduced", ""] + [f"- **{x}**" for x in s.claim_flags]
     if s.mlflow_missing:
         md += ["", "## Not found in MLflow", ""] + [f"- {x}" for x in s.mlflow_missing]
     create_markdown_artifact(key="privacy-audit", markdown="\n".join(md), description="Registry privacy audit")

@@ -21,6 +21,7 @@ from gdpcore.calibration import (
     fnr_target_from_advantage,
     fnr_target_from_precision,
 )
+from gdpcore.claims import ClaimCheck, EpsilonReproduction, check_claim, get_epsilon_from_named_accountant
 from gdpcore.closed_form import (
     get_advantage_from_gdp,
     get_beta_from_epsilon_delta,
@@ -59,9 +60,11 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
 __all__ = [
     "AdvantageCalibrationCost",
     "CalibrationResult",
+    "ClaimCheck",
     "Composed",
     "DEFAULT_ALPHA_MIN",
     "DiscreteGaussian",
+    "EpsilonReproduction",
     "GDP_COMPLETE_REGRET",
     "Gaussian",
     "Laplace",
@@ -81,6 +84,7 @@ __all__ = [
     "calibrate_noise",
     "calibrate_sampling_rate",
     "calibrate_steps",
+    "check_claim",
     "delta_divergence",
     "epsilon_for_advantage",
     "fnr_target_from_accuracy",
@@ -98,6 +102,7 @@ __all__ = [
     "get_delta_from_epsilon_delta",
     "get_delta_from_gdp",
     "get_epsilon_from_gdp",
+    "get_epsilon_from_named_accountant",
     "get_mu_from_epsilon_delta",
     "get_mu_from_pure_dp",
     "get_regret",

@@ -95,6 +95,14 @@ AUDIT_SCHEMA = pa.schema(
         pa.field("claimed_epsilon", pa.float64()),
         pa.field("claimed_delta", pa.float64()),
         pa.field("claimed_accountant", pa.string()),
+        # The claim re-checked (gdpcore.claims): eps with the named accountant, its label and status, and whether
+        # the tight pessimistic eps at the claimed delta certifies it.
+        pa.field("claim_reproduced_epsilon", pa.float64()),
+        pa.field("claim_reproduced_bound", pa.string()),
+        pa.field("claim_reproduction", pa.string()),
+        pa.field("claim_status", pa.string()),
+        pa.field("claim_tight_epsilon", pa.float64()),
+        pa.field("claim_certified", pa.bool_()),
         pa.field("description", pa.string()),
         pa.field("source", pa.string()),
         pa.field("manifest_json", pa.string()),
@@ -188,6 +196,10 @@ def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
     eps_lower = float(rep.epsilon(delta, side="optimistic")) if rep.has_optimistic and not rep.exact else (
         float(rep.epsilon(delta)) if rep.exact else None)
     claimed = manifest.claimed
+    check = None
+    if claimed is not None:
+        check = gdpcore.check_claim(mech, epsilon=claimed.epsilon, delta=claimed.delta,
+                                    accountant=claimed.accountant, tight_epsilon=float(rep.epsilon(claimed.delta)))
     return {
         "model": manifest.name,
         "version": manifest.version,
@@ -230,6 +242,12 @@ def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
         "claimed_epsilon": claimed.epsilon if claimed else None,
         "claimed_delta": claimed.delta if claimed else None,
         "claimed_accountant": claimed.accountant if claimed else None,
+        "claim_reproduced_epsilon": check.reproduced_epsilon if check else None,
+        "claim_reproduced_bound": check.reproduction.bound if check else None,
+        "claim_reproduction": check.reproduction.detail if check else None,
+        "claim_status": check.status if check else None,
+        "claim_tight_epsilon": check.tight_epsilon if check else None,
+        "claim_certified": check.certified if check else None,
         "description": manifest.description,
         "source": manifest.source,
         "manifest_json": manifest.model_dump_json(exclude={"manifest_path"}),

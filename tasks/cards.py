@@ -76,13 +76,7 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
         f"| Bayes security (1 - advantage) | {_g(row['bayes_security'])} | {row['bayes_security_bound']} |",
     ]
     if row.get("claimed_epsilon") is not None:
-        lines += [
-            "",
-            f"Published claim: (eps = {_g(row['claimed_epsilon'])}, delta = {row['claimed_delta']:.3g}) with the "
-            f"{row['claimed_accountant']} accountant. The audited epsilon at that delta is the row above (an "
-            "{0} bound from the PLD accountant); a smaller value means the published accountant was looser.".format(
-                row["epsilon_bound"]),
-        ]
+        lines += ["", *_claim_paragraph(row)]
     mech = json.loads(row["mechanism_json"])
     lines += [
         "",
@@ -142,8 +136,24 @@ def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str
         "discretization": row["discretization"],
         "gdpcore_version": row["gdpcore_version"],
         "audited_at": str(row["audited_at"]),
+        **({"published_claim": _hf_claim(row)} if row.get("claimed_epsilon") is not None else {}),
         **({"report": report_uri} if report_uri else {}),
     }
+
+
+def _hf_claim(row: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"epsilon": float(row["claimed_epsilon"]), "delta": float(row["claimed_delta"]),
+                           "accountant": row["claimed_accountant"]}
+    if row.get("claim_status") is not None:
+        repro = row["claim_reproduced_epsilon"]
+        out.update({
+            "reproduced_epsilon": None if repro is None else round(float(repro), 6),
+            "reproduced_bound": row["claim_reproduced_bound"],
+            "reproduction": row["claim_status"],
+            "certified_by_tight_accountant": bool(row["claim_certified"]),
+            "tight_epsilon_upper_bound": round(float(row["claim_tight_epsilon"]), 6),
+        })
+    return out
 
 
 def hf_yaml_block(row: dict[str, Any], *, report_uri: str | None = None) -> str:
@@ -206,3 +216,26 @@ def write_card(row: dict[str, Any], root: str | Path, *, report_uri: str | None 
     hf.write_text(hf_yaml_block(row, report_uri=report_uri), encoding="utf-8")
     (out / "audit_key").write_text(row["audit_key"], encoding="utf-8")
     return {"markdown": str(md), "png": str(png), "hf_yaml": str(hf)}
+
+
+def _claim_paragraph(row: dict[str, Any]) -> list[str]:
+    """The published claim, re-checked: reproduced with its own accountant, then held against the tight bound."""
+    c_eps, c_delta, acc = row["claimed_epsilon"], row["claimed_delta"], row["claimed_accountant"]
+    out = [f"Published claim: (eps = {_g(c_eps)}, delta = {c_delta:.3g}) with the {acc} accountant."]
+    status, repro = row.get("claim_status"), row.get("claim_reproduced_epsilon")
+    if status is None:  # rows audited before claims were re-checked
+        return out
+    if repro is None:
+        out.append(f"It could not be reproduced: {row['claim_reproduction']}.")
+    else:
+        out.append(f"Reproduced with the named accountant: eps = {_g(repro)} ({row['claim_reproduced_bound']}; "
+                   f"{row['claim_reproduction']}) - {status}.")
+    tight = row["claim_tight_epsilon"]
+    if row["claim_certified"]:
+        out.append(f"The tight pessimistic accountant gives eps <= {_g(tight)} at that delta, so the claim holds"
+                   + (f" with {_g(c_eps - tight, 3)} to spare." if tight < c_eps else "."))
+    else:
+        out.append(f"**The claim is not certified**: the tight pessimistic accountant's upper bound at that delta is "
+                   f"{_g(tight)} > {_g(c_eps)}. Report {_g(tight)} (or mu) instead.")
+    return out
+

@@ -38,6 +38,7 @@ def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run
         "privacy.bayes_security.bound": row["bayes_security_bound"],
         "privacy.accountant": row["accountant"][:250],
         "privacy.discretization": "exact" if row["discretization"] is None else f"{row['discretization']:g}",
+        **_claim_tags(row),
         "privacy.unit": row["privacy_unit"],
         "privacy.neighboring_relation": row["neighbouring"],
         "privacy.gdpcore_version": row["gdpcore_version"],
@@ -48,6 +49,26 @@ def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run
         tags["privacy.report_uri"] = report_uri
     if flow_run:
         tags["privacy.audit_flow_run"] = flow_run
+    return tags
+
+
+def _claim_tags(row: dict[str, Any]) -> dict[str, str]:
+    """``privacy.claim.*``: the published claim and its re-check (absent when the manifest declares no claim)."""
+    if row.get("claimed_epsilon") is None:
+        return {}
+    tags = {
+        "privacy.claim.epsilon": f"{row['claimed_epsilon']:.6g}",
+        "privacy.claim.delta": f"{row['claimed_delta']:.3e}",
+        "privacy.claim.accountant": str(row["claimed_accountant"])[:250],
+    }
+    if row.get("claim_status") is not None:
+        repro = row["claim_reproduced_epsilon"]
+        tags.update({
+            "privacy.claim.status": row["claim_status"],
+            "privacy.claim.reproduced_epsilon": "none" if repro is None else f"{repro:.6g}",
+            "privacy.claim.reproduced_epsilon.bound": row["claim_reproduced_bound"] or "none",
+            "privacy.claim.certified": "true" if row["claim_certified"] else "false",
+        })
     return tags
 
 

@@ -174,3 +174,38 @@ def test_a_gdpcore_change_recomputes_every_model(tiny_registry, tmp_path, monkey
     assert sorted(s2.computed) == ["tiny-a:1", "tiny-b:1"] and s2.reused == []
     _, rows = query_report(tmp_path / "r.duckdb", "SELECT DISTINCT gdpcore_version FROM model_privacy")
     assert rows == [(real + ".edited",)]
+
+
+def test_published_claims_are_reproduced_and_uncertified_ones_flagged(tiny_registry, tmp_path, capsys):
+    """A CLT ("GDP" accountant) claim is reproduced by the CLT but not certified by the tight accountant; an RDP
+    claim below what RDP gives is 'not reproduced'. Both reach the run summary, the rows and the card."""
+    from flows.cli import main
+
+    reg, write = tiny_registry
+    mech = gdpcore.SubsampledGaussian(noise_multiplier=1.0, sampling_rate=100 / 10000, steps=50)
+    clt = gdpcore.get_epsilon_from_named_accountant(mech, delta=1e-5, accountant="clt").epsilon
+    rdp = gdpcore.get_epsilon_from_named_accountant(mech, delta=1e-5, accountant="rdp").epsilon
+    tight = float(gdpcore.analyze(mech).epsilon(1e-5))
+    assert clt < tight < rdp  # 0.314 < 0.583 < 1.136: the CLT estimate understates eps by half
+    write("a.yaml", TINY_A.format(version=1, sigma=1.0)
+          + f"claimed: {{epsilon: {clt:.4f}, delta: 1.0e-5, accountant: GDP}}\n")
+    write("a2.yaml", TINY_A.format(version=2, sigma=1.0) + "claimed: {epsilon: 1.0, delta: 1.0e-5, accountant: RDP}\n")
+    rc = main(["audit", str(reg), "--lake", str(tmp_path / "lake"), "--report", str(tmp_path / "r.duckdb"),
+               "--cards", str(tmp_path / "cards")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert f"published claim: tiny-a:1: claimed eps={float(f'{clt:.4f}'):g} at delta=1e-05: not certified: " \
+           f"tight upper bound {tight:.4g}" in out
+    assert f"published claim: tiny-a:2: claimed eps=1 at delta=1e-05: not reproduced (RDP gives {rdp:.4g})" in out
+    _, rows = query_report(tmp_path / "r.duckdb",
+                           "SELECT version, claim_status, claim_certified, claim_reproduced_bound, "
+                           "claim_reproduced_epsilon, claim_tight_epsilon FROM model_privacy WHERE model = 'tiny-a' "
+                           "ORDER BY version")
+    assert rows[0][:4] == (1, "reproduced", False, "estimate") and rows[0][4] == pytest.approx(clt)
+    assert rows[1][:4] == (2, "not reproduced", True, "upper") and rows[1][4] == pytest.approx(rdp)
+    assert rows[0][5] == pytest.approx(tight) and rows[1][5] == pytest.approx(tight)
+    card = (tmp_path / "cards" / "tiny-a" / "v1" / "card.md").read_text()
+    assert "**The claim is not certified**" in card and "(estimate; central-limit mu" in card
+    hf = yaml.safe_load((tmp_path / "cards" / "tiny-a" / "v1" / "model_card.yaml").read_text().strip("-\n"))
+    claim = hf["differential_privacy"]["published_claim"]
+    assert claim["certified_by_tight_accountant"] is False and claim["reproduced_bound"] == "estimate"

@@ -33,6 +33,10 @@ def test_tags_description_and_card_artifacts_on_a_real_registry(tiny_registry, t
     client.create_registered_model("tiny-a")
     client.create_model_version("tiny-a", source=f"runs:/{run.info.run_id}/model", run_id=run.info.run_id)
     # tiny-b is not registered: reported as missing, not an error
+    from .conftest import TINY_A
+
+    reg, write = tiny_registry
+    write("a.yaml", TINY_A.format(version=1, sigma=1.0) + "claimed: {epsilon: 1.2, delta: 1.0e-5, accountant: RDP}\n")
 
     s = privacy_audit(registry=str(tiny_registry[0]), lake=str(tmp_path / "lake"), report=str(tmp_path / "r.duckdb"),
                       mlflow_uri=uri)
@@ -48,6 +52,11 @@ def test_tags_description_and_card_artifacts_on_a_real_registry(tiny_registry, t
     assert tags["privacy.accountant"] == rep.accountant and tags["privacy.discretization"] == "0.0001"
     assert tags["privacy.report_uri"] == s.report and tags["privacy.unit"] == "example"
     assert tags["privacy.bayes_security.bound"] == "lower" and tags["privacy.verdict"].startswith("GDP is")
+    # the published claim and its re-check (dp_accounting RDP gives 1.136 <= 1.2; the tight bound certifies it)
+    assert tags["privacy.claim.epsilon"] == "1.2" and tags["privacy.claim.accountant"] == "RDP"
+    assert tags["privacy.claim.status"] == "claim looser than its accountant"
+    assert float(tags["privacy.claim.reproduced_epsilon"]) == pytest.approx(1.13576, abs=1e-4)
+    assert tags["privacy.claim.reproduced_epsilon.bound"] == "upper" and tags["privacy.claim.certified"] == "true"
     assert mv.description.startswith("# Privacy card: tiny-a v1")
     arts = {a.path for a in client.list_artifacts(run.info.run_id, "privacy/v1")}
     assert arts == {"privacy/v1/card.md", "privacy/v1/curve.png", "privacy/v1/model_card.yaml"}
