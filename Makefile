@@ -22,6 +22,8 @@ demo: $(STAMP)
 	$(VENV)/bin/gdp analyze subsampled_gaussian --noise-multiplier 9.4 --sampling-rate 0.32768 --steps 2000
 	$(VENV)/bin/gdp demo
 	$(VENV)/bin/gdp audit
+	$(VENV)/bin/gdp sql "SELECT version, mu, gdp_regret, claimed_epsilon, claim_reproduced_epsilon AS rdp_epsilon, \
+	  epsilon AS pld_epsilon_upper, claim_certified FROM model_privacy WHERE model = 'cifar10-wrn40-4' ORDER BY version"
 
 test: $(STAMP)
 	$(PY) -m pytest
