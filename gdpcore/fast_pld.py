@@ -498,3 +498,22 @@ def optimistic_loss_pmf(single: SingleStepPLD, steps: int, *, fft_len: int | Non
     """
     out = compose_loss_pmf(single, steps, pessimistic=False, fft_len=fft_len)
     return dataclasses.replace(out, infinity_mass=0.0)
+
+
+def certified_optimistic_loss_pmf(single: SingleStepPLD, steps: int, *, tail: float) -> tuple[LossPMF, float, float]:
+    """Composed optimistic PMF moved up by the certified residual shift: ``(pmf, delta_offset, eps_remainder)``.
+
+    The bucketed pair's composed loss is the privacy-buckets loss plus a sum of ``steps`` per-step residuals, which
+    is >= c := :func:`residual_shift` except with probability ``tail``. So for every eps the mechanism's
+    delta(eps) >= delta_pmf(eps) - delta_offset, where ``pmf`` is the composition moved up by floor(c / d) atoms
+    and ``delta_offset = tail + TAIL_MASS_TRUNCATION`` (FFT wrap-around). ``eps_remainder = c - floor(c / d) d``
+    (in [0, d)) may further be added to epsilon read from it; dropping it only loosens the lower bound.
+    """
+    pmf = optimistic_loss_pmf(single, steps)
+    c = residual_shift(single, steps, tail) if steps > 1 else 0.0
+    if c <= 0.0:
+        return pmf, TAIL_MASS_TRUNCATION, 0.0
+    j = math.floor(c / single.step)
+    shifted = dataclasses.replace(pmf, lower_index=pmf.lower_index + j)
+    return shifted, tail + TAIL_MASS_TRUNCATION, c - j * single.step
+

@@ -52,8 +52,7 @@ import pyarrow as pa
 
 from gdpcore import fast_pld
 from gdpcore._validation import check_choice, check_open_unit_array, check_positive, check_probability
-from gdpcore.accounting import LossPMF
-from gdpcore.curve import SymmetricCurve, _suffix_decay, curve_from_loss_pmf, curve_from_profile
+from gdpcore.curve import SymmetricCurve, curve_from_loss_pmf, curve_from_profile, curve_from_remove_pmf
 from gdpcore.mechanisms import Mechanism, SubsampledGaussian
 from gdpcore.report import DEFAULT_ALPHA_MIN, analyze
 
@@ -164,47 +163,6 @@ def _check_queries(name: str, values: Any, *, allow_ends: bool) -> np.ndarray:
 # -- curves from a composed remove PMF, without the lattice below its lowest atom -------------------------------------
 
 
-_EPS_CAP = 700.0  # e^eps must stay finite in float64
-
-
-def _curve_from_remove(pmf: LossPMF, delta_offset: float = 0.0) -> SymmetricCurve:
-    """Same curve as ``curve_from_loss_pmf(pmf)`` on the grid {0} U [max(lo, 1), min(top, 700 / step)] only.
-
-    Below the lowest atom (lo > 0, typical at large T) delta(eps) = sum p (1 - e^{eps - l}) is affine in e^eps, so
-    all the lattice lines in (0, lo * step) meet in one vertex with the line at 0 and the one at lo: dropping them
-    leaves the curve unchanged and saves lo points of work and memory (lo is 11 million for sigma=0.6, q=0.1,
-    T=1e4 at step 1e-4). Lines with eps > 700 (e^eps overflows) are dropped: fewer lines give a lower, still
-    pessimistic curve whose profile floors at delta(700) (epsilon_at below that floor is +inf).
-    """
-    p = pmf.probs
-    lo = pmf.lower_index
-    step = pmf.step
-    n = p.size
-    if n == 0:
-        return curve_from_profile(np.array([0.0]), np.array([pmf.infinity_mass]))
-    suffix_p = np.concatenate([np.cumsum(p[::-1])[::-1][1:], [0.0]])  # sum_{m > i} p[m]
-    suffix_w = _suffix_decay(p, math.exp(-step))  # sum_{m > i} p[m] e^{-(m - i) step}
-    k_top = max(0, min(lo + n - 1, math.floor(_EPS_CAP / step)))
-    inside = np.arange(max(lo, 0), k_top + 1)
-    extra = [0] if inside.size == 0 or inside[0] != 0 else []
-    if inside.size == 0 and k_top > 0:
-        inside = np.array([k_top])  # the whole support lies above the cap: the profile is affine up to it
-    ks = np.concatenate([np.array(extra, dtype=np.int64), inside.astype(np.int64)])
-    below = ks < lo
-    i = np.clip(ks - lo, 0, n - 1)
-    delta = np.clip(suffix_p[i] - suffix_w[i], 0.0, None)
-    if below.any():
-        # eps_k below every atom: sum p (1 - e^{eps_k - l}) = sum p - e^{(k - lo) step} sum p e^{-(l - lo step)}.
-        w = float(p @ np.exp(-step * np.arange(n)))
-        delta = np.where(below, np.clip(p.sum() - np.exp((ks - lo) * step) * w, 0.0, None), delta)
-    delta = delta + pmf.infinity_mass
-    if delta_offset:
-        # Lower bounds on a profile (optimistic side): every value lowered by the same certified slack.
-        delta = np.clip(delta - delta_offset, 0.0, None)
-    eps = ks * step
-    return curve_from_profile(eps, delta)
-
-
 # -- the grid engine ----------------------------------------------------------------------------------------------
 
 
@@ -299,7 +257,7 @@ class _Engine:
         if self.add_guard and q < 1:
             add = fast_pld.compose_loss_pmf(self._single_step(sigma, q, d, "add"), T)
             return curve_from_loss_pmf(remove, add), remove.probs.size
-        return _curve_from_remove(remove), remove.probs.size
+        return curve_from_remove_pmf(remove), remove.probs.size
 
     def _probe(self, curve: SymmetricCurve) -> np.ndarray:
         """epsilon at every delta (and at 1e-5, 1e-9 when no delta is asked): the numbers whose error is controlled.
@@ -329,23 +287,16 @@ class _Engine:
         mem = fast_pld.fft_bytes(n) + _CURVE_BYTES_PER_POINT * n
         if mem > self.budget:
             return None, f"optimistic composed support {n} points at discretization {d:g} (~{mem / 2**20:.0f} MiB)"
-        pmf = fast_pld.optimistic_loss_pmf(single, T)
-        # Residual shift (fast_pld.residual_shift): the bucketed pair's composed loss is the privacy-buckets loss
-        # plus a sum of T per-step residuals, >= c except with probability tail. So
-        # delta(eps) >= delta_buckets(eps - c) - tail - tau, tau the FFT window's wrap-around slack.
+        # delta(eps) >= delta_shifted(eps) - offset (fast_pld.certified_optimistic_loss_pmf: privacy buckets plus
+        # the Chernoff-certified residual shift, tail + FFT wrap-around slack in the offset).
         ds = self.deltas if self.deltas.size else np.array([1e-5, 1e-9])
         tail = _RESIDUAL_TAIL * float(min(ds.min(), 1e-9))
-        c = fast_pld.residual_shift(single, T, tail) if T > 1 else 0.0
-        tau = fast_pld.TAIL_MASS_TRUNCATION
-        if c <= 0.0:
-            c, tail = 0.0, 0.0
-        j = math.floor(c / d)
-        shifted = dataclasses.replace(pmf, lower_index=pmf.lower_index + j)
-        curve = _curve_from_remove(shifted, delta_offset=tail + tau)
-        # Where the e^eps cap of _curve_from_remove made the profile floor above delta, the mechanism's epsilon
+        shifted, offset, remainder = fast_pld.certified_optimistic_loss_pmf(single, T, tail=tail)
+        curve = curve_from_remove_pmf(shifted, delta_offset=offset)
+        # Where the e^eps cap of curve_from_remove_pmf made the profile floor above delta, the mechanism's epsilon
         # exceeds the cap: report the cap.
         eps = np.atleast_1d(curve.epsilon_at(ds))
-        eps = np.where(np.isinf(eps), curve.eps[-1], eps) + (c - j * d)
+        eps = np.where(np.isinf(eps), curve.eps[-1], eps) + remainder
         mu = curve.mu(alpha_min=self.alpha_min)[0]
         return _Lower(eps, mu, curve.advantage, d, math.nan), None
 
