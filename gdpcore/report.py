@@ -3,7 +3,8 @@
 Two accountants:
 
 * ``"pld"``: Google dp_accounting PLDs. A pessimistic (connect-the-dots) curve gives every reported number; an
-  optimistic twin (privacy buckets rounded down) gives the other side of the bracket, whose width is the
+  optimistic twin (privacy buckets rounded down; plus a certified residual shift for Poisson-subsampled Gaussians,
+  see ``_optimistic_curve``) gives the other side of the bracket, whose width is the
   accountant's own discretisation error.
 * ``"closed_form"``: compositions of plain Gaussian mechanisms are exactly mu-GDP (seed 000 Sec. 5); all numbers
   are exact.
