@@ -1,6 +1,7 @@
 """The ``gdp`` command line.
 
-``gdp analyze <kind> --param value ... [--json]`` prints the privacy report of one mechanism. Pipeline sub-commands
+``gdp analyze <kind> --param value ... [--json] [--claim EPS,DELTA,ACCOUNTANT]`` prints the privacy report of one
+mechanism (and re-checks a published claim about it: :func:`gdpcore.check_claim`). Pipeline sub-commands
 register themselves in :data:`SUBCOMMANDS`; each imports its heavy dependencies (Prefect, DuckDB) only when run,
 so ``gdp analyze`` starts fast.
 """
@@ -58,6 +59,32 @@ def _mechanism_from_args(kind: str | None, params: list[str], spec: str | None):
     return mechanism_from_dict(data)
 
 
+def _parse_claim(text: str | None) -> tuple[float, float, str] | None:
+    """``--claim 8,1e-5,RDP`` -> (8.0, 1e-5, "RDP")."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 3 or not parts[2]:
+        raise ValueError(f"--claim must be EPSILON,DELTA,ACCOUNTANT (e.g. 8,1e-5,RDP), got {text!r}")
+    try:
+        return float(parts[0]), float(parts[1]), parts[2]
+    except ValueError:
+        raise ValueError(f"--claim: epsilon and delta must be numbers, got {text!r}") from None
+
+
+def _claim_summary(check: Any) -> dict[str, Any]:
+    r = check.reproduction
+    return {
+        "claimed": {"epsilon": check.claimed_epsilon, "delta": check.claimed_delta,
+                    "accountant": check.claimed_accountant},
+        "reproduced": {"epsilon": r.epsilon, "bound": r.bound, "family": r.family, "detail": r.detail},
+        "status": check.status,
+        "tight_epsilon": {"value": check.tight_epsilon, "bound": "upper"},
+        "certified": check.certified,
+        "summary": check.summary(),
+    }
+
+
 def _fmt(x: float) -> str:
     from tasks.formatting import format_number
 
@@ -96,12 +123,15 @@ def _print_report(summary: dict[str, Any]) -> None:
     lines += ["", "  attack TPR      FPR          TPR (bound)"]
     for row in summary["tpr"]:
         lines.append(f"                  {row['fpr']:<12g} {_fmt(row['value'])} ({row['bound']})")
+    if "claim" in summary:
+        lines += ["", f"  published claim {summary['claim']['summary']}"]
     print("\n".join(lines))
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from gdpcore import analyze
+    from gdpcore import analyze, check_claim
 
+    claim = _parse_claim(args.claim)  # before any accounting: a malformed claim fails fast
     mechanism = _mechanism_from_args(args.kind, args.params, args.spec)
     report = analyze(
         mechanism, accountant=args.accountant, discretization=args.discretization, alpha_min=args.alpha_min
@@ -109,6 +139,11 @@ def _analyze(args: argparse.Namespace) -> int:
     deltas = tuple(args.delta) if args.delta else (1e-5, 1e-6, 1e-9)
     fprs = tuple(args.fpr) if args.fpr else (1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2, 1e-1)
     summary = report.summary(deltas=deltas, fprs=fprs)
+    if claim is not None:
+        eps, delta, accountant = claim
+        check = check_claim(mechanism, epsilon=eps, delta=delta, accountant=accountant,
+                            tight_epsilon=float(report.epsilon(delta)))
+        summary["claim"] = _claim_summary(check)
     if args.json:
         print(json.dumps(summary, indent=2, allow_nan=True))
     else:
@@ -133,6 +168,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha-min", type=float, default=1e-10, dest="alpha_min")
     p.add_argument("--delta", type=float, action="append", help="delta for eps(delta); repeatable")
     p.add_argument("--fpr", type=float, action="append", help="FPR for the TPR table; repeatable")
+    p.add_argument("--claim", metavar="EPS,DELTA,ACCOUNTANT",
+                   help="re-check a published claim, e.g. 8,1e-5,RDP: reproduced with the named accountant "
+                        "(RDP, PLD/PRV, GDP/CLT) and certified (or not) by the tight pessimistic epsilon")
     p.set_defaults(run=_analyze)
     for name, (help_text, add_args, run) in SUBCOMMANDS.items():
         sp = sub.add_parser(name, help=help_text)

@@ -1,0 +1,66 @@
+"""``gdp analyze``: the printed numbers are gdpcore's, labelled, and bad input fails with exit 2 naming the field.
+
+Independent truth: the Gaussian closed form (mu = 1/sigma, seed 000 Eq. 4-5, evaluated with scipy here) and the
+published De et al. claim (eps = 8 at delta = 1e-5 with RDP, seed 000 Table 4).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+from scipy import stats
+
+from flows.cli import main
+
+
+def _run(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_gaussian_report_is_the_closed_form(capsys):
+    rc, out, _ = _run(capsys, "analyze", "gaussian", "--noise-multiplier", "2", "--json", "--delta", "1e-5")
+    assert rc == 0
+    s = json.loads(out)
+    assert s["mu"]["value"] == 0.5 and s["mu"]["bound"] == "exact"
+    (row,) = s["epsilon"]
+    e, mu = row["value"], 0.5
+    delta = stats.norm.cdf(-e / mu + mu / 2) - math.exp(e) * stats.norm.cdf(-e / mu - mu / 2)  # seed 000 Eq. 5
+    assert row["delta"] == 1e-5 and delta == pytest.approx(1e-5, rel=1e-8) and row["bound"] == "exact"
+
+
+def test_text_report_labels_every_number_and_rechecks_a_claim(capsys):
+    rc, out, _ = _run(capsys, "analyze", "subsampled_gaussian", "--noise-multiplier", "9.4", "--sampling-rate",
+                      "0.32768", "--steps", "2000", "--claim", "8,1e-5,RDP")
+    assert rc == 0
+    mu = float(re.search(r"mu-GDP +([0-9.]+) +\(upper bound; bracket \[", out).group(1))
+    assert abs(mu - 1.567) <= 3e-3  # seed 000 Sec. 5: "mu = 1.57"
+    assert "(upper)" in out and "Bayes security" in out and "(lower bound)" in out
+    assert ("published claim claimed eps=8 at delta=1e-05 (RDP); reproduced: rdp gives 7.998 (upper); "
+            "gdpcore's pessimistic eps 7.424 certifies the claim") in out
+
+
+def test_json_claim_block(capsys):
+    rc, out, _ = _run(capsys, "analyze", "subsampled_gaussian", "--noise-multiplier", "0.7", "--sampling-rate",
+                      "0.01", "--steps", "1000", "--json", "--claim", "2.5,1e-5,GDP")
+    assert rc == 0
+    claim = json.loads(out)["claim"]
+    assert claim["reproduced"]["family"] == "clt" and claim["reproduced"]["bound"] == "estimate"
+    assert not claim["certified"] and claim["tight_epsilon"]["value"] > 2.5 and claim["tight_epsilon"]["bound"] == "upper"
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["analyze", "gaussian", "--noise-multiplier", "-1"], "noise_multiplier"),
+    (["analyze", "gaussian", "--noise-multiplier", "1", "--claim", "8,1e-5"], "--claim"),
+    (["analyze", "gaussian", "--noise-multiplier", "1", "--claim", "x,1e-5,RDP"], "--claim"),
+    (["analyze", "gaussian", "--noise-multiplier", "1", "--claim", "8,2,RDP"], "delta"),
+    (["analyze", "no_such_kind"], "no_such_kind"),
+    (["analyze"], "mechanism kind is required"),
+])
+def test_bad_input_exits_2_naming_the_field(capsys, argv, needle):
+    rc, out, err = _run(capsys, *argv)
+    assert rc == 2 and out == "" and needle in err and err.startswith("gdp analyze: error:")
