@@ -60,7 +60,7 @@ import math
 
 import numpy as np
 from scipy import fft as sp_fft
-from scipy import special
+from scipy import signal, special
 
 from gdpcore._validation import check_count, check_positive, check_probability
 from gdpcore.accounting import LossPMF
@@ -461,12 +461,19 @@ def residual_shift(single: SingleStepPLD, steps: int, tail: float) -> float:
     For every t > 0: P(R <= c) <= exp(T K(t) + t c), K(t) = log E[e^{-t r}]; so c = max_t (log(tail) - T K(t)) / t
     over a grid of orders (any order is valid). 0 when no order gives a positive shift.
     """
-    values, weights = single._log_mgf["residuals"]  # noqa: SLF001 - stored by optimistic_single_step_pld
-    t = _CHERNOFF_T / single.step
-    keep = weights > 0
-    x = -np.outer(t, values[keep]) + np.log(weights[keep])[None, :]
-    k = special.logsumexp(x, axis=1)
-    c = (math.log(tail) - steps * k) / t
+    return composed_residual_shift([(single, steps)], tail)
+
+
+def composed_residual_shift(parts: list[tuple[SingleStepPLD, int]], tail: float) -> float:
+    """:func:`residual_shift` for independent phases: the exponents T_i K_i(t) add (one Chernoff bound overall)."""
+    t = _CHERNOFF_T / parts[0][0].step
+    total = np.zeros_like(t)
+    for single, steps in parts:
+        values, weights = single._log_mgf["residuals"]  # noqa: SLF001 - stored by optimistic_single_step_pld
+        keep = weights > 0
+        x = -np.outer(t, values[keep]) + np.log(weights[keep])[None, :]
+        total += steps * special.logsumexp(x, axis=1)
+    c = (math.log(tail) - total) / t
     return float(max(0.0, c.max()))
 
 
@@ -509,11 +516,32 @@ def certified_optimistic_loss_pmf(single: SingleStepPLD, steps: int, *, tail: fl
     and ``delta_offset = tail + TAIL_MASS_TRUNCATION`` (FFT wrap-around). ``eps_remainder = c - floor(c / d) d``
     (in [0, d)) may further be added to epsilon read from it; dropping it only loosens the lower bound.
     """
-    pmf = optimistic_loss_pmf(single, steps)
-    c = residual_shift(single, steps, tail) if steps > 1 else 0.0
-    if c <= 0.0:
-        return pmf, TAIL_MASS_TRUNCATION, 0.0
-    j = math.floor(c / single.step)
-    shifted = dataclasses.replace(pmf, lower_index=pmf.lower_index + j)
-    return shifted, tail + TAIL_MASS_TRUNCATION, c - j * single.step
+    return certified_optimistic_composition([(single, steps)], tail=tail)
 
+
+def certified_optimistic_composition(
+    parts: list[tuple[SingleStepPLD, int]], *, tail: float
+) -> tuple[LossPMF, float, float]:
+    """:func:`certified_optimistic_loss_pmf` for a heterogeneous schedule: phases (single step, steps) at one step.
+
+    Each phase is composed by FFT power (its wrap-around slack counted once per phase in the offset), the phases are
+    convolved linearly (no wrap-around), and the residuals of all phases share one Chernoff shift.
+    """
+    if not parts:
+        raise ValueError("parts must name at least one phase")
+    step = parts[0][0].step
+    if any(single.step != step for single, _ in parts):
+        raise ValueError("all phases must share one discretization")
+    pmfs = [optimistic_loss_pmf(single, steps) for single, steps in parts]
+    probs, lower = pmfs[0].probs, pmfs[0].lower_index
+    for other in pmfs[1:]:
+        probs = np.clip(signal.fftconvolve(probs, other.probs), 0.0, None)
+        lower += other.lower_index
+    pmf = LossPMF(lower_index=lower, step=step, probs=probs, infinity_mass=0.0, pessimistic=False)
+    offset = tail + len(parts) * TAIL_MASS_TRUNCATION
+    total_steps = sum(steps for _, steps in parts)
+    c = composed_residual_shift(parts, tail) if total_steps > 1 else 0.0
+    if c <= 0.0:
+        return pmf, offset - tail, 0.0
+    j = math.floor(c / step)
+    return dataclasses.replace(pmf, lower_index=pmf.lower_index + j), offset, c - j * step
