@@ -39,6 +39,8 @@ def _rows(report, sql):
 def test_rerun_of_the_sample_registry_computes_nothing(sample_audit):
     first, second = sample_audit["first"], sample_audit["second"]
     assert len(first.computed) == 17 and first.failed == {} and first.comparisons_computed == 17
+    assert first.claim_flags == ["gpt2-sst2-lora:4: claimed eps=1.9 at delta=1e-05: not certified: tight upper bound "
+                                 "1.948; not reproduced (PLD gives 1.948)"]
     assert second.computed == [] and len(second.reused) == 17 and second.comparisons_computed == 0
     assert second.cards_written == []
     assert sample_audit["files_after"] == sample_audit["files_before"]
@@ -108,6 +110,11 @@ def test_gpt2_setting_of_seed_001(sample_audit):
         assert r["tpr_bound"] == "upper" and r["bayes_security"] == pytest.approx(1 - r["advantage"])
         # low-sigma, small-q DP-SGD is far from Gaussian: the verdict must say so (regret > 0.01)
         assert r["verdict"] == "GDP is not a complete description: read the full trade-off curve"
+        # The paper's "approximately eps" claims (PLD): 3.95, 3.2, 2.7, 1.45 hold; "1.9" rounds 1.948 *down* (digest
+        # 4.A.8: "1.95 vs '1.9'"), so the audit must refuse to certify it and flag it as not reproduced.
+        understated = v == 4
+        assert r["claim_certified"] is (not understated), (v, r["claim_tight_epsilon"])
+        assert r["claim_status"] == ("not reproduced" if understated else "reproduced")
 
 
 def test_topdown_and_opacus(sample_audit):
