@@ -38,7 +38,6 @@ import dataclasses
 import math
 
 import dp_accounting
-import numpy as np
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from gdpcore._validation import check_positive, check_probability
@@ -236,12 +235,13 @@ def check_claim(
     rtol = float(rtol)
     if not (0 <= rtol < 1):
         raise ValueError(f"rtol must be in [0, 1), got {rtol!r}")
+    reproduction_family(accountant)  # a non-string accountant fails here, before any accounting
     if tight_epsilon is None:
         from gdpcore.report import analyze
 
         tight_epsilon = float(analyze(mechanism).epsilon(delta))
     tight_epsilon = float(tight_epsilon)
-    if not (tight_epsilon >= 0 and not np.isnan(tight_epsilon)):
+    if not tight_epsilon >= 0:  # also NaN
         raise ValueError(f"tight_epsilon must be >= 0, got {tight_epsilon!r}")
     rep = get_epsilon_from_named_accountant(mechanism, delta=delta, accountant=accountant,
                                             tight_epsilon=tight_epsilon)

@@ -149,6 +149,7 @@ def test_laplace_and_randomized_response_rdp_claims():
     ({"epsilon": 1.0, "delta": 1.5, "accountant": "rdp"}, "delta"),
     ({"epsilon": 1.0, "delta": 1e-5, "accountant": "rdp", "rtol": 2.0}, "rtol"),
     ({"epsilon": 1.0, "delta": 1e-5, "accountant": 3}, "accountant"),
+    ({"epsilon": 1.0, "delta": 1e-5, "accountant": "rdp", "tight_epsilon": float("nan")}, "tight_epsilon"),
 ])
 def test_bad_input_names_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import math
-import multiprocessing as mp
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from hypothesis import strategies as st
 
 import gdpcore
 from tasks.spec import GridSpec, load_grid_spec
+from tests.robustness._child import load_in_child
 
 BASE: dict[str, Any] = {
     "name": "fuzz",
@@ -128,16 +128,6 @@ def test_yaml_tags_construct_nothing(tmp_path, tag, slot):
         assert isinstance(spec, GridSpec) and all(isinstance(v, (int, float)) for v in spec.deltas)
 
 
-def _load_in_child(path: str, q: Any) -> None:
-    try:
-        load_grid_spec(path)
-        q.put("accepted")
-    except ValueError as exc:
-        q.put(f"ValueError: {str(exc)[:300]}")
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        q.put(f"{type(exc).__name__}: {exc}"[:300])
-
-
 @pytest.mark.parametrize("case", ["billion_laughs", "huge_list", "huge_linspace", "deep_nesting", "long_unicode"])
 def test_resource_attacks_end_quickly(tmp_path, case):
     """Alias bombs, huge lists and deep nesting are refused (or accepted) in seconds, in a child with a timeout."""
@@ -155,17 +145,6 @@ def test_resource_attacks_end_quickly(tmp_path, case):
         text = "name: t\nmechanism: gaussian\ngrid: {noise_multiplier: [1.0]}\nfprs: ['" + "é" * 1_000_000 + "']\n"
     path = tmp_path / "spec.yaml"
     path.write_text(text, encoding="utf-8")
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    child = ctx.Process(target=_load_in_child, args=(str(path), q))
-    child.start()
-    try:
-        child.join(timeout=60)
-        assert not child.is_alive(), f"{case}: load_grid_spec still running after 60 s"
-        outcome = q.get(timeout=5)
-    finally:
-        if child.is_alive():
-            child.kill()
-            child.join(timeout=10)
+    outcome = load_in_child("tasks.spec:load_grid_spec", str(path))
     assert outcome.startswith("ValueError: "), outcome
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]

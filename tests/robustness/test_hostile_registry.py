@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import math
-import multiprocessing as mp
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tasks.registry import ManifestError, load_manifest_file
+from tests.robustness._child import load_in_child
 from tests.robustness.test_hostile_input import TAGS, _set, values
 
 BASE: dict[str, Any] = {
@@ -82,16 +82,6 @@ def test_manifest_yaml_tags_construct_nothing(tmp_path, tag):
             assert got is None
 
 
-def _load_in_child(path: str, q: Any) -> None:
-    try:
-        load_manifest_file(path)
-        q.put("accepted")
-    except ValueError as exc:
-        q.put(f"ValueError: {str(exc)[:300]}")
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        q.put(f"{type(exc).__name__}: {exc}"[:300])
-
-
 @pytest.mark.parametrize("case", ["billion_laughs", "deep_nesting", "deep_gdpcore"])
 def test_manifest_resource_attacks_end_quickly(tmp_path, case):
     if case == "billion_laughs":
@@ -110,17 +100,6 @@ def test_manifest_resource_attacks_end_quickly(tmp_path, case):
                                                                     + inner + "}")
     path = tmp_path / "m.yaml"
     path.write_text(text, encoding="utf-8")
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    child = ctx.Process(target=_load_in_child, args=(str(path), q))
-    child.start()
-    try:
-        child.join(timeout=60)
-        assert not child.is_alive(), f"{case}: load_manifest_file still running after 60 s"
-        outcome = q.get(timeout=5)
-    finally:
-        if child.is_alive():
-            child.kill()
-            child.join(timeout=10)
+    outcome = load_in_child("tasks.registry:load_manifest_file", str(path))
     assert outcome.startswith("ValueError: ") or outcome == "accepted", outcome
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.yaml"]
