@@ -341,7 +341,9 @@ VIEW_COMMENTS: dict[str, str] = {
     "flag, MLflow target, audit_key (the audit its numbers come from).",
     "model_privacy": "One row per model version: mu (tightest pessimistic mu-GDP, upper bound), gdp_regret, verdict "
     "('GDP is a complete description' when regret < 0.01), epsilon at the declared delta, TPR@FPR lists, advantage, "
-    "bayes_security, each with its bound label, the accountant and discretization, audited_at, gdpcore_version.",
+    "bayes_security, each with its bound label, the accountant and discretization, audited_at, gdpcore_version; "
+    "for a published claim: claim_reproduced_epsilon (labelled by claim_reproduced_bound), claim_status, "
+    "claim_tight_epsilon (upper bound at the claimed delta) and claim_certified.",
     "model_comparisons": "Each model version vs its previous version and the production version: Delta-divergence "
     "both ways, Blackwell verdict, less_private flag, change in mu and TPR@FPR.",
 }
