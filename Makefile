@@ -4,13 +4,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast bench clean
+.PHONY: venv check demo test test-fast bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 required, found " + sys.version'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,mlflow]'
+	$(PY) -m pip install --quiet -e '.[test,mlflow,check]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -25,6 +25,12 @@ demo: $(STAMP)
 	$(VENV)/bin/gdp sql "SELECT version, mu, gdp_regret, claimed_epsilon, claim_reproduced_epsilon AS rdp_epsilon, \
 	  epsilon AS pld_epsilon_upper, claim_certified FROM model_privacy WHERE model = 'cifar10-wrn40-4' ORDER BY version"
 
+# Lint, format and types: ruff over the whole tree, mypy over the pure numerical core.
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy gdpcore
+
 test: $(STAMP)
 	$(PY) -m pytest
 
@@ -32,7 +38,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow"
 
 bench: $(STAMP)
-	$(PY) -m pip install --quiet -e '.[test,mlflow,bench]'
+	$(PY) -m pip install --quiet -e '.[test,mlflow,check,bench]'
 	$(PY) -m benchmarks.run
 
 clean:

@@ -71,7 +71,7 @@ def _riskcal_call(kw: dict):
 
 
 def _clear_caches() -> None:
-    cal._single_step.cache_clear()  # noqa: SLF001 - cold start for every repetition
+    cal._single_step.cache_clear()
 
 
 def run(*, reps_ours: int = 7, reps_riskcal_advantage: int = 3, reps_riskcal_err_rates: int = 1) -> str:

@@ -152,12 +152,12 @@ def run() -> str:
 
     n = len(cells)
     pps_grid, pps_peer = n / t_grid, n / t_peer
-    rel_vs_peer = [abs(a - b) / b for a, b in zip(eps_grid, eps_peer)]
+    rel_vs_peer = [abs(a - b) / b for a, b in zip(eps_grid, eps_peer, strict=True)]
     worst = max(range(n), key=lambda i: rel_vs_peer[i])
 
     # Never below dp_accounting's optimistic value (every cell).
     opt = [_optimistic_epsilon(s, q, t) for s, q, t in cells]
-    below_opt = sum(e < o for e, o in zip(eps_grid, opt))
+    below_opt = sum(e < o for e, o in zip(eps_grid, opt, strict=True))
 
     ref_rows = []
     for s, q, t in REFERENCE_CELLS:
@@ -166,8 +166,18 @@ def run() -> str:
         ref = _peer_epsilon(s, q, t, 1e-5)
         dt = time.perf_counter() - t1
         ref_rows.append(
-            (s, q, t, eps_grid[i], ref, eps_grid[i] / ref - 1.0, eps_peer[i] / ref - 1.0, steps_used[i], dt,
-             eps_lower[i])
+            (
+                s,
+                q,
+                t,
+                eps_grid[i],
+                ref,
+                eps_grid[i] / ref - 1.0,
+                eps_peer[i] / ref - 1.0,
+                steps_used[i],
+                dt,
+                eps_lower[i],
+            )
         )
 
     # Scaling: groups of cells sharing (sigma, q) stay in one task (as the pipeline's chunks do); tasks are handed

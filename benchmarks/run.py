@@ -18,13 +18,14 @@ HERE = Path(__file__).resolve().parent
 
 
 def _header() -> str:
-    import dp_accounting  # noqa: F401 - version probe
     from importlib.metadata import version
+
+    import dp_accounting  # noqa: F401 - version probe
 
     def v(name: str) -> str:
         try:
             return version(name)
-        except Exception:  # noqa: BLE001 - a missing peer is reported, not fatal
+        except Exception:
             return "not installed"
 
     return "\n".join(

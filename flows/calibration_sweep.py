@@ -61,8 +61,9 @@ def calibration_sweep(
     lake = str(lake or default_lake())
     report = str(report or default_report())
     ids, eval_key, chunks = plan(spec, lake, workers or default_workers())
-    get_run_logger().info("%s: %d cells, %d to calibrate in %d chunks", spec.name, len(ids),
-                          sum(c.size for c in chunks), len(chunks))
+    get_run_logger().info(
+        "%s: %d cells, %d to calibrate in %d chunks", spec.name, len(ids), sum(c.size for c in chunks), len(chunks)
+    )
     futures = [calibrate_chunk.submit(c, lake) for c in chunks]
     manifests, failures = [], []
     for fut in as_completed(futures):
@@ -82,10 +83,12 @@ def calibration_sweep(
     )
     create_markdown_artifact(
         key=_key("calibration", spec.name),
-        markdown=(f"# Calibration sweep `{spec.name}`\n\nTarget: `{spec.target.kwargs()}`\n\n"
-                  f"- cells: {summary.cells} ({summary.cells_computed} computed, {summary.cells_failed} without a "
-                  f"solution in this run)\n- failed chunks: {summary.chunks_failed}\n"
-                  f"- report: `{Path(report).resolve()}` (view `calibrations`)"),
+        markdown=(
+            f"# Calibration sweep `{spec.name}`\n\nTarget: `{spec.target.kwargs()}`\n\n"
+            f"- cells: {summary.cells} ({summary.cells_computed} computed, {summary.cells_failed} without a "
+            f"solution in this run)\n- failed chunks: {summary.chunks_failed}\n"
+            f"- report: `{Path(report).resolve()}` (view `calibrations`)"
+        ),
     )
     if failures:
         raise RuntimeError(f"{len(failures)} calibration chunk(s) failed: {failures[0]!r}")

@@ -75,8 +75,11 @@ def _parse_claim(text: str | None) -> tuple[float, float, str] | None:
 def _claim_summary(check: Any) -> dict[str, Any]:
     r = check.reproduction
     return {
-        "claimed": {"epsilon": check.claimed_epsilon, "delta": check.claimed_delta,
-                    "accountant": check.claimed_accountant},
+        "claimed": {
+            "epsilon": check.claimed_epsilon,
+            "delta": check.claimed_delta,
+            "accountant": check.claimed_accountant,
+        },
         "reproduced": {"epsilon": r.epsilon, "bound": r.bound, "family": r.family, "detail": r.detail},
         "status": check.status,
         "tight_epsilon": {"value": check.tight_epsilon, "bound": "upper"},
@@ -107,8 +110,10 @@ def _print_report(summary: dict[str, Any]) -> None:
             f"                  certified for FPR and FNR >= {summary['mu_certified_for_fpr_at_least']:g}; "
             f"binding at FPR {_fmt(summary['mu_binding_fpr'])}"
         )
-    verdict = "mu-GDP is an essentially complete description" if summary["gdp_is_complete"] else (
-        "mu-GDP is NOT a complete description: report the trade-off curve too"
+    verdict = (
+        "mu-GDP is an essentially complete description"
+        if summary["gdp_is_complete"]
+        else ("mu-GDP is NOT a complete description: report the trade-off curve too")
     )
     lines += [
         f"  GDP regret      {_fmt(summary['gdp_regret']['value'])}   ({summary['gdp_regret']['bound']}; {verdict})",
@@ -141,8 +146,9 @@ def _analyze(args: argparse.Namespace) -> int:
     summary = report.summary(deltas=deltas, fprs=fprs)
     if claim is not None:
         eps, delta, accountant = claim
-        check = check_claim(mechanism, epsilon=eps, delta=delta, accountant=accountant,
-                            tight_epsilon=float(report.epsilon(delta)))
+        check = check_claim(
+            mechanism, epsilon=eps, delta=delta, accountant=accountant, tight_epsilon=float(report.epsilon(delta))
+        )
         summary["claim"] = _claim_summary(check)
     if args.json:
         print(json.dumps(summary, indent=2, allow_nan=True))
@@ -159,8 +165,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="privacy report of one mechanism",
         description="e.g. gdp analyze subsampled_gaussian --noise-multiplier 9.4 --sampling-rate 0.32768 --steps 2000",
     )
-    p.add_argument("kind", nargs="?", help="mechanism kind: gaussian, laplace, randomized_response, "
-                   "subsampled_gaussian, discrete_gaussian (or use --spec)")
+    p.add_argument(
+        "kind",
+        nargs="?",
+        help="mechanism kind: gaussian, laplace, randomized_response, "
+        "subsampled_gaussian, discrete_gaussian (or use --spec)",
+    )
     p.add_argument("--spec", help="a mechanism as JSON text or a JSON file (any kind, incl. composed)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--accountant", default="auto", choices=("auto", "pld", "closed_form"))
@@ -168,9 +178,12 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha-min", type=float, default=1e-10, dest="alpha_min")
     p.add_argument("--delta", type=float, action="append", help="delta for eps(delta); repeatable")
     p.add_argument("--fpr", type=float, action="append", help="FPR for the TPR table; repeatable")
-    p.add_argument("--claim", metavar="EPS,DELTA,ACCOUNTANT",
-                   help="re-check a published claim, e.g. 8,1e-5,RDP: reproduced with the named accountant "
-                        "(RDP, PLD/PRV, GDP/CLT) and certified (or not) by the tight pessimistic epsilon")
+    p.add_argument(
+        "--claim",
+        metavar="EPS,DELTA,ACCOUNTANT",
+        help="re-check a published claim, e.g. 8,1e-5,RDP: reproduced with the named accountant "
+        "(RDP, PLD/PRV, GDP/CLT) and certified (or not) by the tight pessimistic epsilon",
+    )
     p.set_defaults(run=_analyze)
     for name, (help_text, add_args, run) in SUBCOMMANDS.items():
         sp = sub.add_parser(name, help=help_text)

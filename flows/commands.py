@@ -37,10 +37,17 @@ def _add_store_args(p: argparse.ArgumentParser, *, lake: bool = True) -> None:
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", metavar="SPEC.yaml", help="grid spec (see data/specs/)")
-    p.add_argument("--runner", choices=("thread", "process", "dask"), default=os.environ.get("GDP_TASK_RUNNER", "process"),
-                   help="task runner (default process: one worker per core)")
-    p.add_argument("--dask-address", help="scheduler of a running Dask cluster, e.g. tcp://10.0.0.5:8786 "
-                   "(default with --runner dask: a temporary LocalCluster)")
+    p.add_argument(
+        "--runner",
+        choices=("thread", "process", "dask"),
+        default=os.environ.get("GDP_TASK_RUNNER", "process"),
+        help="task runner (default process: one worker per core)",
+    )
+    p.add_argument(
+        "--dask-address",
+        help="scheduler of a running Dask cluster, e.g. tcp://10.0.0.5:8786 "
+        "(default with --runner dask: a temporary LocalCluster)",
+    )
     p.add_argument("--workers", type=int, help="worker processes/threads (default: cores)")
     p.add_argument("--force", action="store_true", help="allow grids larger than the spec's max_cells")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -73,11 +80,17 @@ def _sweep(args: argparse.Namespace) -> int:
 
     runner = _runner(args)
     summary = grid_sweep.with_options(task_runner=runner)(
-        spec_path=str(args.spec), lake=args.lake, report=args.report, force=args.force,
-        progress=not args.no_progress, workers=args.workers,
+        spec_path=str(args.spec),
+        lake=args.lake,
+        report=args.report,
+        force=args.force,
+        progress=not args.no_progress,
+        workers=args.workers,
     )
-    print(f"sweep {spec.name}: {summary.cells} cells ({summary.cells_computed} computed, {summary.cells_reused} "
-          f"already in the lake), {summary.chunks_computed} chunk(s) computed, {summary.chunks_failed} failed")
+    print(
+        f"sweep {spec.name}: {summary.cells} cells ({summary.cells_computed} computed, {summary.cells_reused} "
+        f"already in the lake), {summary.chunks_computed} chunk(s) computed, {summary.chunks_failed} failed"
+    )
     print(f"report: {Path(summary.report).resolve()}" if summary.report else "report: not published")
     return 0
 
@@ -94,8 +107,14 @@ def _regret_map(args: argparse.Namespace) -> int:
     from flows.regret_map import regret_map
 
     result = regret_map.with_options(task_runner=_runner(args))(
-        spec_path=str(args.spec), lake=args.lake, report=args.report, x=args.x, y=args.y, force=args.force,
-        progress=not args.no_progress, workers=args.workers,
+        spec_path=str(args.spec),
+        lake=args.lake,
+        report=args.report,
+        x=args.x,
+        y=args.y,
+        force=args.force,
+        progress=not args.no_progress,
+        workers=args.workers,
     )
     print(f"regret map {spec.name}: {result.sweep.cells} cells, axes {result.y} vs {result.x}")
     for metric, path in result.heatmaps.items():
@@ -115,10 +134,16 @@ def _calibration_sweep(args: argparse.Namespace) -> int:
     from flows.calibration_sweep import calibration_sweep
 
     result = calibration_sweep.with_options(task_runner=_runner(args))(
-        spec_path=str(args.spec), lake=args.lake, report=args.report, force=args.force, workers=args.workers,
+        spec_path=str(args.spec),
+        lake=args.lake,
+        report=args.report,
+        force=args.force,
+        workers=args.workers,
     )
-    print(f"calibration sweep {spec.name}: {result.cells} (sampling_rate, steps) cells, {result.cells_computed} "
-          f"computed, {result.cells_failed} without a solution")
+    print(
+        f"calibration sweep {spec.name}: {result.cells} (sampling_rate, steps) cells, {result.cells_computed} "
+        f"computed, {result.cells_failed} without a solution"
+    )
     print(f"report: {Path(result.report).resolve()}   (view: calibrations)")
     return 0
 
@@ -129,8 +154,10 @@ def _publish(args: argparse.Namespace) -> int:
 
     result = publish_report(lake=args.lake, report=args.report)
     counts = ", ".join(f"{k}={v:,}" for k, v in result.counts.items())
-    print(f"published {result.report} (snapshot {result.snapshot}{', reused' if result.reused_snapshot else ''}): "
-          f"{counts}")
+    print(
+        f"published {result.report} (snapshot {result.snapshot}{', reused' if result.reused_snapshot else ''}): "
+        f"{counts}"
+    )
     return 0
 
 
@@ -201,7 +228,7 @@ def _plot(args: argparse.Namespace) -> int:
     out_dir = Path(report).resolve().parent / "plots"
     if args.what == "curve":
         if not args.cell:
-            raise ValueError("gdp plot curve needs --cell CELL_ID (see: gdp sql \"SELECT cell_id FROM cells\")")
+            raise ValueError('gdp plot curve needs --cell CELL_ID (see: gdp sql "SELECT cell_id FROM cells")')
         out = args.out or str(out_dir / f"curve_{args.cell}.png")
         info = plot_curve(report, args.cell, out=out, spec=args.spec)
     else:
@@ -214,8 +241,9 @@ def _plot(args: argparse.Namespace) -> int:
             if not value:
                 raise ValueError(f"--fixed must look like steps=1000, got {item!r}")
             fixed[key] = float(value)
-        info = plot_heatmap(report, args.spec, x=args.x, y=args.y, metric=args.metric, out=out, fixed=fixed,
-                            reduce=args.reduce)
+        info = plot_heatmap(
+            report, args.spec, x=args.x, y=args.y, metric=args.metric, out=out, fixed=fixed, reduce=args.reduce
+        )
     print(info["path"])
     return 0
 
@@ -227,14 +255,27 @@ def _demo(args: argparse.Namespace) -> int:
     from tasks.lake import default_report
 
     started = time.monotonic()
-    ns = argparse.Namespace(spec=str(DEMO_SPEC), runner=args.runner, dask_address=None, workers=None, force=False,
-                            no_progress=False, verbose=False, lake=args.lake, report=args.report, x=None, y=None)
+    ns = argparse.Namespace(
+        spec=str(DEMO_SPEC),
+        runner=args.runner,
+        dask_address=None,
+        workers=None,
+        force=False,
+        no_progress=False,
+        verbose=False,
+        lake=args.lake,
+        report=args.report,
+        x=None,
+        y=None,
+    )
     _regret_map(ns)
     report = args.report or str(default_report())
-    query = ("SELECT steps, round(sampling_rate, 4) AS q, min(noise_multiplier) FILTER (WHERE mu <= 1) AS sigma_for_mu_le_1, "
-             "round(max(gdp_regret), 4) AS worst_gdp_regret FROM cells WHERE spec = 'demo' AND steps = 1000 "
-             "GROUP BY ALL ORDER BY ALL")
-    print(f"\n$ gdp sql \"{query}\"")
+    query = (
+        "SELECT steps, round(sampling_rate, 4) AS q, min(noise_multiplier) FILTER (WHERE mu <= 1) AS sigma_for_mu_le_1, "
+        "round(max(gdp_regret), 4) AS worst_gdp_regret FROM cells WHERE spec = 'demo' AND steps = 1000 "
+        "GROUP BY ALL ORDER BY ALL"
+    )
+    print(f'\n$ gdp sql "{query}"')
     _sql(argparse.Namespace(report=report, query=query, format="table"))
     print(f"\ndemo finished in {time.monotonic() - started:.0f} s")
     return 0
@@ -249,10 +290,13 @@ def _audit(args: argparse.Namespace) -> int:
     _prefect_env(args.verbose)
     from flows.privacy_audit import privacy_audit
 
-    s = privacy_audit(registry=registry, lake=args.lake, report=args.report, cards_dir=args.cards,
-                      mlflow_uri=args.mlflow_uri)
-    print(f"audit {s.registry}: {len(s.models)} model versions ({len(s.computed)} computed, {len(s.reused)} "
-          f"unchanged), {s.comparisons_computed} comparisons computed, {len(s.failed)} failed")
+    s = privacy_audit(
+        registry=registry, lake=args.lake, report=args.report, cards_dir=args.cards, mlflow_uri=args.mlflow_uri
+    )
+    print(
+        f"audit {s.registry}: {len(s.models)} model versions ({len(s.computed)} computed, {len(s.reused)} "
+        f"unchanged), {s.comparisons_computed} comparisons computed, {len(s.failed)} failed"
+    )
     for msg in s.failed.values():
         print(f"  FAILED {msg}", file=sys.stderr)
     for x in s.less_private:
@@ -311,8 +355,12 @@ def _register() -> None:
 
     def sql_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("query", metavar="SQL", help='one read-only SELECT, e.g. "SELECT * FROM cells LIMIT 5"')
-        p.add_argument("--format", choices=("table", "csv", "json"), default="table",
-                       help="output: aligned table (default), CSV, or JSON (a list of row objects)")
+        p.add_argument(
+            "--format",
+            choices=("table", "csv", "json"),
+            default="table",
+            help="output: aligned table (default), CSV, or JSON (a list of row objects)",
+        )
         _add_store_args(p, lake=False)
 
     def plot_args(p: argparse.ArgumentParser) -> None:
@@ -323,8 +371,12 @@ def _register() -> None:
         p.add_argument("--y")
         p.add_argument("--metric", default="gdp_regret", choices=("mu", "gdp_regret", "advantage", "bayes_security"))
         p.add_argument("--fixed", action="append", metavar="AXIS=VALUE", help="fix another axis (repeatable)")
-        p.add_argument("--reduce", default="max", choices=("max", "min", "mean"),
-                       help="how to reduce axes that are neither plotted nor fixed")
+        p.add_argument(
+            "--reduce",
+            default="max",
+            choices=("max", "min", "mean"),
+            help="how to reduce axes that are neither plotted nor fixed",
+        )
         p.add_argument("--out", help="PNG path (default: next to the report, under plots/)")
         _add_store_args(p, lake=False)
 
@@ -333,8 +385,12 @@ def _register() -> None:
         _add_store_args(p)
 
     def audit_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("registry", nargs="?", metavar="REGISTRY",
-                       help="folder of YAML manifests or one YAML file (default: the sample registry data/registry)")
+        p.add_argument(
+            "registry",
+            nargs="?",
+            metavar="REGISTRY",
+            help="folder of YAML manifests or one YAML file (default: the sample registry data/registry)",
+        )
         p.add_argument("--mlflow-uri", help="tracking URI: tag the registered model versions (needs gdp-audit[mlflow])")
         p.add_argument("--cards", help="where privacy cards go (default: cards/ next to the report)")
         p.add_argument("-v", "--verbose", action="store_true")
@@ -349,10 +405,16 @@ def _register() -> None:
     SUBCOMMANDS.update(
         {
             "sweep": ("sweep a grid spec into the lake and publish the report", sweep_args, _sweep),
-            "regret-map": ("sweep + regret/mu heat maps and the worst cell's trade-off curve", regret_args,
-                           _regret_map),
-            "calibration-sweep": ("calibrate the noise multiplier over a (sampling_rate, steps) grid", sweep_args,
-                                  _calibration_sweep),
+            "regret-map": (
+                "sweep + regret/mu heat maps and the worst cell's trade-off curve",
+                regret_args,
+                _regret_map,
+            ),
+            "calibration-sweep": (
+                "calibrate the noise multiplier over a (sampling_rate, steps) grid",
+                sweep_args,
+                _calibration_sweep,
+            ),
             "publish": ("compact the lake and atomically rebuild the DuckDB report", publish_args, _publish),
             "sql": ("run a read-only SQL query against the report", sql_args, _sql),
             "plot": ("PNG heat map or trade-off curve from the report", plot_args, _plot),

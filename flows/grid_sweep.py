@@ -122,7 +122,11 @@ def run_sweep(
     plan = plan_sweep(spec, lake, workers=workers or default_workers())
     logger.info(
         "%s: %d cells, %d already in the lake, %d to compute in %d chunks",
-        spec.name, plan.cells_total, plan.cells_present, plan.cells_to_compute, len(plan.chunks),
+        spec.name,
+        plan.cells_total,
+        plan.cells_present,
+        plan.cells_to_compute,
+        len(plan.chunks),
     )
     manifests, failures = evaluate_chunks(plan.chunks, lake, progress=progress, artifact_key=_key("sweep", spec.name))
 
@@ -231,8 +235,9 @@ def _sweep_artifacts(spec: GridSpec, s: SweepSummary) -> None:
         md += ["", "## Failures", *[f"- {f}" for f in s.failures]]
     create_markdown_artifact(key=_key("sweep", s.spec), markdown="\n".join(md), description="Sweep summary")
     if worst:
-        create_table_artifact(key=_key("worst-cells", s.spec), table=worst,
-                              description=f"The 10 cells of {s.spec} with the largest mu")
+        create_table_artifact(
+            key=_key("worst-cells", s.spec), table=worst, description=f"The 10 cells of {s.spec} with the largest mu"
+        )
 
 
 if __name__ == "__main__":  # spawn-based runners need the guard

@@ -119,11 +119,22 @@ def privacy_audit(
             logger.error("audit of %s failed: %s", k, exc)
     by_key = {m.key: m for m in manifests}
     ok = [m for m in manifests if m.key in rows]
-    write_members(lake_p, _registry_label(reg), [
-        {"model": m.name, "version": m.version, "audit_key": rows[m.key]["audit_key"], "manifest_path": m.manifest_path,
-         "production": m.production, "mlflow_model": m.mlflow_target()[0], "mlflow_version": m.mlflow_target()[1]}
-        for m in ok
-    ])
+    write_members(
+        lake_p,
+        _registry_label(reg),
+        [
+            {
+                "model": m.name,
+                "version": m.version,
+                "audit_key": rows[m.key]["audit_key"],
+                "manifest_path": m.manifest_path,
+                "production": m.production,
+                "mlflow_model": m.mlflow_target()[0],
+                "mlflow_version": m.mlflow_target()[1],
+            }
+            for m in ok
+        ],
+    )
 
     # -- comparisons: previous version and production version -----------------------------------------------------
     by_model: dict[str, list[ModelManifest]] = {}
@@ -159,8 +170,9 @@ def privacy_audit(
             logger.error("comparison failed: %s", exc)
     for r in cmp_rows:
         if r["less_private"]:
-            less_private.append(f"{r['model']}:{r['version']} vs {r['against']} v{r['other_version']} "
-                                f"(mu {r['mu_change']:+.3g})")
+            less_private.append(
+                f"{r['model']}:{r['version']} vs {r['against']} v{r['other_version']} (mu {r['mu_change']:+.3g})"
+            )
 
     # -- cards ----------------------------------------------------------------------------------------------------
     from tasks.cards import card_dir, write_card
@@ -184,9 +196,18 @@ def privacy_audit(
         publish_lake(lake_p, report_p)
 
     summary = AuditSummary(
-        registry=str(reg), lake=str(lake_p), report=str(report_p), cards_dir=str(cards),
-        models=[m.key for m in ok], computed=computed, reused=reused, failed=failed, comparisons_computed=n_cmp,
-        less_private=less_private, cards_written=written, claim_flags=_claim_flags(rows),
+        registry=str(reg),
+        lake=str(lake_p),
+        report=str(report_p),
+        cards_dir=str(cards),
+        models=[m.key for m in ok],
+        computed=computed,
+        reused=reused,
+        failed=failed,
+        comparisons_computed=n_cmp,
+        less_private=less_private,
+        cards_written=written,
+        claim_flags=_claim_flags(rows),
     )
     if mlflow_uri:
         from tasks.mlflow_tags import publish_to_mlflow
@@ -196,8 +217,13 @@ def privacy_audit(
         summary.mlflow_tagged, summary.mlflow_missing = res.tagged, res.missing
 
     _artifacts(summary, rows)
-    logger.info("privacy audit: %d model versions (%d computed, %d reused), %d failed", len(summary.models),
-                len(computed), len(reused), len(failed))
+    logger.info(
+        "privacy audit: %d model versions (%d computed, %d reused), %d failed",
+        len(summary.models),
+        len(computed),
+        len(reused),
+        len(failed),
+    )
     return summary
 
 
@@ -236,9 +262,15 @@ def _artifacts(s: AuditSummary, rows: dict[str, dict[str, Any]]) -> None:
         md += ["", "## Not found in MLflow", ""] + [f"- {x}" for x in s.mlflow_missing]
     create_markdown_artifact(key="privacy-audit", markdown="\n".join(md), description="Registry privacy audit")
     table = [
-        {"model": r["model"], "version": r["version"], "mu (upper)": round(r["mu"], 4),
-         "gdp_regret": f"{r['gdp_regret']:.2g}", f"eps@delta ({r['epsilon_bound']})": round(r["epsilon"], 3),
-         "delta": f"{r['delta']:.1e}", "verdict": r["verdict"]}
+        {
+            "model": r["model"],
+            "version": r["version"],
+            "mu (upper)": round(r["mu"], 4),
+            "gdp_regret": f"{r['gdp_regret']:.2g}",
+            f"eps@delta ({r['epsilon_bound']})": round(r["epsilon"], 3),
+            "delta": f"{r['delta']:.1e}",
+            "verdict": r["verdict"],
+        }
         for r in sorted(rows.values(), key=lambda r: (r["model"], r["version"]))
     ]
     if table:

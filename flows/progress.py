@@ -10,8 +10,15 @@ __all__ = ["ProgressBar"]
 
 
 class ProgressBar:
-    def __init__(self, total: int, *, label: str = "cells", stream: TextIO | None = None, enabled: bool = True,
-                 artifact_key: str | None = None) -> None:
+    def __init__(
+        self,
+        total: int,
+        *,
+        label: str = "cells",
+        stream: TextIO | None = None,
+        enabled: bool = True,
+        artifact_key: str | None = None,
+    ) -> None:
         self.total = max(0, total)
         self.done = 0
         self.label = label
@@ -24,8 +31,9 @@ class ProgressBar:
         if artifact_key and self.total > 0:
             from prefect.artifacts import create_progress_artifact
 
-            self._artifact = create_progress_artifact(progress=0.0, key=artifact_key,
-                                                      description=f"{label} done of {total}")
+            self._artifact = create_progress_artifact(
+                progress=0.0, key=artifact_key, description=f"{label} done of {total}"
+            )
 
     def line(self) -> str:
         elapsed = max(time.monotonic() - self.started, 1e-9)

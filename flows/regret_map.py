@@ -35,8 +35,9 @@ class RegretMap:
 
 
 @task(name="plot-heatmap")
-def render_heatmap(report: str, spec: str, x: str, y: str, metric: str, out: str,
-                   fixed: dict[str, Any], reduce: str) -> str:
+def render_heatmap(
+    report: str, spec: str, x: str, y: str, metric: str, out: str, fixed: dict[str, Any], reduce: str
+) -> str:
     return plot_heatmap(report, spec, x=x, y=y, metric=metric, out=out, fixed=fixed, reduce=reduce)["path"]
 
 
@@ -94,14 +95,20 @@ def regret_map(
     worst_cell = worst[0][0] if worst else None
     curve = render_curve(report, spec.name, worst_cell, str(plots / f"curve_{worst_cell}.png")) if worst_cell else None
 
-    lines = [f"# Regret map `{spec.name}`", "", f"Axes: x = `{x}`, y = `{y}`; other axes: "
-             + (", ".join(f"{k}={v}" for k, v in fixed.items()) if fixed else f"{reduce} over them"), ""]
+    lines = [
+        f"# Regret map `{spec.name}`",
+        "",
+        f"Axes: x = `{x}`, y = `{y}`; other axes: "
+        + (", ".join(f"{k}={v}" for k, v in fixed.items()) if fixed else f"{reduce} over them"),
+        "",
+    ]
     lines += [f"- {metric}: `{path}`" for metric, path in heatmaps.items()]
     if curve:
         lines.append(f"- trade-off curve of the worst-regret cell `{worst_cell}`: `{curve}`")
     lines.append(f"- report: `{Path(report).resolve()}`")
-    create_markdown_artifact(key=_key("regret-map", spec.name), markdown="\n".join(lines),
-                             description="Regret / mu heat maps (PNG paths)")
+    create_markdown_artifact(
+        key=_key("regret-map", spec.name), markdown="\n".join(lines), description="Regret / mu heat maps (PNG paths)"
+    )
     return RegretMap(sweep=sweep, x=x, y=y, heatmaps=heatmaps, curve=curve, worst_cell=worst_cell)
 
 

@@ -13,8 +13,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["RUNNERS", "default_workers", "exit_with_parent", "make_task_runner", "runner_from_env",
-           "stop_with_this_process"]
+__all__ = [
+    "RUNNERS",
+    "default_workers",
+    "exit_with_parent",
+    "make_task_runner",
+    "runner_from_env",
+    "stop_with_this_process",
+]
 
 RUNNERS = ("process", "thread", "dask")
 
@@ -131,7 +137,10 @@ def stop_with_this_process(pid: int, marker: str) -> None:
     import subprocess
     import sys
 
-    subprocess.Popen(  # noqa: S603 - our own interpreter and script
+    subprocess.Popen(
         [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(pid), marker],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        close_fds=True,
     )

@@ -16,8 +16,9 @@ def deployments() -> list:
     return [
         grid_sweep.to_deployment(name="grid-sweep", parameters={"spec_path": "data/specs/demo.yaml"}),
         regret_map.to_deployment(name="regret-map", parameters={"spec_path": "data/specs/dpsgd-cifar-map.yaml"}),
-        grid_sweep.to_deployment(name="nightly-privacy-audit", cron="0 2 * * *",
-                                 parameters={"spec_path": "data/specs/dpsgd-cifar-map.yaml"}),
+        grid_sweep.to_deployment(
+            name="nightly-privacy-audit", cron="0 2 * * *", parameters={"spec_path": "data/specs/dpsgd-cifar-map.yaml"}
+        ),
         publish_report.to_deployment(name="publish-report"),
     ]
 

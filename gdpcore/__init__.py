@@ -8,6 +8,7 @@ and reported with every number labelled as an upper bound, lower bound, estimate
 
 from importlib.metadata import PackageNotFoundError, version
 
+from gdpcore.bayes_security import get_bayes_security_from_dpsgd, get_bayes_security_from_report
 from gdpcore.calibration import (
     AdvantageCalibrationCost,
     CalibrationResult,
@@ -33,6 +34,10 @@ from gdpcore.closed_form import (
     get_mu_from_epsilon_delta,
     get_mu_from_pure_dp,
 )
+from gdpcore.divergence import delta_divergence, get_bayes_risk, get_delta_divergence, is_at_least_as_private
+from gdpcore.fast_pld import subsampled_gaussian_loss_pmf
+from gdpcore.gdpt import bracket_mu, get_delta_from_epsilon_delta, identify_gdp, implies
+from gdpcore.grid import analyze_grid
 from gdpcore.mechanisms import (
     Composed,
     DiscreteGaussian,
@@ -44,13 +49,8 @@ from gdpcore.mechanisms import (
     SubsampledGaussian,
     mechanism_from_dict,
 )
-from gdpcore.divergence import delta_divergence, get_bayes_risk, get_delta_divergence, is_at_least_as_private
-from gdpcore.gdpt import bracket_mu, get_delta_from_epsilon_delta, identify_gdp, implies
-from gdpcore.bayes_security import get_bayes_security_from_dpsgd, get_bayes_security_from_report
-from gdpcore.representations import REPRESENTATIONS, RepresentationRegret, get_regret, get_representation_table
 from gdpcore.report import DEFAULT_ALPHA_MIN, GDP_COMPLETE_REGRET, PrivacyReport, analyze
-from gdpcore.fast_pld import subsampled_gaussian_loss_pmf
-from gdpcore.grid import analyze_grid
+from gdpcore.representations import REPRESENTATIONS, RepresentationRegret, get_regret, get_representation_table
 
 try:
     __version__ = version("gdp-audit")

@@ -193,7 +193,9 @@ def get_bayes_security_from_attribute_distances(
     try:
         r = np.asarray(max_gradient_distances, dtype=float).ravel()
     except (TypeError, ValueError):
-        raise ValueError(f"max_gradient_distances must be an array of numbers, got {max_gradient_distances!r}") from None
+        raise ValueError(
+            f"max_gradient_distances must be an array of numbers, got {max_gradient_distances!r}"
+        ) from None
     if r.size == 0:
         raise ValueError("max_gradient_distances must not be empty, got []")
     if np.isnan(r).any() or (r < 0).any() or (r > 2 * c * (1 + 1e-12)).any():
@@ -201,7 +203,9 @@ def get_bayes_security_from_attribute_distances(
     mag = float(np.linalg.norm(r)) if norm == "l2" else float(r.sum())
     value = float(1.0 - special.erf(q * mag / (2.0 * math.sqrt(2.0) * sigma * c)))
     err = math.sqrt(r.size * q * (1.0 - q)) / sigma
-    return BayesSecurity(value=value, bound="estimate", error_term=err, relation="replace_one", source="seed 004 Cor. 10")
+    return BayesSecurity(
+        value=value, bound="estimate", error_term=err, relation="replace_one", source="seed 004 Cor. 10"
+    )
 
 
 def get_bayes_security_from_epsilon_delta(*, epsilon: float, delta: float) -> BayesSecurity:

@@ -492,7 +492,7 @@ def _solve_level(problem: _Problem, d: float | None, start: float, seeds: Sequen
             lo = p
 
     # Already-known points at this level (memo) tighten the bracket for free.
-    for (param, dd), p in problem.memo.items():
+    for (_param, dd), p in problem.memo.items():
         if dd == d:
             absorb(p)
 
@@ -1096,7 +1096,9 @@ def advantage_calibration_tpr_gap_bound(*, target_advantage: float, fpr: float, 
     a = check_probability("fpr", fpr, high_open=True)
     dl = check_probability("delta", delta, high_open=True)
     if not dl < eta:
-        raise ValueError(f"delta must be < target_advantage, got delta={delta!r}, target_advantage={target_advantage!r}")
+        raise ValueError(
+            f"delta must be < target_advantage, got delta={delta!r}, target_advantage={target_advantage!r}"
+        )
     if not a < (1.0 - eta) / 2.0:
         raise ValueError(f"fpr must be < (1 - target_advantage)/2 = {(1.0 - eta) / 2.0!r}, got {fpr!r}")
     return (eta - dl) * (1.0 - 2.0 * a / (1.0 - eta))
@@ -1154,8 +1156,13 @@ def advantage_calibration_cost(
         raise ValueError(f"fprs must be a non-empty sequence of probabilities, got {fprs!r}")
     alphas = tuple(check_probability("fprs", a, high_open=True) for a in fprs)
     eps_std = epsilon_for_advantage(advantage=eta, delta=dl)
-    common = {"sampling_rate": sampling_rate, "steps": steps, "tolerance": tolerance,
-              "discretization": discretization, "accountant": accountant}
+    common = {
+        "sampling_rate": sampling_rate,
+        "steps": steps,
+        "tolerance": tolerance,
+        "discretization": discretization,
+        "accountant": accountant,
+    }
     adv = calibrate_noise(target_advantage=eta, **common)
     std = calibrate_noise(target_epsilon=eps_std, delta=dl, **common)
     tpr_adv = _tprs(adv, alphas)
@@ -1198,4 +1205,3 @@ def _tprs(result: CalibrationResult, alphas: tuple[float, ...]) -> tuple[float, 
         discretization=result.discretization,
     )
     return tuple(1.0 - float(curve.fnr(a)) for a in alphas)
-

@@ -65,17 +65,27 @@ __all__ = [
 REPRODUCTION_FAMILIES: tuple[str, ...] = ("rdp", "pld", "clt")
 
 _FAMILY_NAMES: dict[str, str] = {
-    "rdp": "rdp", "renyi": "rdp", "renyi dp": "rdp", "moments": "rdp", "moments accountant": "rdp",
-    "pld": "pld", "prv": "pld", "privacy loss distribution": "pld", "connect-the-dots": "pld",
-    "gdp": "clt", "clt": "clt", "gdp-clt": "clt", "gaussian": "clt",
+    "rdp": "rdp",
+    "renyi": "rdp",
+    "renyi dp": "rdp",
+    "moments": "rdp",
+    "moments accountant": "rdp",
+    "pld": "pld",
+    "prv": "pld",
+    "privacy loss distribution": "pld",
+    "connect-the-dots": "pld",
+    "gdp": "clt",
+    "clt": "clt",
+    "gdp-clt": "clt",
+    "gaussian": "clt",
 }
 
 #: Reproduction statuses, in the order an auditor reads them.
 CLAIM_STATUSES: tuple[str, ...] = (
-    "reproduced",                      # |eps_named - eps_claimed| <= rtol * eps_claimed
+    "reproduced",  # |eps_named - eps_claimed| <= rtol * eps_claimed
     "claim looser than its accountant",  # eps_named < eps_claimed: conservative rounding or a looser tool
-    "not reproduced",                  # eps_named > eps_claimed: the named accountant gives a larger eps
-    "accountant not reproducible",     # unknown accountant name, or a mechanism the named accountant cannot handle
+    "not reproduced",  # eps_named > eps_claimed: the named accountant gives a larger eps
+    "accountant not reproducible",  # unknown accountant name, or a mechanism the named accountant cannot handle
 )
 
 
@@ -137,7 +147,8 @@ def _dp_event(mechanism: Mechanism) -> dp_accounting.DpEvent:
         return dp_accounting.GaussianDpEvent(mechanism.noise_multiplier)
     if isinstance(mechanism, SubsampledGaussian):
         event = dp_accounting.PoissonSampledDpEvent(
-            mechanism.sampling_rate, dp_accounting.GaussianDpEvent(mechanism.noise_multiplier))
+            mechanism.sampling_rate, dp_accounting.GaussianDpEvent(mechanism.noise_multiplier)
+        )
         return dp_accounting.SelfComposedDpEvent(event, mechanism.steps)
     if isinstance(mechanism, Laplace):
         # dp_accounting's LaplaceDpEvent takes the scale in units of the L1 sensitivity.
@@ -152,18 +163,25 @@ def _dp_event(mechanism: Mechanism) -> dp_accounting.DpEvent:
 
 
 def _rdp_epsilon(mechanism: Mechanism, delta: float) -> tuple[float, str]:
-    relation = (rdp_privacy_accountant.NeighborRel.REPLACE_ONE if mechanism.neighbouring_relation == "replace_one"
-                else rdp_privacy_accountant.NeighborRel.ADD_OR_REMOVE_ONE)
+    relation = (
+        rdp_privacy_accountant.NeighborRel.REPLACE_ONE
+        if mechanism.neighbouring_relation == "replace_one"
+        else rdp_privacy_accountant.NeighborRel.ADD_OR_REMOVE_ONE
+    )
     event = _dp_event(mechanism)
     accountant = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
     if not accountant.supports(event):
-        raise _Unsupported(f"dp_accounting's RDP accountant does not support {type(mechanism).__name__} under "
-                           f"{mechanism.neighbouring_relation}")
+        raise _Unsupported(
+            f"dp_accounting's RDP accountant does not support {type(mechanism).__name__} under "
+            f"{mechanism.neighbouring_relation}"
+        )
     accountant.compose(event)
     eps, order = accountant.get_epsilon_and_optimal_order(delta)
     orders = rdp_privacy_accountant.DEFAULT_RDP_ORDERS
-    detail = (f"dp_accounting RdpAccountant, {len(orders)} default orders in [{min(orders):g}, {max(orders):g}], "
-              f"optimal order {order:g}")
+    detail = (
+        f"dp_accounting RdpAccountant, {len(orders)} default orders in [{min(orders):g}, {max(orders):g}], "
+        f"optimal order {order:g}"
+    )
     return float(eps), detail
 
 
@@ -194,8 +212,13 @@ def get_epsilon_from_named_accountant(
     family = reproduction_family(accountant)
     if family is None:
         known = ", ".join(sorted(_FAMILY_NAMES))
-        return EpsilonReproduction(family=None, delta=delta, epsilon=None, bound=None,
-                                   detail=f"unknown accountant {accountant!r} (known names: {known})")
+        return EpsilonReproduction(
+            family=None,
+            delta=delta,
+            epsilon=None,
+            bound=None,
+            detail=f"unknown accountant {accountant!r} (known names: {known})",
+        )
     try:
         if family == "rdp":
             eps, detail = _rdp_epsilon(mechanism, delta)
@@ -204,16 +227,25 @@ def get_epsilon_from_named_accountant(
             mu = math.sqrt(_clt_mu_squared(mechanism))
             eps = float(get_epsilon_from_gdp(mu=mu, delta=delta))
             return EpsilonReproduction(
-                family=family, delta=delta, epsilon=eps, bound="estimate",
-                detail=f"central-limit mu = {mu:.6g} (Bu et al. 2020; an approximation, not a bound)")
+                family=family,
+                delta=delta,
+                epsilon=eps,
+                bound="estimate",
+                detail=f"central-limit mu = {mu:.6g} (Bu et al. 2020; an approximation, not a bound)",
+            )
     except _Unsupported as exc:
         return EpsilonReproduction(family=family, delta=delta, epsilon=None, bound=None, detail=str(exc))
     if tight_epsilon is None:
         from gdpcore.report import analyze  # local: report imports the accounting stack
 
         tight_epsilon = float(analyze(mechanism).epsilon(delta))
-    return EpsilonReproduction(family=family, delta=delta, epsilon=float(tight_epsilon), bound="upper",
-                               detail="gdpcore pessimistic PLD (dp_accounting connect-the-dots)")
+    return EpsilonReproduction(
+        family=family,
+        delta=delta,
+        epsilon=float(tight_epsilon),
+        bound="upper",
+        detail="gdpcore pessimistic PLD (dp_accounting connect-the-dots)",
+    )
 
 
 def check_claim(
@@ -243,8 +275,7 @@ def check_claim(
     tight_epsilon = float(tight_epsilon)
     if not tight_epsilon >= 0:  # also NaN
         raise ValueError(f"tight_epsilon must be >= 0, got {tight_epsilon!r}")
-    rep = get_epsilon_from_named_accountant(mechanism, delta=delta, accountant=accountant,
-                                            tight_epsilon=tight_epsilon)
+    rep = get_epsilon_from_named_accountant(mechanism, delta=delta, accountant=accountant, tight_epsilon=tight_epsilon)
     slack = rtol * epsilon
     if rep.epsilon is None:
         status = "accountant not reproducible"
@@ -255,6 +286,12 @@ def check_claim(
     else:
         status = "reproduced"
     return ClaimCheck(
-        claimed_epsilon=epsilon, claimed_delta=delta, claimed_accountant=accountant, reproduction=rep,
-        status=status, tight_epsilon=tight_epsilon, certified=bool(tight_epsilon <= epsilon), rtol=rtol,
+        claimed_epsilon=epsilon,
+        claimed_delta=delta,
+        claimed_accountant=accountant,
+        reproduction=rep,
+        status=status,
+        tight_epsilon=tight_epsilon,
+        certified=bool(tight_epsilon <= epsilon),
+        rtol=rtol,
     )

@@ -71,7 +71,7 @@ def get_epsilon_from_gdp(*, mu: float, delta: np.ndarray | float) -> np.ndarray 
         while float(get_log_delta_from_gdp(mu=mu, epsilon=hi)) > target:
             hi *= 2.0
         out[idx] = optimize.brentq(
-            lambda e: float(get_log_delta_from_gdp(mu=mu, epsilon=e)) - target, 0.0, hi, xtol=1e-14, rtol=1e-14
+            lambda e, t=target: float(get_log_delta_from_gdp(mu=mu, epsilon=e)) - t, 0.0, hi, xtol=1e-14, rtol=1e-14
         )
     return float(out) if np.ndim(delta) == 0 else out
 
@@ -157,7 +157,9 @@ def get_beta_from_laplace(*, scale: float, alpha: np.ndarray | float, sensitivit
     return float(out) if np.ndim(alpha) == 0 else out
 
 
-def get_delta_from_laplace(*, scale: float, at_epsilon: np.ndarray | float, sensitivity: float = 1.0) -> np.ndarray | float:
+def get_delta_from_laplace(
+    *, scale: float, at_epsilon: np.ndarray | float, sensitivity: float = 1.0
+) -> np.ndarray | float:
     """Profile of Laplace: 1 - exp((eps' - eps)/2) for 0 <= eps' <= eps, 0 beyond."""
     eps = check_positive("sensitivity", sensitivity) / check_positive("scale", scale)
     e = np.asarray(at_epsilon, dtype=float)

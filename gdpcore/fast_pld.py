@@ -409,7 +409,8 @@ def _optimistic_remove_probs(sigma: float, q: float, step: float) -> tuple[int, 
     f_mid = (1.0 - q) * special.ndtr(0.5 / sigma) + q * special.ndtr(-0.5 / sigma)
     a_up, b_up = upper[:-1], upper[1:]
     probs = np.where(
-        b_up & a_up, sf[:-1] - sf[1:],
+        b_up & a_up,
+        sf[:-1] - sf[1:],
         np.where(~b_up, cdf[1:] - cdf[:-1], (f_mid - cdf[:-1]) + ((1.0 - f_mid) - sf[1:])),
     )
     # Q = N(0, s^2) mass of the same x-intervals, the same way.
@@ -417,7 +418,8 @@ def _optimistic_remove_probs(sigma: float, q: float, step: float) -> tuple[int, 
     q_sf = np.where(upper, special.ndtr(-edges / sigma), 0.0)
     g_mid = float(special.ndtr(0.5 / sigma))
     q_probs = np.where(
-        b_up & a_up, q_sf[:-1] - q_sf[1:],
+        b_up & a_up,
+        q_sf[:-1] - q_sf[1:],
         np.where(~b_up, q_cdf[1:] - q_cdf[:-1], (g_mid - q_cdf[:-1]) + ((1.0 - g_mid) - q_sf[1:])),
     )
     p_mag = np.where(upper, sf, cdf)

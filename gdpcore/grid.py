@@ -341,8 +341,16 @@ class _Engine:
                 # The coarser curve is valid (pessimistic), just not shown to meet the tolerance.
                 low, _ = self.lower(sigma, q, T, coarse[0], coarse[2], refine=True)
                 return _CellResult(
-                    coarse[0], f"discretization_limited: finer step refused, {refusal} > budget", self._ACCOUNTANT,
-                    coarse[2], None, None, None, "grid", dict(_PLD_BOUNDS), low,
+                    coarse[0],
+                    f"discretization_limited: finer step refused, {refusal} > budget",
+                    self._ACCOUNTANT,
+                    coarse[2],
+                    None,
+                    None,
+                    None,
+                    "grid",
+                    dict(_PLD_BOUNDS),
+                    low,
                 )
             curve, support = self._compose(sigma, q, T, d)
             probe = self._probe(curve)
@@ -389,7 +397,12 @@ class _Engine:
             curve,
             reason + "; numbers are the looser RDP bound (fallback)",
             "dp_accounting.rdp (RDP fallback; upper bounds, looser than PLD)",
-            None, None, None, None, "rdp_fallback", dict(_PLD_BOUNDS),
+            None,
+            None,
+            None,
+            None,
+            "rdp_fallback",
+            dict(_PLD_BOUNDS),
         )
 
 
@@ -539,11 +552,20 @@ def analyze_grid_with_curves(
             raise ValueError(f"discretization must be in (0, 0.1], got {discretization!r}")
     if not isinstance(add_guard, bool):
         raise ValueError(f"add_guard must be True or False, got {add_guard!r}")
-    if curve_lines is not None and (isinstance(curve_lines, bool) or not isinstance(curve_lines, int) or curve_lines < 2):
+    if curve_lines is not None and (
+        isinstance(curve_lines, bool) or not isinstance(curve_lines, int) or curve_lines < 2
+    ):
         raise ValueError(f"curve_lines must be an integer >= 2 or None, got {curve_lines!r}")
 
-    eng = _Engine(deltas=d_q, tol=tol, budget=budget, alpha_min=alpha_min, add_guard=add_guard,
-                  min_step=_MIN_DISCRETIZATION, gap_tol=gap_tol)
+    eng = _Engine(
+        deltas=d_q,
+        tol=tol,
+        budget=budget,
+        alpha_min=alpha_min,
+        add_guard=add_guard,
+        min_step=_MIN_DISCRETIZATION,
+        gap_tol=gap_tol,
+    )
     rows: list[dict[str, Any] | None] = [None] * len(mechs)
     curves: list[dict[str, list] | None] = [None] * len(mechs)
     fast: dict[tuple[float, float], list[int]] = {}
@@ -553,7 +575,9 @@ def analyze_grid_with_curves(
             fast.setdefault((m.noise_multiplier, m.sampling_rate), []).append(i)
             continue
         report = analyze(
-            m, discretization=discretization or 1e-4, alpha_min=alpha_min,
+            m,
+            discretization=discretization or 1e-4,
+            alpha_min=alpha_min,
         )
         rows[i] = _row_from_report(i, m, report, d_q, a_q)
         if curve_lines is not None:
@@ -614,8 +638,16 @@ def analyze_grid(
         discretization: a fixed step for every cell instead of the per-cell choice (and for the per-point path).
     """
     table, _ = analyze_grid_with_curves(
-        mechanisms, deltas=deltas, fprs=fprs, epsilon_tolerance=epsilon_tolerance, gap_tolerance=gap_tolerance,
-        memory_budget_bytes=memory_budget_bytes, alpha_min=alpha_min, add_guard=add_guard, engine=engine,
-        discretization=discretization, curve_lines=None,
+        mechanisms,
+        deltas=deltas,
+        fprs=fprs,
+        epsilon_tolerance=epsilon_tolerance,
+        gap_tolerance=gap_tolerance,
+        memory_budget_bytes=memory_budget_bytes,
+        alpha_min=alpha_min,
+        add_guard=add_guard,
+        engine=engine,
+        discretization=discretization,
+        curve_lines=None,
     )
     return table

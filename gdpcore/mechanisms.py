@@ -76,7 +76,7 @@ class Mechanism:
     # -- structure -------------------------------------------------------------------------------------------------
     @property
     def neighbouring_relation(self) -> str:
-        return getattr(self, "neighbouring")
+        return self.neighbouring
 
     def gaussian_mu(self) -> float | None:
         """Exact mu-GDP parameter if the mechanism is a composition of plain Gaussians, else None.
@@ -284,4 +284,3 @@ def mechanism_from_dict(data: Mapping[str, Any], *, _path: str = "mechanism") ->
         raise ValueError(f"{_path} ({kind}): {exc}") from None
     except ValueError as exc:
         raise ValueError(f"{_path} ({kind}): {exc}") from None
-

@@ -334,7 +334,8 @@ def analyze(
         opt, twin = _optimistic_curve(mechanism, float(discretization), smallest_fpr=smallest_fpr)
     return PrivacyReport(
         mechanism=mechanism,
-        accountant=f"{ACCOUNTANT_NAME} (connect-the-dots, pessimistic" + (f"; optimistic twin: {twin})" if twin else ")"),
+        accountant=f"{ACCOUNTANT_NAME} (connect-the-dots, pessimistic"
+        + (f"; optimistic twin: {twin})" if twin else ")"),
         discretization=float(discretization),
         alpha_min=float(alpha_min),
         _pessimistic=pess,
@@ -343,8 +344,9 @@ def analyze(
     )
 
 
-def _optimistic_curve(mechanism: Mechanism, discretization: float, *, smallest_fpr: float
-                      ) -> tuple[SymmetricCurve, str]:
+def _optimistic_curve(
+    mechanism: Mechanism, discretization: float, *, smallest_fpr: float
+) -> tuple[SymmetricCurve, str]:
     """The optimistic twin: a curve whose profile is a proven lower bound on the mechanism's, and its label.
 
     Privacy buckets (every loss rounded down) lose about T * d / 2 in epsilon after T compositions: 10% of epsilon at
@@ -358,12 +360,20 @@ def _optimistic_curve(mechanism: Mechanism, discretization: float, *, smallest_f
     offset_ok = smallest_fpr >= _OFFSET_MARGIN * (_RESIDUAL_TAIL + fast_pld.TAIL_MASS_TRUNCATION)
     phases = _subsampled_gaussian_phases(mechanism) if offset_ok else None
     if phases is not None and len(phases) <= _MAX_SHIFTED_PHASES:
-        parts = [(fast_pld.optimistic_single_step_pld(noise_multiplier=sigma, sampling_rate=q,
-                                                      discretization=discretization), steps)
-                 for (sigma, q), steps in phases.items()]
+        parts = [
+            (
+                fast_pld.optimistic_single_step_pld(
+                    noise_multiplier=sigma, sampling_rate=q, discretization=discretization
+                ),
+                steps,
+            )
+            for (sigma, q), steps in phases.items()
+        ]
         pmf, offset, _ = fast_pld.certified_optimistic_composition(parts, tail=_RESIDUAL_TAIL)
-        return (curve_from_remove_pmf(pmf, delta_offset=offset),
-                "privacy buckets + certified residual shift, gdpcore.fast_pld")
+        return (
+            curve_from_remove_pmf(pmf, delta_offset=offset),
+            "privacy buckets + certified residual shift, gdpcore.fast_pld",
+        )
     pld_opt = build_pld(mechanism, discretization=discretization, pessimistic=False)
     remove_opt, _ = loss_pmfs(pld_opt, pessimistic=False)
     # Optimistic side: the remove direction alone is a lower bound on the mechanism's profile. dp_accounting's
@@ -396,4 +406,3 @@ def _subsampled_gaussian_phases(mechanism: Mechanism) -> dict[tuple[float, float
                 out[k] = out.get(k, 0) + v
         return out
     return None
-

@@ -152,6 +152,7 @@ def certified_sup(
         n_max = np.maximum(av[..., :-1] - bv[..., :-1], av[..., 1:] - bv[..., 1:])
         conv = np.where(n_max > 0, wv[..., 1:] * n_max / dv[..., :-1], n_max * wv[..., :-1] / dv[..., 1:])
         return np.minimum(mono, conv)
+
     a_vals = np.asarray(A(grid), dtype=float)
     b_vals = np.asarray(B(grid), dtype=float)
     w_vals = np.asarray(w(grid), dtype=float)
@@ -560,9 +561,7 @@ def get_representation_table(
     """
     rows = []
     for rep in REPRESENTATIONS:
-        res = get_regret(
-            report, rep, delta=delta if rep == "epsilon_delta" else None, orders=orders, tol=tol
-        )
+        res = get_regret(report, rep, delta=delta if rep == "epsilon_delta" else None, orders=orders, tol=tol)
         row = res.to_row()
         row["mechanism_hash"] = report.mechanism.content_hash
         row["accountant"] = report.accountant

@@ -184,8 +184,9 @@ def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     mech = manifest.build_mechanism()
-    rep = gdpcore.analyze(mech, discretization=manifest.accounting.discretization,
-                          alpha_min=manifest.accounting.alpha_min)
+    rep = gdpcore.analyze(
+        mech, discretization=manifest.accounting.discretization, alpha_min=manifest.accounting.alpha_min
+    )
     labels = rep.bound_types
     delta = manifest.delta_value
     eps_deltas = sorted({delta, *STANDARD_DELTAS}, reverse=True)
@@ -193,13 +194,21 @@ def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
     fprs = list(STANDARD_FPRS)
     fnr = np.asarray(rep.fnr(np.asarray(CURVE_FPRS)), dtype=float)
     regret = float(rep.gdp_regret)
-    eps_lower = float(rep.epsilon(delta, side="optimistic")) if rep.has_optimistic and not rep.exact else (
-        float(rep.epsilon(delta)) if rep.exact else None)
+    eps_lower = (
+        float(rep.epsilon(delta, side="optimistic"))
+        if rep.has_optimistic and not rep.exact
+        else (float(rep.epsilon(delta)) if rep.exact else None)
+    )
     claimed = manifest.claimed
     check = None
     if claimed is not None:
-        check = gdpcore.check_claim(mech, epsilon=claimed.epsilon, delta=claimed.delta,
-                                    accountant=claimed.accountant, tight_epsilon=float(rep.epsilon(claimed.delta)))
+        check = gdpcore.check_claim(
+            mech,
+            epsilon=claimed.epsilon,
+            delta=claimed.delta,
+            accountant=claimed.accountant,
+            tight_epsilon=float(rep.epsilon(claimed.delta)),
+        )
     return {
         "model": manifest.name,
         "version": manifest.version,
@@ -260,8 +269,11 @@ def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
 
 def write_audit(lake: Path, row: dict[str, Any]) -> Path:
     path = audit_path(lake, row["model"], row["version"], row["audit_key"])
-    atomic_write_parquet(pa.Table.from_pylist([row], schema=AUDIT_SCHEMA), path,
-                         {"model": row["model"], "version": row["version"], "run_id": row["run_id"]})
+    atomic_write_parquet(
+        pa.Table.from_pylist([row], schema=AUDIT_SCHEMA),
+        path,
+        {"model": row["model"], "version": row["version"], "run_id": row["run_id"]},
+    )
     return path
 
 
@@ -282,8 +294,9 @@ def write_members(lake: Path, registry_label: str, rows: Sequence[dict[str, Any]
 
 
 # -- comparisons ----------------------------------------------------------------------------------------------------
-def compute_comparison_row(new: dict[str, Any], old: dict[str, Any], against: str,
-                           cache: dict[str, Any] | None = None) -> dict[str, Any]:
+def compute_comparison_row(
+    new: dict[str, Any], old: dict[str, Any], against: str, cache: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Delta-divergence both ways and the Blackwell verdict of ``new`` vs ``old`` (seed 002 Thm 1/2)."""
     import gdpcore
     from gdpcore.divergence import get_delta_divergence
@@ -376,8 +389,10 @@ def _build_registry_snapshot(lake: Path, snap: Path) -> None:
         empty_cmp = COMPARISON_SCHEMA.empty_table()  # noqa: F841
         member_files = sorted((lake / "registry" / "members").glob("registry=*/members.parquet"))
         if member_files:
-            con.execute(f"CREATE TEMP TABLE m AS SELECT * FROM read_parquet({[str(p) for p in member_files]!r}, "
-                        "union_by_name = true)")
+            con.execute(
+                f"CREATE TEMP TABLE m AS SELECT * FROM read_parquet({[str(p) for p in member_files]!r}, "
+                "union_by_name = true)"
+            )
         else:
             con.execute("CREATE TEMP TABLE m AS SELECT * FROM empty_members")
         keys = con.execute("SELECT DISTINCT model, version, audit_key FROM m").fetchall()
@@ -393,13 +408,13 @@ def _build_registry_snapshot(lake: Path, snap: Path) -> None:
             con.execute("CREATE TEMP TABLE c AS SELECT * FROM empty_cmp")
         selects = {
             "models": "SELECT m.registry, m.model, m.version, m.production, m.manifest_path, m.mlflow_model, "
-                      "m.mlflow_version, m.audit_key, a.privacy_unit, a.neighbouring, a.dataset_size, a.description, "
-                      "a.source, a.mechanism_form FROM m LEFT JOIN a USING (audit_key) ORDER BY m.model, m.version",
+            "m.mlflow_version, m.audit_key, a.privacy_unit, a.neighbouring, a.dataset_size, a.description, "
+            "a.source, a.mechanism_form FROM m LEFT JOIN a USING (audit_key) ORDER BY m.model, m.version",
             "model_privacy": "SELECT m.registry, a.* EXCLUDE (curve_fpr, curve_fnr, manifest_json), "
-                             "m.production FROM m JOIN a USING (audit_key) ORDER BY a.model, a.version",
+            "m.production FROM m JOIN a USING (audit_key) ORDER BY a.model, a.version",
             "model_comparisons": "SELECT c.* FROM c JOIN m ON c.audit_key = m.audit_key "
-                                 "JOIN (SELECT audit_key AS other_audit_key FROM m) o USING (other_audit_key) "
-                                 "ORDER BY c.model, c.version, c.against",
+            "JOIN (SELECT audit_key AS other_audit_key FROM m) o USING (other_audit_key) "
+            "ORDER BY c.model, c.version, c.against",
         }
         for name, sel in selects.items():
             con.execute(f"COPY ({sel}) TO {_lit(tmp / (name + '.parquet'))} (FORMAT parquet, COMPRESSION zstd)")
@@ -421,10 +436,15 @@ def registry_views(lake: str | Path, keep: int = 3) -> dict[str, tuple[str, str]
         _build_registry_snapshot(lake, snap)
     else:
         os.utime(snap / "_SUCCESS")
-    snaps = sorted((p for p in published.iterdir() if p.is_dir() and (p / "_SUCCESS").exists()),
-                   key=lambda p: (p / "_SUCCESS").stat().st_mtime, reverse=True)
+    snaps = sorted(
+        (p for p in published.iterdir() if p.is_dir() and (p / "_SUCCESS").exists()),
+        key=lambda p: (p / "_SUCCESS").stat().st_mtime,
+        reverse=True,
+    )
     for old in snaps[keep:]:
         if old != snap:
             shutil.rmtree(old, ignore_errors=True)
-    return {name: (f"SELECT * FROM read_parquet({_lit(snap / (name + '.parquet'))})", comment)
-            for name, comment in VIEW_COMMENTS.items()}
+    return {
+        name: (f"SELECT * FROM read_parquet({_lit(snap / (name + '.parquet'))})", comment)
+        for name, comment in VIEW_COMMENTS.items()
+    }

@@ -105,8 +105,9 @@ def plan_calibration(spec: CalibrationSpec, lake: Path, *, workers: int = 2):
             todo.append((q, steps))
     size = spec.chunk_size or auto_chunk_size(len(todo), workers)
     chunks = tuple(
-        CalibrationChunk(spec_name=spec.name, cells=tuple(todo[i : i + size]), target=target,
-                         code_version=code_version())
+        CalibrationChunk(
+            spec_name=spec.name, cells=tuple(todo[i : i + size]), target=target, code_version=code_version()
+        )
         for i in range(0, len(todo), size)
     )
     return ids, eval_key, chunks
@@ -178,5 +179,11 @@ def calibrate_chunk(chunk: CalibrationChunk, lake: str) -> dict[str, Any]:
     path = chunk_file(Path(lake), chunk.spec_name, chunk.key)
     atomic_write_parquet(table, path, {"run_id": run_id, "chunk_key": chunk.key, "code_version": chunk.code_version})
     ok = sum(s == "ok" for s in table.column("status").to_pylist())
-    return {"chunk_key": chunk.key, "path": str(path.relative_to(Path(lake))), "cells": table.num_rows,
-            "cells_ok": ok, "seconds": time.perf_counter() - started, "computed_by_run": run_id}
+    return {
+        "chunk_key": chunk.key,
+        "path": str(path.relative_to(Path(lake))),
+        "cells": table.num_rows,
+        "cells_ok": ok,
+        "seconds": time.perf_counter() - started,
+        "computed_by_run": run_id,
+    }

@@ -49,12 +49,17 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
         f"**Statement.** The training mechanism of {row['model']} v{row['version']} is {_g(mu)}-GDP (Gaussian differential privacy) with respect to "
         f"{adj}. Equivalently, any membership-inference attack on one {unit} behaves no better than telling apart two "
         f"unit-variance Gaussians {_g(mu)} standard deviations apart"
-        + (f": at a 1% false-positive rate it succeeds at most {_g(100 * tpr_1pct, 3)}% of the time." if tpr_1pct
-           is not None else ".")
-        + (f" mu-GDP describes this mechanism essentially completely (regret {_g(regret, 2)} < 0.01)."
-           if complete else
-           f" mu-GDP is **not** a complete description here (regret {_g(regret, 2)} >= 0.01): rely on the (eps, delta)"
-           " and TPR numbers below, which come from the full trade-off curve."),
+        + (
+            f": at a 1% false-positive rate it succeeds at most {_g(100 * tpr_1pct, 3)}% of the time."
+            if tpr_1pct is not None
+            else "."
+        )
+        + (
+            f" mu-GDP describes this mechanism essentially completely (regret {_g(regret, 2)} < 0.01)."
+            if complete
+            else f" mu-GDP is **not** a complete description here (regret {_g(regret, 2)} >= 0.01): rely on the (eps, delta)"
+            " and TPR numbers below, which come from the full trade-off curve."
+        ),
         "",
         f"- Verdict: **{row['verdict']}**",
         f"- Accountant: {row['accountant']}; discretization {_disc(row)}; gdpcore {row['gdpcore_version']}",
@@ -83,15 +88,16 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
         "## Caveats",
         "",
         f"- **Tail cut-off.** mu certifies the Gaussian trade-off curve only where FPR and FNR are both >= "
-        f"{row['mu_cutoff']:.1e}" + (" (exact, no cut-off)." if row["mu_cutoff"] == 0 else
-                                     "; below it read the curve/epsilon values, not mu."),
+        f"{row['mu_cutoff']:.1e}"
+        + (" (exact, no cut-off)." if row["mu_cutoff"] == 0 else "; below it read the curve/epsilon values, not mu."),
         f"- **Adjacency.** The guarantee protects one {unit} under {row['neighbouring']} neighbouring datasets; it says "
         "nothing about groups of records or about users contributing several records unless the unit is the user.",
     ]
     if row["mechanism_form"] in ("dpsgd", "phases", "opacus_history") or "subsampled" in row["mechanism_json"]:
         lines.append(
             "- **Sampling assumption.** Accounted as Poisson subsampling at rate q = batch size / dataset size. Training "
-            "with shuffled fixed-size batches is not covered by this analysis; the true guarantee may then differ.")
+            "with shuffled fixed-size batches is not covered by this analysis; the true guarantee may then differ."
+        )
     lines += [
         f"- **delta policy.** delta = {delta:.3g} from the declared policy {row['delta_policy']} (N = "
         f"{row['dataset_size']:,}). epsilon values depend on this choice; mu does not.",
@@ -103,8 +109,10 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
     if row.get("source"):
         lines.append(f"\nSource: {row['source']}")
     if report_uri:
-        lines.append(f"\nFull report (SQL): `{report_uri}` — `SELECT * FROM model_privacy WHERE model = "
-                     f"'{row['model']}' AND version = {row['version']}`")
+        lines.append(
+            f"\nFull report (SQL): `{report_uri}` — `SELECT * FROM model_privacy WHERE model = "
+            f"'{row['model']}' AND version = {row['version']}`"
+        )
     if png_name:
         lines.append(f"\n![trade-off curve]({png_name})")
     return "\n".join(lines) + "\n"
@@ -121,12 +129,16 @@ def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str
         "gdp_regret": float(f"{row['gdp_regret']:.3g}"),
         "gdp_regret_bound": row["gdp_regret_bound"],
         "verdict": row["verdict"],
-        "epsilon_delta": [{"epsilon": round(float(e), 6), "delta": float(d), "bound": row["epsilon_bound"]}
-                          for d, e in zip(row["eps_deltas"], row["eps_values"], strict=True)],
+        "epsilon_delta": [
+            {"epsilon": round(float(e), 6), "delta": float(d), "bound": row["epsilon_bound"]}
+            for d, e in zip(row["eps_deltas"], row["eps_values"], strict=True)
+        ],
         "declared_delta": float(row["delta"]),
         "delta_policy": row["delta_policy"],
-        "tpr_at_fpr": [{"fpr": float(a), "tpr": round(float(t), 6), "bound": row["tpr_bound"]}
-                       for a, t in zip(row["tpr_fprs"], row["tpr"], strict=True)],
+        "tpr_at_fpr": [
+            {"fpr": float(a), "tpr": round(float(t), 6), "bound": row["tpr_bound"]}
+            for a, t in zip(row["tpr_fprs"], row["tpr"], strict=True)
+        ],
         "advantage": {"value": round(float(row["advantage"]), 6), "bound": row["advantage_bound"]},
         "bayes_security": {"value": round(float(row["bayes_security"]), 6), "bound": row["bayes_security_bound"]},
         "privacy_unit": row["privacy_unit"],
@@ -142,24 +154,32 @@ def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str
 
 
 def _hf_claim(row: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"epsilon": float(row["claimed_epsilon"]), "delta": float(row["claimed_delta"]),
-                           "accountant": row["claimed_accountant"]}
+    out: dict[str, Any] = {
+        "epsilon": float(row["claimed_epsilon"]),
+        "delta": float(row["claimed_delta"]),
+        "accountant": row["claimed_accountant"],
+    }
     if row.get("claim_status") is not None:
         repro = row["claim_reproduced_epsilon"]
-        out.update({
-            "reproduced_epsilon": None if repro is None else round(float(repro), 6),
-            "reproduced_bound": row["claim_reproduced_bound"],
-            "reproduction": row["claim_status"],
-            "certified_by_tight_accountant": bool(row["claim_certified"]),
-            "tight_epsilon_upper_bound": round(float(row["claim_tight_epsilon"]), 6),
-        })
+        out.update(
+            {
+                "reproduced_epsilon": None if repro is None else round(float(repro), 6),
+                "reproduced_bound": row["claim_reproduced_bound"],
+                "reproduction": row["claim_status"],
+                "certified_by_tight_accountant": bool(row["claim_certified"]),
+                "tight_epsilon_upper_bound": round(float(row["claim_tight_epsilon"]), 6),
+            }
+        )
     return out
 
 
 def hf_yaml_block(row: dict[str, Any], *, report_uri: str | None = None) -> str:
     """A model-card YAML header to paste (custom ``differential_privacy:`` key)."""
-    body = yaml.safe_dump({"tags": ["differential-privacy"], "differential_privacy": hf_record(row, report_uri=report_uri)},
-                          sort_keys=False, default_flow_style=False)
+    body = yaml.safe_dump(
+        {"tags": ["differential-privacy"], "differential_privacy": hf_record(row, report_uri=report_uri)},
+        sort_keys=False,
+        default_flow_style=False,
+    )
     return f"---\n{body}---\n"
 
 
@@ -196,8 +216,9 @@ def plot_card_curve(row: dict[str, Any], path: Path) -> Path:
             ax.set_xlim(0, 1)
             ax.set_ylim(0, 1)
     axes[0].legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"{row['model']} v{row['version']}: accountant {row['accountant'][:60]}, disc. {_disc(row)}",
-                 fontsize=8)
+    fig.suptitle(
+        f"{row['model']} v{row['version']}: accountant {row['accountant'][:60]}, disc. {_disc(row)}", fontsize=8
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -228,14 +249,19 @@ def _claim_paragraph(row: dict[str, Any]) -> list[str]:
     if repro is None:
         out.append(f"It could not be reproduced: {row['claim_reproduction']}.")
     else:
-        out.append(f"Reproduced with the named accountant: eps = {_g(repro)} ({row['claim_reproduced_bound']}; "
-                   f"{row['claim_reproduction']}) - {status}.")
+        out.append(
+            f"Reproduced with the named accountant: eps = {_g(repro)} ({row['claim_reproduced_bound']}; "
+            f"{row['claim_reproduction']}) - {status}."
+        )
     tight = row["claim_tight_epsilon"]
     if row["claim_certified"]:
-        out.append(f"The tight pessimistic accountant gives eps <= {_g(tight)} at that delta, so the claim holds"
-                   + (f" with {_g(c_eps - tight, 3)} to spare." if tight < c_eps else "."))
+        out.append(
+            f"The tight pessimistic accountant gives eps <= {_g(tight)} at that delta, so the claim holds"
+            + (f" with {_g(c_eps - tight, 3)} to spare." if tight < c_eps else ".")
+        )
     else:
-        out.append(f"**The claim is not certified**: the tight pessimistic accountant's upper bound at that delta is "
-                   f"{_g(tight)} > {_g(c_eps)}. Report {_g(tight)} (or mu) instead.")
+        out.append(
+            f"**The claim is not certified**: the tight pessimistic accountant's upper bound at that delta is "
+            f"{_g(tight)} > {_g(c_eps)}. Report {_g(tight)} (or mu) instead."
+        )
     return out
-

@@ -260,7 +260,9 @@ def compute_chunk_table(chunk: Chunk, run_id: str) -> pa.Table:
             reps, rdeltas, rvalues, rbounds = [], [], [], []
         if ok:
             more = _representation_regrets(mech, settings)
-            reps, rdeltas, rvalues, rbounds = (a + b for a, b in zip((reps, rdeltas, rvalues, rbounds), more, strict=True))
+            reps, rdeltas, rvalues, rbounds = (
+                a + b for a, b in zip((reps, rdeltas, rvalues, rbounds), more, strict=True)
+            )
         else:
             reps, rdeltas, rvalues, rbounds = [], [], [], []
         row = {
@@ -274,9 +276,23 @@ def compute_chunk_table(chunk: Chunk, run_id: str) -> pa.Table:
             **{
                 k: g.get(k)
                 for k in (
-                    "mu", "mu_lower", "gdp_regret", "advantage", "advantage_lower", "bayes_security", "mu_bound",
-                    "gdp_regret_bound", "advantage_bound", "bayes_security_bound", "epsilon_bound", "fnr_bound",
-                    "epsilon", "epsilon_lower", "accountant", "discretization", "engine",
+                    "mu",
+                    "mu_lower",
+                    "gdp_regret",
+                    "advantage",
+                    "advantage_lower",
+                    "bayes_security",
+                    "mu_bound",
+                    "gdp_regret_bound",
+                    "advantage_bound",
+                    "bayes_security_bound",
+                    "epsilon_bound",
+                    "fnr_bound",
+                    "epsilon",
+                    "epsilon_lower",
+                    "accountant",
+                    "discretization",
+                    "engine",
                 )
             },
             "deltas": list(settings.deltas) if ok else None,
@@ -308,7 +324,7 @@ def _transient_io_error(task: Any, task_run: Any, state: Any) -> bool:
         state.result()
     except OSError:
         return True
-    except Exception:  # noqa: BLE001 - anything else is deterministic: do not retry
+    except Exception:
         return False
     return False
 
@@ -337,8 +353,12 @@ def evaluate_chunk(chunk: Chunk, lake: str) -> ChunkManifest:
     atomic_write_parquet(
         table,
         path,
-        {"run_id": run_id, "chunk_key": chunk.key, "code_version": chunk.settings.code_version,
-         "settings": dataclasses.asdict(chunk.settings)},
+        {
+            "run_id": run_id,
+            "chunk_key": chunk.key,
+            "code_version": chunk.settings.code_version,
+            "settings": dataclasses.asdict(chunk.settings),
+        },
     )
     ok_mask = [s == "ok" for s in table.column("status").to_pylist()]
     mus = [m for m, ok in zip(table.column("mu").to_pylist(), ok_mask, strict=True) if ok and m is not None]

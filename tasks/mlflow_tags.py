@@ -63,12 +63,14 @@ def _claim_tags(row: dict[str, Any]) -> dict[str, str]:
     }
     if row.get("claim_status") is not None:
         repro = row["claim_reproduced_epsilon"]
-        tags.update({
-            "privacy.claim.status": row["claim_status"],
-            "privacy.claim.reproduced_epsilon": "none" if repro is None else f"{repro:.6g}",
-            "privacy.claim.reproduced_epsilon.bound": row["claim_reproduced_bound"] or "none",
-            "privacy.claim.certified": "true" if row["claim_certified"] else "false",
-        })
+        tags.update(
+            {
+                "privacy.claim.status": row["claim_status"],
+                "privacy.claim.reproduced_epsilon": "none" if repro is None else f"{repro:.6g}",
+                "privacy.claim.reproduced_epsilon.bound": row["claim_reproduced_bound"] or "none",
+                "privacy.claim.certified": "true" if row["claim_certified"] else "false",
+            }
+        )
     return tags
 
 

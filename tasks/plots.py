@@ -41,8 +41,12 @@ def plot_heatmap(
     reduce: str = "max",
 ) -> dict[str, Any]:
     """Heat map of ``metric`` over grid axes ``x`` and ``y`` for one spec; other axes fixed or reduced (max/min/mean)."""
-    for name, value, allowed in (("x", x, _AXES), ("y", y, _AXES), ("metric", metric, METRICS),
-                                 ("reduce", reduce, ("max", "min", "mean"))):
+    for name, value, allowed in (
+        ("x", x, _AXES),
+        ("y", y, _AXES),
+        ("metric", metric, METRICS),
+        ("reduce", reduce, ("max", "min", "mean")),
+    ):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
     where = [f"spec = {_q(spec)}", "status = 'ok'"]
@@ -56,7 +60,9 @@ def plot_heatmap(
         "GROUP BY ALL ORDER BY x, y",
     )
     if not rows:
-        raise ValueError(f"no ok cells of spec {spec!r} in {report} for {x} x {y}" + (f" with {fixed}" if fixed else ""))
+        raise ValueError(
+            f"no ok cells of spec {spec!r} in {report} for {x} x {y}" + (f" with {fixed}" if fixed else "")
+        )
     xs = sorted({r[0] for r in rows})
     ys = sorted({r[1] for r in rows})
     grid = [[math.nan] * len(xs) for _ in ys]

@@ -104,8 +104,11 @@ def _snapshot_id(lake: Path) -> str:
         h.update(str(path.relative_to(lake)).encode())
     for path in sorted(lake.glob("calibrations/spec=*/chunk-*.parquet")):
         h.update(str(path.relative_to(lake)).encode())
-    for path in (sorted(lake.glob("members/spec=*/members.parquet")) + sorted(lake.glob("runs/spec=*/run-*.parquet"))
-                 + sorted(lake.glob("_calibration/members/spec=*/members.parquet"))):
+    for path in (
+        sorted(lake.glob("members/spec=*/members.parquet"))
+        + sorted(lake.glob("runs/spec=*/run-*.parquet"))
+        + sorted(lake.glob("_calibration/members/spec=*/members.parquet"))
+    ):
         h.update(str(path.relative_to(lake)).encode())
         h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()[:20]
@@ -122,8 +125,8 @@ def _build_snapshot(lake: Path, snap: Path) -> dict[str, int]:
         if has_staging and has_members:
             con.execute(
                 f"""CREATE TEMP TABLE live AS
-                SELECT s.*, m.grid_index FROM {_read(lake / 'staging' / '**' / '*.parquet')} s
-                JOIN {_read(lake / 'members' / '**' / '*.parquet', ('spec',))} m
+                SELECT s.*, m.grid_index FROM {_read(lake / "staging" / "**" / "*.parquet")} s
+                JOIN {_read(lake / "members" / "**" / "*.parquet", ("spec",))} m
                   ON s.spec = m.spec AND s.cell_id = m.cell_id AND s.eval_key = m.eval_key
                 QUALIFY row_number() OVER (PARTITION BY s.spec, s.cell_id ORDER BY s.computed_at DESC, s.chunk_key) = 1"""
             )
@@ -164,8 +167,10 @@ def _build_snapshot(lake: Path, snap: Path) -> dict[str, int]:
         con.execute(f"COPY (SELECT * FROM runs_empty) TO {_lit(runs_out / 'empty.parquet')} (FORMAT parquet)")
         if any(lake.glob("runs/spec=*/run-*.parquet")):
             runs_sel = f"SELECT * FROM {_read(lake / 'runs' / '**' / '*.parquet', ('spec',))}"
-            con.execute(f"COPY ({runs_sel}) TO {_lit(tmp / 'runs')} (FORMAT parquet, PARTITION_BY (spec), "
-                        "FILENAME_PATTERN 'part-{i}', OVERWRITE_OR_IGNORE)")
+            con.execute(
+                f"COPY ({runs_sel}) TO {_lit(tmp / 'runs')} (FORMAT parquet, PARTITION_BY (spec), "
+                "FILENAME_PATTERN 'part-{i}', OVERWRITE_OR_IGNORE)"
+            )
             counts["runs"] = con.execute(f"SELECT count(*) FROM ({runs_sel})").fetchone()[0]
         else:
             counts["runs"] = 0
@@ -186,8 +191,10 @@ def _build_calibrations(con: Any, lake: Path, out: Path, kv: str) -> int:
     empty = out / "spec=__empty__"
     empty.mkdir(parents=True)
     cal_empty = CALIBRATION_SCHEMA.empty_table()  # noqa: F841 - referenced by name in SQL below
-    con.execute(f"COPY (SELECT *, NULL::BIGINT AS grid_index FROM cal_empty) TO {_lit(empty / 'empty.parquet')} "
-                f"(FORMAT parquet, {kv})")
+    con.execute(
+        f"COPY (SELECT *, NULL::BIGINT AS grid_index FROM cal_empty) TO {_lit(empty / 'empty.parquet')} "
+        f"(FORMAT parquet, {kv})"
+    )
     members = lake / "_calibration" / "members"
     if not (any(lake.glob("calibrations/spec=*/chunk-*.parquet")) and any(members.glob("spec=*/members.parquet"))):
         return 0
@@ -200,8 +207,10 @@ def _build_calibrations(con: Any, lake: Path, out: Path, kv: str) -> int:
     )
     n = con.execute(f"SELECT count(*) FROM ({select})").fetchone()[0]
     if n:
-        con.execute(f"COPY ({select}) TO {_lit(out)} (FORMAT parquet, PARTITION_BY (spec), COMPRESSION zstd, "
-                    f"FILENAME_PATTERN 'part-{{i}}', OVERWRITE_OR_IGNORE, {kv})")
+        con.execute(
+            f"COPY ({select}) TO {_lit(out)} (FORMAT parquet, PARTITION_BY (spec), COMPRESSION zstd, "
+            f"FILENAME_PATTERN 'part-{{i}}', OVERWRITE_OR_IGNORE, {kv})"
+        )
     return n
 
 
@@ -211,7 +220,9 @@ def _snapshot_counts(snap: Path) -> dict[str, int]:
     con = duckdb.connect()
     try:
         return {
-            name: con.execute(f"SELECT count(*) FROM {_read(snap / name / '**' / '*.parquet', _parts(name))}").fetchone()[0]
+            name: con.execute(
+                f"SELECT count(*) FROM {_read(snap / name / '**' / '*.parquet', _parts(name))}"
+            ).fetchone()[0]
             for name in (*_TABLES, "runs", "calibrations")
         }
     finally:
@@ -238,8 +249,7 @@ def _write_report(report: Path, lake: Path, snap: Path, counts: dict[str, int], 
         con.execute(
             "CREATE TABLE report_info AS SELECT ?::TIMESTAMPTZ AS published_at, ? AS lake, ? AS snapshot, "
             "? AS lake_schema_version, ? AS publisher_code_version, ?::JSON AS row_counts",
-            [published_at, str(lake), snap.name, LAKE_SCHEMA_VERSION, code_version(),
-             __import__("json").dumps(counts)],
+            [published_at, str(lake), snap.name, LAKE_SCHEMA_VERSION, code_version(), __import__("json").dumps(counts)],
         )
         con.execute("CHECKPOINT")
     finally:
@@ -300,13 +310,13 @@ def _explain_of_a_select(con: Any, sql: str) -> str:
     the rebuilt text is what runs, so comment tricks cannot smuggle another statement in - else raise ValueError."""
     import duckdb
 
-    rest = sql[_LEADING_COMMENTS.match(sql).end():]
+    rest = sql[_LEADING_COMMENTS.match(sql).end() :]
     m = re.match(r"EXPLAIN\b", rest, re.IGNORECASE)
-    inner, analyze = (rest[m.end():] if m else ""), ""
-    inner = inner[_LEADING_COMMENTS.match(inner).end():]
+    inner, analyze = (rest[m.end() :] if m else ""), ""
+    inner = inner[_LEADING_COMMENTS.match(inner).end() :]
     m = re.match(r"ANALY[SZ]E\b", inner, re.IGNORECASE)
     if m:
-        inner, analyze = inner[m.end():], "ANALYZE "
+        inner, analyze = inner[m.end() :], "ANALYZE "
     try:
         kinds = [st.type.name for st in con.extract_statements(inner)] if inner.strip() else []
     except duckdb.Error:

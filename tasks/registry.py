@@ -120,7 +120,9 @@ class MechanismSpec(_Strict):
     def _state_dict(cls, v: Any) -> Any:
         if isinstance(v, dict):  # an Opacus accountant state_dict: {"history": [...], "mechanism": "rdp"}
             if "history" not in v:
-                raise ValueError("an accountant state_dict needs a 'history' key: [(noise_multiplier, sample_rate, steps), ...]")
+                raise ValueError(
+                    "an accountant state_dict needs a 'history' key: [(noise_multiplier, sample_rate, steps), ...]"
+                )
             return v["history"]
         return v
 
@@ -244,8 +246,14 @@ class ModelManifest(_Strict):
         else:
             phases = [(float(s), float(q), int(t)) for s, q, t in m.opacus_history]  # type: ignore[union-attr]
         parts = [
-            {"kind": "subsampled_gaussian", "noise_multiplier": s, "sampling_rate": q, "steps": t,
-             "sensitivity": 1.0, "neighbouring": "add_remove"}
+            {
+                "kind": "subsampled_gaussian",
+                "noise_multiplier": s,
+                "sampling_rate": q,
+                "steps": t,
+                "sensitivity": 1.0,
+                "neighbouring": "add_remove",
+            }
             for s, q, t in phases
         ]
         return parts[0] if len(parts) == 1 else {"kind": "composed", "mechanisms": parts}
@@ -296,7 +304,8 @@ def _validate(data: Any, file: Path, prefix: str) -> ModelManifest:
         raise ManifestError(file, _loc(("mechanism", manifest.mechanism.form), prefix), str(exc)) from None
     if mech.neighbouring_relation != manifest.neighbouring:
         raise ManifestError(
-            file, _loc(("neighbouring",), prefix),
+            file,
+            _loc(("neighbouring",), prefix),
             f"the mechanism is stated for {mech.neighbouring_relation!r} but the model declares "
             f"{manifest.neighbouring!r}",
         )

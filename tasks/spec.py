@@ -323,8 +323,17 @@ def _mechanism_fields(kind: str) -> tuple[set[str], set[str]]:
 
     import gdpcore
 
-    cls = next(c for c in (gdpcore.Gaussian, gdpcore.Laplace, gdpcore.RandomizedResponse, gdpcore.SubsampledGaussian,
-                           gdpcore.DiscreteGaussian) if c.kind == kind)
+    cls = next(
+        c
+        for c in (
+            gdpcore.Gaussian,
+            gdpcore.Laplace,
+            gdpcore.RandomizedResponse,
+            gdpcore.SubsampledGaussian,
+            gdpcore.DiscreteGaussian,
+        )
+        if c.kind == kind
+    )
     fields = dataclasses.fields(cls)
     required = {f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
     return {f.name for f in fields}, required
@@ -342,7 +351,9 @@ def _validate_mechanism_values(path: Path, spec: GridSpec | CalibrationSpec, bas
             )
     missing = sorted(required - set(spec.grid) - set(base))
     if missing:
-        raise ValueError(f"{path}: invalid spec: grid: missing required parameter(s) {', '.join(missing)} of {spec.mechanism}")
+        raise ValueError(
+            f"{path}: invalid spec: grid: missing required parameter(s) {', '.join(missing)} of {spec.mechanism}"
+        )
     axes = spec.axes()
     first = {k: v[0] for k, v in axes.items()}
     for key, values in axes.items():
@@ -393,7 +404,9 @@ def load_grid_spec(path: str | Path, *, force: bool = False) -> GridSpec:
         for axis in ("x", "y"):
             key = getattr(spec.plot, axis)
             if key not in spec.grid:
-                raise ValueError(f"{path}: invalid spec: plot.{axis} = {key!r}: not a grid key ({', '.join(spec.grid)})")
+                raise ValueError(
+                    f"{path}: invalid spec: plot.{axis} = {key!r}: not a grid key ({', '.join(spec.grid)})"
+                )
         if spec.plot.x == spec.plot.y:
             raise ValueError(f"{path}: invalid spec: plot.y = {spec.plot.y!r}: must differ from plot.x")
         for key in spec.plot.fixed:

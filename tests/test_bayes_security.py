@@ -142,7 +142,9 @@ def test_epsilon_estimate_matches_notebook():
     # Official notebook (Sec. 4.2.1): sigma=2, L=1, N=1e4, T=3e5, delta=1e-8 -> "beta*-based estimate: eps>=0.0437034".
     beta = get_bayes_security_from_dpsgd(sampling_rate=1e-4, noise_multiplier=2.0, steps=300_000).value
     assert beta == pytest.approx(0.97815176, abs=1e-8)
-    assert get_epsilon_estimate_from_bayes_security(beta=beta, delta=1e-8) == pytest.approx(0.04370341028734318, abs=1e-9)
+    assert get_epsilon_estimate_from_bayes_security(beta=beta, delta=1e-8) == pytest.approx(
+        0.04370341028734318, abs=1e-9
+    )
     assert get_epsilon_estimate_from_bayes_security(beta=0.9, delta=0.2) <= 0
 
 

@@ -44,12 +44,12 @@ def _np_tpr(sigma: float, q: float, steps: int, fpr: float, d: float = 2.5e-4) -
 
     Points (Q[L > l], P[L > l]) with Q-mass p e^{-l}; linear between them (randomised NP test, seed 001 Thm 3.4).
     """
-    dense = _ctd_pld(sigma, q, steps, d)._pmf_remove.to_dense_pmf()  # noqa: SLF001 - no public PMF arrays
-    p = np.clip(np.asarray(dense._probs, dtype=float), 0.0, None)  # noqa: SLF001
-    losses = (dense._lower_loss + np.arange(p.size)) * d  # noqa: SLF001
+    dense = _ctd_pld(sigma, q, steps, d)._pmf_remove.to_dense_pmf()
+    p = np.clip(np.asarray(dense._probs, dtype=float), 0.0, None)
+    losses = (dense._lower_loss + np.arange(p.size)) * d
     with np.errstate(over="ignore"):
         qmass = p * np.exp(-losses)
-    tpr_pts = np.concatenate([[dense._infinity_mass], dense._infinity_mass + np.cumsum(p[::-1])])  # noqa: SLF001
+    tpr_pts = np.concatenate([[dense._infinity_mass], dense._infinity_mass + np.cumsum(p[::-1])])
     fpr_pts = np.concatenate([[0.0], np.cumsum(qmass[::-1])])
     return float(np.interp(fpr, fpr_pts, tpr_pts))
 
@@ -139,7 +139,11 @@ def test_dpsgd_tpr_target_matches_exact_sigma(fpr, tpr, exact):
     rep = g.analyze(r.mechanism, discretization=r.discretization, optimistic=False)
     assert r.achieved <= tpr
     assert float(rep.tpr(fpr)) == pytest.approx(r.achieved, rel=1e-9)
-    assert r.bound_types == {"achieved": "upper", "noise_multiplier": "upper", "discretization_bias_estimate": "estimate"}
+    assert r.bound_types == {
+        "achieved": "upper",
+        "noise_multiplier": "upper",
+        "discretization_bias_estimate": "estimate",
+    }
     # ... and within tolerance of the exact answer (peer_benchmarks sec. 3; riskcal returned 0.63293 / 0.56118,
     # which miss the target).
     assert exact * (1 - 2e-4) <= r.noise_multiplier <= exact * (1 + 2e-3)
@@ -321,7 +325,11 @@ def test_bad_input_names_field_and_value(kw, match):
         (g.calibrate_noise, {"sampling_rate": 0.1, "steps": 2.5}, "steps"),
         (g.calibrate_steps, {"noise_multiplier": -1.0, "sampling_rate": 0.1}, "noise_multiplier"),
         (g.calibrate_steps, {"noise_multiplier": 1.0, "sampling_rate": 0.1, "steps_max": 0}, "steps_max"),
-        (g.calibrate_sampling_rate, {"noise_multiplier": 1.0, "steps": 10, "sampling_rate_min": 1.0}, "sampling_rate_min"),
+        (
+            g.calibrate_sampling_rate,
+            {"noise_multiplier": 1.0, "steps": 10, "sampling_rate_min": 1.0},
+            "sampling_rate_min",
+        ),
     ],
 )
 def test_bad_parameters(fn, kw, match):

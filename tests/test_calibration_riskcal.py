@@ -24,9 +24,7 @@ def test_advantage_target_matches_riskcal():
 def test_tpr_target_matches_riskcal_and_never_misses():
     q, steps, fpr, tpr = 0.01, 300, 0.01, 0.10
     ours = g.calibrate_noise(sampling_rate=q, steps=steps, target_tpr=tpr, fpr=fpr)
-    theirs = find_noise_multiplier_for_err_rates(
-        alpha=fpr, beta=1 - tpr, sample_rate=q, num_steps=steps, noise_min=0.5
-    )
+    theirs = find_noise_multiplier_for_err_rates(alpha=fpr, beta=1 - tpr, sample_rate=q, num_steps=steps, noise_min=0.5)
     assert ours.noise_multiplier == pytest.approx(theirs, rel=1e-2)
     mech = g.SubsampledGaussian(noise_multiplier=ours.noise_multiplier, sampling_rate=q, steps=steps)
     assert g.analyze(mech, optimistic=False).tpr(fpr) <= tpr

@@ -50,10 +50,12 @@ def test_table4_claims_are_reproduced_by_rdp_and_certified_by_pld(paper_eps):
 
 def test_rdp_events_match_quadrature_rdp_on_integer_orders():
     # A heterogeneous two-phase schedule: exercises Composed + SelfComposed + PoissonSampled event building.
-    mech = g.Composed(mechanisms=(
-        g.SubsampledGaussian(noise_multiplier=1.1, sampling_rate=0.01, steps=1000),
-        g.SelfComposed(mechanism=g.SubsampledGaussian(noise_multiplier=0.9, sampling_rate=0.02, steps=50), count=4),
-    ))
+    mech = g.Composed(
+        mechanisms=(
+            g.SubsampledGaussian(noise_multiplier=1.1, sampling_rate=0.01, steps=1000),
+            g.SelfComposed(mechanism=g.SubsampledGaussian(noise_multiplier=0.9, sampling_rate=0.02, steps=50), count=4),
+        )
+    )
     orders = np.arange(2, 65, dtype=float)
     rdp = get_rdp_from_mechanism(mech, orders=orders)
     eps_quadrature, _ = rdp_privacy_accountant.compute_epsilon(orders, rdp, 1e-6)
@@ -144,13 +146,16 @@ def test_laplace_and_randomized_response_rdp_claims():
         assert check.tight_epsilon <= check.reproduced_epsilon <= eps0 * 1.01
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"epsilon": -1.0, "delta": 1e-5, "accountant": "rdp"}, "epsilon"),
-    ({"epsilon": 1.0, "delta": 1.5, "accountant": "rdp"}, "delta"),
-    ({"epsilon": 1.0, "delta": 1e-5, "accountant": "rdp", "rtol": 2.0}, "rtol"),
-    ({"epsilon": 1.0, "delta": 1e-5, "accountant": 3}, "accountant"),
-    ({"epsilon": 1.0, "delta": 1e-5, "accountant": "rdp", "tight_epsilon": float("nan")}, "tight_epsilon"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"epsilon": -1.0, "delta": 1e-5, "accountant": "rdp"}, "epsilon"),
+        ({"epsilon": 1.0, "delta": 1.5, "accountant": "rdp"}, "delta"),
+        ({"epsilon": 1.0, "delta": 1e-5, "accountant": "rdp", "rtol": 2.0}, "rtol"),
+        ({"epsilon": 1.0, "delta": 1e-5, "accountant": 3}, "accountant"),
+        ({"epsilon": 1.0, "delta": 1e-5, "accountant": "rdp", "tight_epsilon": float("nan")}, "tight_epsilon"),
+    ],
+)
 def test_bad_input_names_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
         check_claim(g.Gaussian(noise_multiplier=1.0), **kwargs)

@@ -34,33 +34,63 @@ def test_gaussian_report_is_the_closed_form(capsys):
 
 
 def test_text_report_labels_every_number_and_rechecks_a_claim(capsys):
-    rc, out, _ = _run(capsys, "analyze", "subsampled_gaussian", "--noise-multiplier", "9.4", "--sampling-rate",
-                      "0.32768", "--steps", "2000", "--claim", "8,1e-5,RDP")
+    rc, out, _ = _run(
+        capsys,
+        "analyze",
+        "subsampled_gaussian",
+        "--noise-multiplier",
+        "9.4",
+        "--sampling-rate",
+        "0.32768",
+        "--steps",
+        "2000",
+        "--claim",
+        "8,1e-5,RDP",
+    )
     assert rc == 0
     mu = float(re.search(r"mu-GDP +([0-9.]+) +\(upper bound; bracket \[", out).group(1))
     assert abs(mu - 1.567) <= 3e-3  # seed 000 Sec. 5: "mu = 1.57"
     assert "(upper)" in out and "Bayes security" in out and "(lower bound)" in out
-    assert ("published claim claimed eps=8 at delta=1e-05 (RDP); reproduced: rdp gives 7.998 (upper); "
-            "gdpcore's pessimistic eps 7.424 certifies the claim") in out
+    assert (
+        "published claim claimed eps=8 at delta=1e-05 (RDP); reproduced: rdp gives 7.998 (upper); "
+        "gdpcore's pessimistic eps 7.424 certifies the claim"
+    ) in out
 
 
 def test_json_claim_block(capsys):
-    rc, out, _ = _run(capsys, "analyze", "subsampled_gaussian", "--noise-multiplier", "0.7", "--sampling-rate",
-                      "0.01", "--steps", "1000", "--json", "--claim", "2.5,1e-5,GDP")
+    rc, out, _ = _run(
+        capsys,
+        "analyze",
+        "subsampled_gaussian",
+        "--noise-multiplier",
+        "0.7",
+        "--sampling-rate",
+        "0.01",
+        "--steps",
+        "1000",
+        "--json",
+        "--claim",
+        "2.5,1e-5,GDP",
+    )
     assert rc == 0
     claim = json.loads(out)["claim"]
     assert claim["reproduced"]["family"] == "clt" and claim["reproduced"]["bound"] == "estimate"
-    assert not claim["certified"] and claim["tight_epsilon"]["value"] > 2.5 and claim["tight_epsilon"]["bound"] == "upper"
+    assert (
+        not claim["certified"] and claim["tight_epsilon"]["value"] > 2.5 and claim["tight_epsilon"]["bound"] == "upper"
+    )
 
 
-@pytest.mark.parametrize(("argv", "needle"), [
-    (["analyze", "gaussian", "--noise-multiplier", "-1"], "noise_multiplier"),
-    (["analyze", "gaussian", "--noise-multiplier", "1", "--claim", "8,1e-5"], "--claim"),
-    (["analyze", "gaussian", "--noise-multiplier", "1", "--claim", "x,1e-5,RDP"], "--claim"),
-    (["analyze", "gaussian", "--noise-multiplier", "1", "--claim", "8,2,RDP"], "delta"),
-    (["analyze", "no_such_kind"], "no_such_kind"),
-    (["analyze"], "mechanism kind is required"),
-])
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["analyze", "gaussian", "--noise-multiplier", "-1"], "noise_multiplier"),
+        (["analyze", "gaussian", "--noise-multiplier", "1", "--claim", "8,1e-5"], "--claim"),
+        (["analyze", "gaussian", "--noise-multiplier", "1", "--claim", "x,1e-5,RDP"], "--claim"),
+        (["analyze", "gaussian", "--noise-multiplier", "1", "--claim", "8,2,RDP"], "delta"),
+        (["analyze", "no_such_kind"], "no_such_kind"),
+        (["analyze"], "mechanism kind is required"),
+    ],
+)
 def test_bad_input_exits_2_naming_the_field(capsys, argv, needle):
     rc, out, err = _run(capsys, *argv)
     assert rc == 2 and out == "" and needle in err and err.startswith("gdp analyze: error:")

@@ -12,7 +12,10 @@ from gdpcore.curve import curve_from_loss_pmf
 
 def _dp_single(sigma, q, d, pessimistic=True):
     return pld_lib.from_gaussian_mechanism(
-        sigma, sampling_prob=q, value_discretization_interval=d, pessimistic_estimate=pessimistic,
+        sigma,
+        sampling_prob=q,
+        value_discretization_interval=d,
+        pessimistic_estimate=pessimistic,
         use_connect_dots=pessimistic,
     )
 
@@ -38,9 +41,7 @@ def test_single_step_matches_dp_accounting_connect_the_dots(sigma, q, d):
 @pytest.mark.parametrize(("sigma", "q", "T"), [(1.0, 0.01, 1000), (2.0, 0.001, 10_000), (0.8, 0.04, 300)])
 def test_composed_epsilon_matches_dp_accounting(sigma, q, T):
     d = 1e-4
-    remove, add = f.subsampled_gaussian_loss_pmf(
-        noise_multiplier=sigma, sampling_rate=q, steps=T, discretization=d
-    )
+    remove, add = f.subsampled_gaussian_loss_pmf(noise_multiplier=sigma, sampling_rate=q, steps=T, discretization=d)
     pess = _dp_single(sigma, q, d).self_compose(T)
     opt = _dp_single(sigma, q, d, pessimistic=False).self_compose(T)
     curve = curve_from_loss_pmf(remove, add)
@@ -62,7 +63,9 @@ def test_composed_epsilon_inside_prv_accountant_bracket():
     mine = float(curve_from_loss_pmf(remove).epsilon_at(1e-5))
     acc = PRVAccountant(
         prvs=[PoissonSubsampledGaussianMechanism(sampling_probability=q, noise_multiplier=sigma)],
-        eps_error=0.01, delta_error=1e-9, max_self_compositions=[T],
+        eps_error=0.01,
+        delta_error=1e-9,
+        max_self_compositions=[T],
     )
     lo, est, up = acc.compute_epsilon(delta=1e-5, num_self_compositions=[T])
     assert lo <= mine <= up
@@ -73,7 +76,9 @@ def test_sampling_rate_one_is_a_gaussian_and_never_optimistic():
     # q = 1: T steps of N(0, sigma^2) are exactly (sqrt(T)/sigma)-GDP (closed form).
     sigma, T = 4.0, 16
     mu = T**0.5 / sigma
-    remove, add = f.subsampled_gaussian_loss_pmf(noise_multiplier=sigma, sampling_rate=1.0, steps=T, discretization=1e-3)
+    remove, add = f.subsampled_gaussian_loss_pmf(
+        noise_multiplier=sigma, sampling_rate=1.0, steps=T, discretization=1e-3
+    )
     assert add is None
     curve = curve_from_loss_pmf(remove)
     for delta in (1e-2, 1e-5, 1e-9):
@@ -134,7 +139,9 @@ def test_optimistic_single_step_matches_dp_accounting_privacy_buckets(sigma, q, 
     assert mine.infinity_mass == 0.0 == theirs._infinity_mass
 
 
-@pytest.mark.parametrize(("sigma", "q", "T", "d"), [(1.0, 0.01, 1000, 1e-4), (0.8, 0.04, 300, 1e-3), (2.0, 0.001, 3000, 1e-4)])
+@pytest.mark.parametrize(
+    ("sigma", "q", "T", "d"), [(1.0, 0.01, 1000, 1e-4), (0.8, 0.04, 300, 1e-3), (2.0, 0.001, 3000, 1e-4)]
+)
 def test_optimistic_composition_matches_dp_accounting(sigma, q, T, d):
     theirs = _dp_single(sigma, q, d, pessimistic=False).self_compose(T)._pmf_remove
     single = f.optimistic_single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d)
@@ -164,7 +171,7 @@ def test_bucket_residuals_lie_in_the_bucket_and_match_direct_integration():
     assert values.min() >= 0.0 and values.max() <= d
     assert weights.sum() == pytest.approx(1.0, abs=1e-12)
     k = single.lower_index + int(np.argmax(single.probs))  # the heaviest bucket
-    inv = lambda l: sigma**2 * np.log((np.expm1(l) + q) / q) + 0.5  # noqa: E731
+    inv = lambda loss: sigma**2 * np.log((np.expm1(loss) + q) / q) + 0.5  # noqa: E731
     a, b = inv(k * d), inv((k + 1) * d)
     p_k = integrate.quad(lambda x: (1 - q) * stats.norm.pdf(x, 0, sigma) + q * stats.norm.pdf(x, 1, sigma), a, b)[0]
     q_k = integrate.quad(lambda x: stats.norm.pdf(x, 0, sigma), a, b)[0]
@@ -195,13 +202,16 @@ def test_residual_shift_tail_against_exact_distribution_of_the_sum():
 def test_grid_lower_bounds_below_every_upper_bound(sigma, q, T):
     # eps_lower (privacy buckets + residual shift) is a lower bound: never above prv_accountant's upper bound nor
     # dp_accounting's pessimistic value at 1e-5; and it is far tighter than dp_accounting's optimistic twin.
-    t = g.analyze_grid([g.SubsampledGaussian(noise_multiplier=sigma, sampling_rate=q, steps=T)], deltas=[1e-5],
-                       fprs=[0.1])
+    t = g.analyze_grid(
+        [g.SubsampledGaussian(noise_multiplier=sigma, sampling_rate=q, steps=T)], deltas=[1e-5], fprs=[0.1]
+    )
     lo_mine = t.column("epsilon_lower")[0].as_py()[0]
     up_mine = t.column("epsilon")[0].as_py()[0]
     acc = PRVAccountant(
         prvs=[PoissonSubsampledGaussianMechanism(sampling_probability=q, noise_multiplier=sigma)],
-        eps_error=0.01, delta_error=1e-9, max_self_compositions=[T],
+        eps_error=0.01,
+        delta_error=1e-9,
+        max_self_compositions=[T],
     )
     _, _, prv_up = acc.compute_epsilon(delta=1e-5, num_self_compositions=[T])
     ref = _dp_single(sigma, q, 1e-5).self_compose(T).get_epsilon_for_delta(1e-5)

@@ -33,7 +33,7 @@ D2 = math.exp(-(E2**2))
 def sgd(e):  # seed 003 "SGD" refined profile, A = 2, B = 1, sigma = 2
     e = np.asarray(e, float)
     head = D2 + (1 - D2) * np.clip(math.exp(E2) - np.exp(np.minimum(e, E2)), 0, None) / (1 + math.exp(E2))
-    return np.minimum(head, np.exp(-np.minimum(e, 30.0) ** 2) * (e < 30))
+    return np.minimum(head, np.exp(-(np.minimum(e, 30.0) ** 2)) * (e < 30))
 
 
 K = 4 / math.e**2
@@ -106,7 +106,7 @@ def test_identification_matches_thm_4_4_limits():
     # Paper: the limits are 0, sqrt(1/2) and +inf for Laplace, SGD and ICEA; Laplace and SGD are GDP, ICEA is not.
     lap = identify_gdp(laplace2)
     assert lap.is_gdp is True and lap.tail_limit == 0.0 and lap.bound == "estimate"
-    s = identify_gdp(sgd, log_profile=lambda e: -np.asarray(e, float) ** 2)
+    s = identify_gdp(sgd, log_profile=lambda e: -(np.asarray(e, float) ** 2))
     assert s.is_gdp is True and s.tail_limit == pytest.approx(math.sqrt(0.5), rel=1e-9)
     ic = identify_gdp(icea, log_profile=lambda e: np.log(np.minimum(1.0, K / np.asarray(e, float))))
     assert ic.is_gdp is False
@@ -141,8 +141,8 @@ def _four_outcome_profile(eps0, delta0, eps):
     q = [0.0, delta0, (1 - delta0) * (1 - a0), (1 - delta0) * a0]
     best = 0.0
     for mask in itertools.product((0, 1), repeat=4):
-        pe = sum(pi for pi, m in zip(p, mask) if m)
-        qe = sum(qi for qi, m in zip(q, mask) if m)
+        pe = sum(pi for pi, m in zip(p, mask, strict=True) if m)
+        qe = sum(qi for qi, m in zip(q, mask, strict=True) if m)
         best = max(best, pe - math.exp(eps) * qe, qe - math.exp(eps) * pe)
     return best
 

@@ -18,7 +18,10 @@ FPRS = [0.0, 1e-4, 1e-2, 0.1]
 
 def _dp_pld(sigma, q, T, vdi, pessimistic=True):
     single = pld_lib.from_gaussian_mechanism(
-        sigma, sampling_prob=q, value_discretization_interval=vdi, pessimistic_estimate=pessimistic,
+        sigma,
+        sampling_prob=q,
+        value_discretization_interval=vdi,
+        pessimistic_estimate=pessimistic,
         use_connect_dots=pessimistic,
     )
     return single.self_compose(T)
@@ -55,7 +58,7 @@ def test_contract_columns_types_and_order():
     # Every PLD row has the lower ends of its brackets; engine rows state the certified gap and its target.
     rows = t.to_pylist()
     for r in rows:
-        assert all(lo <= up for lo, up in zip(r["epsilon_lower"], r["epsilon"]))
+        assert all(lo <= up for lo, up in zip(r["epsilon_lower"], r["epsilon"], strict=True))
         assert r["mu_lower"] <= r["mu"] and r["advantage_lower"] <= r["advantage"]
     for i in (0, 3):
         assert rows[i]["gap_tolerance"] == g.grid.DEFAULT_GAP_TOLERANCE
@@ -103,7 +106,7 @@ def test_subsampled_gaussian_epsilon_against_dp_accounting():
     eps = t.column("epsilon")[0].as_py()
     pess = _dp_pld(sigma, q, T, 1e-4)
     opt = _dp_pld(sigma, q, T, 1e-4, pessimistic=False)
-    for d, e in zip(DELTAS, eps):
+    for d, e in zip(DELTAS, eps, strict=True):
         ref = pess.get_epsilon_for_delta(d)
         assert e == pytest.approx(ref, rel=5e-3)
         assert e >= opt.get_epsilon_for_delta(d)
@@ -120,7 +123,7 @@ def test_grid_engine_against_dp_accounting(sigma, q, T):
     eps = t.column("epsilon")[0].as_py()
     pess = _dp_pld(sigma, q, T, 1e-4)
     opt = _dp_pld(sigma, q, T, 1e-4, pessimistic=False)
-    for d, e in zip(DELTAS, eps):
+    for d, e in zip(DELTAS, eps, strict=True):
         assert e == pytest.approx(pess.get_epsilon_for_delta(d), rel=5e-3)
         assert e >= opt.get_epsilon_for_delta(d)
     # beta never above the exact curve: the optimistic dp_accounting curve lies above the exact one.
@@ -131,7 +134,9 @@ def test_grid_engine_against_dp_accounting(sigma, q, T):
     ref = g.analyze(SG(noise_multiplier=sigma, sampling_rate=q, steps=T), optimistic=False)
     assert t.column("mu")[0].as_py() == pytest.approx(ref.mu, rel=5e-3)
     # Lower ends stay below dp_accounting's pessimistic values (upper bounds on the truth) and within the gap.
-    assert all(lo <= pess.get_epsilon_for_delta(d) for d, lo in zip(DELTAS, t.column("epsilon_lower")[0].as_py()))
+    assert all(
+        lo <= pess.get_epsilon_for_delta(d) for d, lo in zip(DELTAS, t.column("epsilon_lower")[0].as_py(), strict=True)
+    )
     assert t.column("mu_lower")[0].as_py() <= ref.mu
     assert t.column("advantage_lower")[0].as_py() <= ref.advantage
     assert t.column("certified_gap")[0].as_py() <= g.grid.DEFAULT_GAP_TOLERANCE
@@ -181,7 +186,7 @@ def test_over_budget_cell_gets_status_row_and_valid_rdp_fallback():
     acc = rdp.RdpAccountant()
     acc.compose(dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), T))
     pess = _dp_pld(sigma, q, T, 1e-4)
-    for d, e in zip(DELTAS, t.column("epsilon")[0].as_py()):
+    for d, e in zip(DELTAS, t.column("epsilon")[0].as_py(), strict=True):
         # Valid (never below the tight PLD value) and close to dp_accounting's own RDP epsilon.
         assert e >= pess.get_epsilon_for_delta(d)
         assert e <= acc.get_epsilon(d) * 1.02
@@ -190,8 +195,11 @@ def test_over_budget_cell_gets_status_row_and_valid_rdp_fallback():
 
 
 def test_engines_agree_and_curve_table_is_pessimistic():
-    mechs = [SG(noise_multiplier=1.0, sampling_rate=0.02, steps=200), g.Laplace(scale=1.0),
-             SG(noise_multiplier=1.0, sampling_rate=0.02, steps=50)]
+    mechs = [
+        SG(noise_multiplier=1.0, sampling_rate=0.02, steps=200),
+        g.Laplace(scale=1.0),
+        SG(noise_multiplier=1.0, sampling_rate=0.02, steps=50),
+    ]
     fast, curves = analyze_grid_with_curves(mechs, deltas=DELTAS, fprs=FPRS, curve_lines=64)
     slow = analyze_grid(mechs, deltas=DELTAS, fprs=FPRS, engine="per_point")
     assert fast.column("engine").to_pylist() == ["grid", "per_point", "grid"]
@@ -216,14 +224,17 @@ def test_engines_agree_and_curve_table_is_pessimistic():
 def test_large_epsilon_cells_against_dp_accounting_and_no_nan():
     # sigma=0.6, q=0.1, T=1e4: the composed PMF starts far above loss 0 (the engine skips that lattice).
     sigma, q, T = 0.6, 0.1, 10_000
-    t = analyze_grid([SG(noise_multiplier=sigma, sampling_rate=q, steps=T)], deltas=DELTAS, fprs=FPRS,
-                     discretization=1e-3)
+    t = analyze_grid(
+        [SG(noise_multiplier=sigma, sampling_rate=q, steps=T)], deltas=DELTAS, fprs=FPRS, discretization=1e-3
+    )
     ref = _dp_pld(sigma, q, T, 1e-3)
-    for d, e in zip(DELTAS, t.column("epsilon")[0].as_py()):
+    for d, e in zip(DELTAS, t.column("epsilon")[0].as_py(), strict=True):
         assert e == pytest.approx(ref.get_epsilon_for_delta(d), rel=1e-6)
     # Fixed step: the lower end is computed at the same step (no refinement) and the gap reported.
     assert t.column("discretization_lower")[0].as_py() == 1e-3
-    assert all(lo <= up for lo, up in zip(t.column("epsilon_lower")[0].as_py(), t.column("epsilon")[0].as_py()))
+    assert all(
+        lo <= up for lo, up in zip(t.column("epsilon_lower")[0].as_py(), t.column("epsilon")[0].as_py(), strict=True)
+    )
     assert t.column("certified_gap")[0].as_py() < 0.05
     # T=1e5: epsilon(1e-5) is beyond e^700; reported as +inf (a valid upper bound), never NaN.
     big = analyze_grid([SG(noise_multiplier=sigma, sampling_rate=q, steps=100_000)], deltas=[1e-5], fprs=[0.5])

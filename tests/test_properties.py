@@ -83,8 +83,11 @@ def test_bracket_contains_the_fine_reference(mech):
     # prv_accountant's domain grows with eps (165 s and 4 GB at eps ~ 135): keep to the regime it serves.
     assume(r.epsilon(1e-6) <= 30)
     acc = PRVAccountant(
-        prvs=[PoissonSubsampledGaussianMechanism(sampling_probability=mech.sampling_rate,
-                                                 noise_multiplier=mech.noise_multiplier)],
+        prvs=[
+            PoissonSubsampledGaussianMechanism(
+                sampling_probability=mech.sampling_rate, noise_multiplier=mech.noise_multiplier
+            )
+        ],
         eps_error=1e-3,
         delta_error=1e-11,
         max_self_compositions=[mech.steps],

@@ -15,14 +15,16 @@ def test_readme_has_examples():
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_example_runs(index, capsys):
-    exec(compile(BLOCKS[index], f"README.md[python block {index}]", "exec"), {})  # noqa: S102 - our own README
+    exec(compile(BLOCKS[index], f"README.md[python block {index}]", "exec"), {})
     assert capsys.readouterr().out  # every example prints what it computes
 
 
 def test_readme_quickstart_is_the_two_make_commands():
     text = README.read_text(encoding="utf-8")
     quick = text.split("## Quickstart", 1)[1].split("##", 1)[0]
-    commands = [line.split("#")[0].strip() for line in re.findall(r"```bash\n(.*?)```", quick, flags=re.S)[0].splitlines()]
+    commands = [
+        line.split("#")[0].strip() for line in re.findall(r"```bash\n(.*?)```", quick, flags=re.S)[0].splitlines()
+    ]
     assert commands == ["make demo", "make test"]
     makefile = (README.parent / "Makefile").read_text(encoding="utf-8")
     assert "\ndemo:" in makefile and "\ntest:" in makefile

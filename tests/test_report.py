@@ -74,9 +74,7 @@ def test_census_topdown():
     # Seed 000 Sec. 5 / digest 2.10: 8 levels x 10 discrete Gaussians, total rho = 3.65 -> mu = 2.702.
     shares = [2, 27.4, 8.5, 13.1, 13.1, 23.8, 11.8, 0.3]
     sigmas = [math.sqrt(10 / (2 * (a / 100) * 3.65)) for a in shares]
-    mech = g.Composed(
-        mechanisms=[g.SelfComposed(mechanism=g.DiscreteGaussian(sigma=s), count=10) for s in sigmas]
-    )
+    mech = g.Composed(mechanisms=[g.SelfComposed(mechanism=g.DiscreteGaussian(sigma=s), count=10) for s in sigmas])
     r = g.analyze(mech, discretization=1e-3)
     assert r.mu == pytest.approx(2.702, abs=2e-3)
     assert r.mu_lower <= r.mu
@@ -320,19 +318,28 @@ def test_optimistic_twin_of_a_two_phase_schedule():
     """Opacus-style history (data/registry/opacus-two-phase.yaml): the shifted twin composes the phases. Its lower
     ends stay below dp_accounting's connect-the-dots composition at a 5x finer step (an independent upper bound) and
     the bracket is ~1e-3 wide where privacy buckets alone lost ~T d / 2 (13% here)."""
-    phases = (g.SubsampledGaussian(noise_multiplier=1.1, sampling_rate=256 / 60000, steps=4688),
-              g.SubsampledGaussian(noise_multiplier=0.9, sampling_rate=512 / 60000, steps=586))
+    phases = (
+        g.SubsampledGaussian(noise_multiplier=1.1, sampling_rate=256 / 60000, steps=4688),
+        g.SubsampledGaussian(noise_multiplier=0.9, sampling_rate=512 / 60000, steps=586),
+    )
     report = g.analyze(g.Composed(mechanisms=phases))
     assert "certified residual shift" in report.accountant
-    fine = [pld_lib.from_gaussian_mechanism(m.noise_multiplier, sampling_prob=m.sampling_rate,
-                                            value_discretization_interval=2e-5).self_compose(m.steps) for m in phases]
+    fine = [
+        pld_lib.from_gaussian_mechanism(
+            m.noise_multiplier, sampling_prob=m.sampling_rate, value_discretization_interval=2e-5
+        ).self_compose(m.steps)
+        for m in phases
+    ]
     fine = fine[0].compose(fine[1])
     for delta in (1e-3, 1e-5, 1e-8):
         low, up = report.epsilon(delta, side="optimistic"), report.epsilon(delta)
         assert low <= fine.get_epsilon_for_delta(delta) and (up - low) / up <= 1e-3
     # Nesting does not matter: the same schedule as SelfComposed pieces gives the same lower curve.
-    nested = g.analyze(g.Composed(mechanisms=(
-        g.SelfComposed(mechanism=dataclasses.replace(phases[0], steps=1172), count=4), phases[1])))
+    nested = g.analyze(
+        g.Composed(
+            mechanisms=(g.SelfComposed(mechanism=dataclasses.replace(phases[0], steps=1172), count=4), phases[1])
+        )
+    )
     assert nested.epsilon(1e-5, side="optimistic") == pytest.approx(report.epsilon(1e-5, side="optimistic"), rel=1e-12)
     # A schedule with a non-Gaussian part keeps dp_accounting's plain privacy buckets.
     mixed = g.analyze(g.Composed(mechanisms=(phases[1], g.Laplace(scale=20.0))))

@@ -127,7 +127,9 @@ def test_dpsgd_grid_rho_is_optimistic_and_grid_dependent():
 def test_subsampled_gaussian_rdp_matches_dp_accounting_integer_orders():
     orders = np.array([2.0, 3.0, 8.0, 32.0, 128.0, 512.0])
     for q, sigma in ((Q, 9.4), (0.01, 1.0), (0.1, 2.0)):
-        mine = get_rdp_from_mechanism(SubsampledGaussian(noise_multiplier=sigma, sampling_rate=q, steps=7), orders=orders)
+        mine = get_rdp_from_mechanism(
+            SubsampledGaussian(noise_multiplier=sigma, sampling_rate=q, steps=7), orders=orders
+        )
         peer = 7 * rdp_lib._compute_rdp_poisson_subsampled_gaussian(q, sigma, orders)
         np.testing.assert_allclose(mine, peer, rtol=1e-9)
 
@@ -167,7 +169,9 @@ def test_rho_star_of_pure_dp_mechanisms_is_the_kl_limit():
 # -- exact reports, labels, table ---------------------------------------------------------------------------------
 def test_randomized_response_regrets():
     rep = analyze(RandomizedResponse(epsilon=1.0), optimistic=False)
-    assert rep.regret("pure_dp") == pytest.approx(0.0, abs=1e-6)  # the representation is the mechanism itself (PLD grid error)
+    assert rep.regret("pure_dp") == pytest.approx(
+        0.0, abs=1e-6
+    )  # the representation is the mechanism itself (PLD grid error)
     assert rep.regret("gdp") == pytest.approx(0.057546, abs=2e-5)  # paper 0.058 (T7); digest 0.057546
 
 

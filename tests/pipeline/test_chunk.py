@@ -14,8 +14,14 @@ from tasks.lake import STAGING_SCHEMA, atomic_write_parquet, code_version
 
 
 def _chunk(mechs, representations=("gdp",)) -> Chunk:
-    settings = EvalSettings(deltas=(1e-5, 1e-6), fprs=(0.0, 0.01, 0.5, 1.0), representations=representations,
-                            discretization=None, alpha_min=1e-10, code_version=code_version())
+    settings = EvalSettings(
+        deltas=(1e-5, 1e-6),
+        fprs=(0.0, 0.01, 0.5, 1.0),
+        representations=representations,
+        discretization=None,
+        alpha_min=1e-10,
+        code_version=code_version(),
+    )
     return Chunk(spec_name="unit", kind=mechs[0].kind, mechanisms=tuple(m.to_json() for m in mechs), settings=settings)
 
 
@@ -26,8 +32,9 @@ def test_gaussian_rows_are_closed_form_and_regrets_come_from_the_report():
     for row, m in zip(table.to_pylist(), mechs, strict=True):
         assert row["cell_id"] == m.content_hash and row["status"] == "ok"
         assert row["mu"] == pytest.approx(1 / m.noise_multiplier, rel=1e-12) and row["mu_bound"] == "exact"
-        assert row["curve_fnr"] == pytest.approx(list(gdpcore.get_beta_from_gdp(mu=1 / m.noise_multiplier,
-                                                                                alpha=row["curve_fpr"])), abs=1e-12)
+        assert row["curve_fnr"] == pytest.approx(
+            list(gdpcore.get_beta_from_gdp(mu=1 / m.noise_multiplier, alpha=row["curve_fpr"])), abs=1e-12
+        )
         report = gdpcore.analyze(m)
         expected = [("gdp", None, report.regret("gdp"))]
         expected += [("epsilon_delta", d, report.regret("epsilon_delta", delta=d)) for d in (1e-5, 1e-6)]

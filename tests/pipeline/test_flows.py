@@ -59,12 +59,18 @@ def test_views_match_gdpcore(swept):
     assert len(cells) == 8 and {c["status"] for c in cells} == {"ok"}
     assert len({c["cell_id"] for c in cells}) == 8
     n_curve = len(set(CURVE_FPRS) | set(FPRS))
-    counts = _rows(report, "SELECT (SELECT count(*) FROM epsilons) e, (SELECT count(*) FROM curves) c, "
-                           "(SELECT count(*) FROM regrets) r")[0]
+    counts = _rows(
+        report,
+        "SELECT (SELECT count(*) FROM epsilons) e, (SELECT count(*) FROM curves) c, (SELECT count(*) FROM regrets) r",
+    )[0]
     assert counts == {"e": 8 * len(DELTAS), "c": 8 * n_curve, "r": 8}
 
-    mechs = [gdpcore.SubsampledGaussian(noise_multiplier=s, sampling_rate=q, steps=t)
-             for s in (0.8, 1.5) for q in (0.02, 1.0) for t in (10, 100)]
+    mechs = [
+        gdpcore.SubsampledGaussian(noise_multiplier=s, sampling_rate=q, steps=t)
+        for s in (0.8, 1.5)
+        for q in (0.02, 1.0)
+        for t in (10, 100)
+    ]
     assert [c["cell_id"] for c in cells] == [m.content_hash for m in mechs]
     # 1. identical to gdpcore.analyze_grid on the same cells (the code path the chunk task wraps)
     direct = gdpcore.analyze_grid(mechs, deltas=DELTAS, fprs=sorted(set(CURVE_FPRS) | set(FPRS))).to_pylist()
@@ -111,13 +117,30 @@ def test_sql_is_read_only(swept, capsys):
     _, lake, report, _ = swept
     before = report.read_bytes()
     target = report.parent / "stolen.csv"
-    for sql in ("DROP VIEW cells", "CREATE TABLE t AS SELECT 1", f"COPY (SELECT 1) TO '{target}'",
-                "INSERT INTO report_info VALUES (NULL)", "ATTACH ':memory:' AS m", "SELECT 1; DROP VIEW cells"):
+    for sql in (
+        "DROP VIEW cells",
+        "CREATE TABLE t AS SELECT 1",
+        f"COPY (SELECT 1) TO '{target}'",
+        "INSERT INTO report_info VALUES (NULL)",
+        "ATTACH ':memory:' AS m",
+        "SELECT 1; DROP VIEW cells",
+    ):
         assert main(["sql", sql, "--report", str(report)]) == 2, sql
         assert "error" in capsys.readouterr().err
     assert report.read_bytes() == before and not target.exists()
-    assert main(["sql", "SELECT cell_id, mu FROM cells ORDER BY mu DESC LIMIT 2", "--report", str(report),
-                 "--format", "json"]) == 0
+    assert (
+        main(
+            [
+                "sql",
+                "SELECT cell_id, mu FROM cells ORDER BY mu DESC LIMIT 2",
+                "--report",
+                str(report),
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     assert isinstance(rows, list) and len(rows) == 2 and set(rows[0]) == {"cell_id", "mu"}
     assert main(["sql", "SELECT count(*) AS n FROM cells", "--report", str(report), "--format", "csv"]) == 0
@@ -130,14 +153,23 @@ def test_rerun_computes_nothing_and_edit_recomputes_one_chunk(tiny_spec, tmp_pat
     first = _sweep(tiny_spec(), lake, report)
     assert first.cells_computed == 8
     files = _staging(lake)
-    counts = _rows(report, "SELECT (SELECT count(*) FROM cells) c, (SELECT count(*) FROM epsilons) e, "
-                           "(SELECT count(*) FROM curves) k, (SELECT count(*) FROM regrets) r")[0]
+    counts = _rows(
+        report,
+        "SELECT (SELECT count(*) FROM cells) c, (SELECT count(*) FROM epsilons) e, "
+        "(SELECT count(*) FROM curves) k, (SELECT count(*) FROM regrets) r",
+    )[0]
 
     again = _sweep(tiny_spec(), lake, report)
     assert (again.cells_computed, again.chunks_computed, again.cells_reused) == (0, 0, 8)
     assert _staging(lake) == files  # nothing rewritten
-    assert _rows(report, "SELECT (SELECT count(*) FROM cells) c, (SELECT count(*) FROM epsilons) e, "
-                         "(SELECT count(*) FROM curves) k, (SELECT count(*) FROM regrets) r")[0] == counts
+    assert (
+        _rows(
+            report,
+            "SELECT (SELECT count(*) FROM cells) c, (SELECT count(*) FROM epsilons) e, "
+            "(SELECT count(*) FROM curves) k, (SELECT count(*) FROM regrets) r",
+        )[0]
+        == counts
+    )
 
     edited = _sweep(tiny_spec(steps=200), lake, report)  # one grid value changed: 100 -> 200
     assert (edited.cells_computed, edited.chunks_computed) == (4, 1)
@@ -170,7 +202,8 @@ def test_invalid_spec_fails_flow_and_writes_nothing(write_spec, tmp_path):
     lake = tmp_path / "lake"
     with pytest.raises(ValueError, match=r"grid\.noise_multiplier\[1\] = -2\.0"):
         grid_sweep.with_options(task_runner=make_task_runner("thread", max_workers=1))(
-            spec_path=str(bad), lake=str(lake), report=str(tmp_path / "r.duckdb"))
+            spec_path=str(bad), lake=str(lake), report=str(tmp_path / "r.duckdb")
+        )
     assert not lake.exists() and not (tmp_path / "r.duckdb").exists()
 
 
@@ -179,8 +212,12 @@ def test_regret_map_writes_plots(tiny_spec, tmp_path):
 
     report = tmp_path / "reports" / "privacy.duckdb"
     result = regret_map.with_options(task_runner=make_task_runner("thread", max_workers=2))(
-        spec_path=str(tiny_spec()), lake=str(tmp_path / "lake"), report=str(report), x="sampling_rate",
-        y="noise_multiplier")
+        spec_path=str(tiny_spec()),
+        lake=str(tmp_path / "lake"),
+        report=str(report),
+        x="sampling_rate",
+        y="noise_multiplier",
+    )
     assert set(result.heatmaps) == {"gdp_regret", "mu"}
     for path in [*result.heatmaps.values(), result.curve]:
         p = Path(path)
@@ -198,8 +235,10 @@ def test_dask_runner_gives_identical_rows(tiny_spec, tmp_path):
     _sweep(spec, tmp_path / "lake_t", tmp_path / "t.duckdb")
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster:
         _sweep(spec, tmp_path / "lake_d", tmp_path / "d.duckdb", runner="dask", dask_address=cluster.scheduler_address)
-    cols = ("cell_id, noise_multiplier, sampling_rate, steps, mu, gdp_regret, advantage, bayes_security, status, "
-            "accountant, discretization")
+    cols = (
+        "cell_id, noise_multiplier, sampling_rate, steps, mu, gdp_regret, advantage, bayes_security, status, "
+        "accountant, discretization"
+    )
     for view, select in (("cells", cols), ("epsilons", "cell_id, delta, epsilon"), ("curves", "cell_id, fpr, fnr")):
         sql = f"SELECT {select} FROM {view} ORDER BY ALL"
         assert query_report(tmp_path / "d.duckdb", sql) == query_report(tmp_path / "t.duckdb", sql), view

@@ -73,5 +73,11 @@ def sample_audit(prefect_server, tmp_path_factory):
     before = sorted(p.name for p in (root / "lake" / "registry").rglob("*.parquet") if "published" not in p.parts)
     second = privacy_audit(**kwargs)
     after = sorted(p.name for p in (root / "lake" / "registry").rglob("*.parquet") if "published" not in p.parts)
-    return {"root": root, "first": first, "second": second, "files_before": before, "files_after": after,
-            "report": root / "privacy.duckdb"}
+    return {
+        "root": root,
+        "first": first,
+        "second": second,
+        "files_before": before,
+        "files_after": after,
+        "report": root / "privacy.duckdb",
+    }

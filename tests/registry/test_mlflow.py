@@ -12,10 +12,12 @@ pytestmark = [
     # process. Under SQLAlchemy 2.1 that warns about MLflow's own `lazy="noload"` relationships and about Prefect's
     # server UUID column type (no operator_classes). Both are third-party deprecations, not ours: ignored by message.
     pytest.mark.filterwarnings(
-        "ignore:The ``noload`` loader strategy is deprecated:sqlalchemy.exc.SADeprecationWarning"),
+        "ignore:The ``noload`` loader strategy is deprecated:sqlalchemy.exc.SADeprecationWarning"
+    ),
     pytest.mark.filterwarnings(
         "ignore:Type object <class 'prefect.server.utilities.database.UUID'> does not refer to an OperatorClass"
-        ":sqlalchemy.exc.SADeprecationWarning"),
+        ":sqlalchemy.exc.SADeprecationWarning"
+    ),
 ]
 
 
@@ -38,8 +40,9 @@ def test_tags_description_and_card_artifacts_on_a_real_registry(tiny_registry, t
     reg, write = tiny_registry
     write("a.yaml", TINY_A.format(version=1, sigma=1.0) + "claimed: {epsilon: 1.2, delta: 1.0e-5, accountant: RDP}\n")
 
-    s = privacy_audit(registry=str(tiny_registry[0]), lake=str(tmp_path / "lake"), report=str(tmp_path / "r.duckdb"),
-                      mlflow_uri=uri)
+    s = privacy_audit(
+        registry=str(tiny_registry[0]), lake=str(tmp_path / "lake"), report=str(tmp_path / "r.duckdb"), mlflow_uri=uri
+    )
     assert s.mlflow_tagged == ["tiny-a:1"] and s.mlflow_missing == ["tiny-b:1"]
 
     rep = gdpcore.analyze(gdpcore.SubsampledGaussian(noise_multiplier=1.0, sampling_rate=0.01, steps=50))

@@ -23,8 +23,13 @@ TABLE4 = {
     6: (9.4, (1.567, 1.570), (7.414, 7.434), 8),
 }
 # seed 001 digest 4.C: sigma -> (eps(1e-5), advantage, TPR@FPR 0.01)
-GPT2 = {1: (0.5715, 3.9486, 0.1610, 0.0390), 2: (0.6072, 3.1970, 0.1404, 0.0322), 3: (0.6366, 2.6982, 0.1266, 0.0283),
-        4: (0.6945, 1.9483, 0.1055, 0.0231), 5: (0.7498, 1.4486, 0.0907, 0.0201)}
+GPT2 = {
+    1: (0.5715, 3.9486, 0.1610, 0.0390),
+    2: (0.6072, 3.1970, 0.1404, 0.0322),
+    3: (0.6366, 2.6982, 0.1266, 0.0283),
+    4: (0.6945, 1.9483, 0.1055, 0.0231),
+    5: (0.7498, 1.4486, 0.0907, 0.0201),
+}
 
 # The accountant here runs at discretization 1e-4 (pessimistic): allow its resolution on top of the 1e-5 brackets.
 EPS_SLACK = 0.02
@@ -39,18 +44,22 @@ def _rows(report, sql):
 def test_rerun_of_the_sample_registry_computes_nothing(sample_audit):
     first, second = sample_audit["first"], sample_audit["second"]
     assert len(first.computed) == 17 and first.failed == {} and first.comparisons_computed == 17
-    assert first.claim_flags == ["gpt2-sst2-lora:4: claimed eps=1.9 at delta=1e-05: not certified: tight upper bound "
-                                 "1.948; not reproduced (PLD gives 1.948)"]
+    assert first.claim_flags == [
+        "gpt2-sst2-lora:4: claimed eps=1.9 at delta=1e-05: not certified: tight upper bound "
+        "1.948; not reproduced (PLD gives 1.948)"
+    ]
     assert second.computed == [] and len(second.reused) == 17 and second.comparisons_computed == 0
     assert second.cards_written == []
     assert sample_audit["files_after"] == sample_audit["files_before"]
 
 
 def test_de_et_al_table4_rows(sample_audit):
-    rows = {r["version"]: r for r in _rows(sample_audit["report"], "SELECT * FROM model_privacy WHERE model = "
-                                            "'cifar10-wrn40-4'")}
+    rows = {
+        r["version"]: r
+        for r in _rows(sample_audit["report"], "SELECT * FROM model_privacy WHERE model = 'cifar10-wrn40-4'")
+    }
     assert set(rows) == set(TABLE4)
-    for v, (sigma, (mu_lo, mu_hi), (eps_lo, eps_hi), claimed) in TABLE4.items():
+    for v, (_sigma, (mu_lo, mu_hi), (eps_lo, eps_hi), claimed) in TABLE4.items():
         r = rows[v]
         assert mu_lo - MU_SLACK <= r["mu"] <= mu_hi + MU_SLACK, (v, r["mu"])
         assert eps_lo - EPS_SLACK <= r["epsilon"] <= eps_hi + EPS_SLACK, (v, r["epsilon"])
@@ -74,8 +83,10 @@ def test_table4_epsilons_through_gdp_sql(sample_audit, capsys):
 
     from flows.cli import main
 
-    sql = ("SELECT version, claimed_epsilon, claim_reproduced_epsilon, claim_reproduction, epsilon, mu, gdp_regret "
-           "FROM model_privacy WHERE model = 'cifar10-wrn40-4' AND claimed_delta = 1e-5 ORDER BY version")
+    sql = (
+        "SELECT version, claimed_epsilon, claim_reproduced_epsilon, claim_reproduction, epsilon, mu, gdp_regret "
+        "FROM model_privacy WHERE model = 'cifar10-wrn40-4' AND claimed_delta = 1e-5 ORDER BY version"
+    )
     assert main(["sql", sql, "--format", "json", "--report", str(sample_audit["report"])]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["version"] for r in rows] == sorted(TABLE4)
@@ -89,19 +100,35 @@ def test_table4_epsilons_through_gdp_sql(sample_audit, capsys):
 
 
 def test_de_et_al_table5_fine_tunes(sample_audit):
-    rows = {r["version"]: r for r in _rows(sample_audit["report"], "SELECT version, mu, epsilon FROM model_privacy "
-                                            "WHERE model = 'cifar10-wrn28-10-imagenet32-ft'")}
+    rows = {
+        r["version"]: r
+        for r in _rows(
+            sample_audit["report"],
+            "SELECT version, mu, epsilon FROM model_privacy WHERE model = 'cifar10-wrn28-10-imagenet32-ft'",
+        )
+    }
     # digest 4.3 "Table 5" rows (q = 16384/50000)
-    assert 0.247 - MU_SLACK <= rows[1]["mu"] <= 0.247 + MU_SLACK and 0.911 - EPS_SLACK <= rows[1]["epsilon"] <= 0.913 + EPS_SLACK
-    assert 0.466 - MU_SLACK <= rows[2]["mu"] <= 0.467 + MU_SLACK and 1.838 - EPS_SLACK <= rows[2]["epsilon"] <= 1.843 + EPS_SLACK
-    assert 0.868 - MU_SLACK <= rows[3]["mu"] <= 0.870 + MU_SLACK and 3.709 - EPS_SLACK <= rows[3]["epsilon"] <= 3.719 + EPS_SLACK
+    assert (
+        0.247 - MU_SLACK <= rows[1]["mu"] <= 0.247 + MU_SLACK
+        and 0.911 - EPS_SLACK <= rows[1]["epsilon"] <= 0.913 + EPS_SLACK
+    )
+    assert (
+        0.466 - MU_SLACK <= rows[2]["mu"] <= 0.467 + MU_SLACK
+        and 1.838 - EPS_SLACK <= rows[2]["epsilon"] <= 1.843 + EPS_SLACK
+    )
+    assert (
+        0.868 - MU_SLACK <= rows[3]["mu"] <= 0.870 + MU_SLACK
+        and 3.709 - EPS_SLACK <= rows[3]["epsilon"] <= 3.719 + EPS_SLACK
+    )
     assert abs(rows[4]["mu"] - 1.567) <= 0.003
 
 
 def test_gpt2_setting_of_seed_001(sample_audit):
-    rows = {r["version"]: r for r in _rows(sample_audit["report"], "SELECT * FROM model_privacy WHERE model = "
-                                            "'gpt2-sst2-lora'")}
-    for v, (sigma, eps, adv, tpr01) in GPT2.items():
+    rows = {
+        r["version"]: r
+        for r in _rows(sample_audit["report"], "SELECT * FROM model_privacy WHERE model = 'gpt2-sst2-lora'")
+    }
+    for v, (_sigma, eps, adv, tpr01) in GPT2.items():
         r = rows[v]
         assert r["epsilon"] == pytest.approx(eps, abs=0.01), v
         assert r["advantage"] == pytest.approx(adv, abs=2e-3) and r["advantage_bound"] == "upper"
@@ -122,19 +149,36 @@ def test_topdown_and_opacus(sample_audit):
     assert td["mu"] == pytest.approx(2.702, abs=0.002) and td["gdp_regret"] < 0.01  # seed 000 Sec. 5: mu = 2.702
     assert td["discretization"] == 1e-3 and td["mechanism_form"] == "gdpcore" and td["privacy_unit"] == "person"
     (op,) = _rows(sample_audit["report"], "SELECT * FROM model_privacy WHERE model = 'mnist-cnn-opacus'")
-    assert op["delta"] == pytest.approx(60000 ** -1.1) and op["delta_policy"] == "1/N^1.1"
+    assert op["delta"] == pytest.approx(60000**-1.1) and op["delta_policy"] == "1/N^1.1"
 
 
 def test_views_contract_and_comparisons(sample_audit):
     report = sample_audit["report"]
     cols, _ = query_report(report, "SELECT * FROM model_privacy LIMIT 0")
-    for c in ("model", "version", "mu", "gdp_regret", "epsilon", "delta", "tpr_fprs", "tpr", "advantage",
-              "bayes_security", "verdict", "audited_at", "gdpcore_version", "accountant", "discretization"):
+    for c in (
+        "model",
+        "version",
+        "mu",
+        "gdp_regret",
+        "epsilon",
+        "delta",
+        "tpr_fprs",
+        "tpr",
+        "advantage",
+        "bayes_security",
+        "verdict",
+        "audited_at",
+        "gdpcore_version",
+        "accountant",
+        "discretization",
+    ):
         assert c in cols, c
     _, n = query_report(report, "SELECT count(*), count(DISTINCT (model, version)) FROM models")
     assert n == [(17, 17)]
-    cmp = {(r["version"], r["against"]): r for r in _rows(
-        report, "SELECT * FROM model_comparisons WHERE model = 'cifar10-wrn40-4'")}
+    cmp = {
+        (r["version"], r["against"]): r
+        for r in _rows(report, "SELECT * FROM model_comparisons WHERE model = 'cifar10-wrn40-4'")
+    }
     # v6 (sigma 9.4) against production v5 (sigma 12): less private, flagged in the run summary
     assert cmp[(6, "production")]["less_private"] and cmp[(6, "production")]["mu_change"] > 0.3
     assert cmp[(1, "production")]["blackwell_verdict"] == "uniformly at least as private"

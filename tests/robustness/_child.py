@@ -14,7 +14,7 @@ def _call(loader: str, path: str, q: Any) -> None:
         q.put("accepted")
     except ValueError as exc:
         q.put(f"ValueError: {str(exc)[:300]}")
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+    except BaseException as exc:
         q.put(f"{type(exc).__name__}: {exc}"[:300])
 
 

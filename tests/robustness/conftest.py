@@ -49,9 +49,10 @@ class Proc:
     def __init__(self, args: Sequence[str], log: Path, env: dict[str, str], cwd: Path = REPO):
         self.args = list(args)
         self.log_path = log
-        self._log = open(log, "wb")  # noqa: SIM115 - closed in stop()
-        self.popen = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                      start_new_session=True)
+        self._log = open(log, "wb")
+        self.popen = subprocess.Popen(
+            self.args, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
+        )
         self.pid = self.popen.pid
 
     def alive(self) -> bool:
@@ -86,9 +87,15 @@ def base_env(home: Path, api_url: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PREFECT_API_URL", None)
     env.update(
-        OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-        PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_LOGGING_LEVEL="WARNING",
-        PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", DASK_DISTRIBUTED__WORKER__DAEMON="false",
+        OMP_NUM_THREADS="1",
+        OPENBLAS_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        PREFECT_HOME=str(home),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_LOGGING_LEVEL="WARNING",
+        PYTHONPATH=str(REPO),
+        PYTHONUNBUFFERED="1",
+        DASK_DISTRIBUTED__WORKER__DAEMON="false",
     )
     # pytest's "warnings are errors" must not leak into the child processes under test
     env.pop("PYTHONWARNINGS", None)
@@ -99,7 +106,7 @@ def base_env(home: Path, api_url: str | None = None) -> dict[str, str]:
 
 def _healthy(url: str) -> bool:
     try:
-        with urllib.request.urlopen(url + "/health", timeout=2) as r:  # noqa: S310 - loopback only
+        with urllib.request.urlopen(url + "/health", timeout=2) as r:
             return r.status == 200
     except OSError:
         return False
@@ -121,11 +128,27 @@ def prefect_api(tmp_path_factory) -> Iterator[dict[str, str]]:
     # and late-run marker are not needed.
     for svc in ("SCHEDULER", "LATE_RUNS", "FOREMAN", "CANCELLATION_CLEANUP", "PAUSE_EXPIRATIONS"):
         env[f"PREFECT_SERVER_SERVICES_{svc}_ENABLED"] = "false"
-    proc = Proc([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui",
-                 "--analytics-off"], home / "server.log", env)
+    proc = Proc(
+        [
+            str(BIN / "prefect"),
+            "server",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-ui",
+            "--analytics-off",
+        ],
+        home / "server.log",
+        env,
+    )
     try:
-        wait_for(lambda: _healthy(url) or (not proc.alive() and pytest.fail(proc.log()[-3000:])), 120,
-                 "prefect server health")
+        wait_for(
+            lambda: _healthy(url) or (not proc.alive() and pytest.fail(proc.log()[-3000:])),
+            120,
+            "prefect server health",
+        )
         yield {"url": url, "home": str(home)}
     finally:
         proc.stop()
@@ -137,16 +160,47 @@ class DaskCluster:
         self.env = env
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
-        self.scheduler = Proc([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
-                               "--no-dashboard", "--no-show"], root / "scheduler.log", env)
+        self.scheduler = Proc(
+            [
+                str(BIN / "dask"),
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--no-dashboard",
+                "--no-show",
+            ],
+            root / "scheduler.log",
+            env,
+        )
         self.workers: list[Proc] = []
         for i in range(n_workers):
             self.add_worker(f"w{i}")
 
     def add_worker(self, name: str) -> Proc:
-        w = Proc([str(BIN / "dask"), "worker", self.address, "--host", "127.0.0.1", "--nthreads", "1",
-                  "--nworkers", "1", "--no-dashboard", "--name", name, "--memory-limit", "2GiB",
-                  "--local-directory", str(self.root / f"scratch-{name}")], self.root / f"{name}.log", self.env)
+        w = Proc(
+            [
+                str(BIN / "dask"),
+                "worker",
+                self.address,
+                "--host",
+                "127.0.0.1",
+                "--nthreads",
+                "1",
+                "--nworkers",
+                "1",
+                "--no-dashboard",
+                "--name",
+                name,
+                "--memory-limit",
+                "2GiB",
+                "--local-directory",
+                str(self.root / f"scratch-{name}"),
+            ],
+            self.root / f"{name}.log",
+            self.env,
+        )
         w.name = name
         self.workers.append(w)
         return w
@@ -204,8 +258,7 @@ def write_spec(path: Path, name: str, sigmas: Sequence[float], steps: Sequence[i
 
 def gdp(args: Sequence[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
     """Run the `gdp` CLI to completion (bounded); output captured."""
-    return subprocess.run([str(BIN / "gdp"), *args], env=env, cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([str(BIN / "gdp"), *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
 def lake_cells(lake: Path, spec: str) -> list[str]:

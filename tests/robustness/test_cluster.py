@@ -15,12 +15,14 @@ import pytest
 import gdpcore
 from tasks.publish import query_report
 from tasks.spec import load_grid_spec
-from tests.robustness.conftest import Proc, base_env, gdp, lake_cells, temporaries, wait_for, write_spec, BIN, REPO
+from tests.robustness.conftest import BIN, REPO, Proc, base_env, gdp, lake_cells, temporaries, wait_for, write_spec
 
 pytestmark = pytest.mark.slow
 
-COLS = ("cell_id, noise_multiplier, sampling_rate, steps, mu, gdp_regret, advantage, bayes_security, status, "
-        "accountant, discretization")
+COLS = (
+    "cell_id, noise_multiplier, sampling_rate, steps, mu, gdp_regret, advantage, bayes_security, status, "
+    "accountant, discretization"
+)
 
 
 def _spec_cells(spec: Path) -> list[str]:
@@ -28,9 +30,10 @@ def _spec_cells(spec: Path) -> list[str]:
 
 
 def _api(url: str, path: str, body: dict) -> list[dict]:
-    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:  # noqa: S310 - loopback only
+    req = urllib.request.Request(
+        url + path, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
 
 
@@ -44,17 +47,46 @@ def test_sweep_on_dask_cluster_equals_local_run(tmp_path, dask_cluster, prefect_
     spec = write_spec(tmp_path / "c.yaml", "cluster", [0.8, 1.2, 2.0], [50, 200], chunk=2)
     env = base_env(Path(prefect_api["home"]), prefect_api["url"])
     started = time.monotonic()
-    out = gdp(["sweep", str(spec), "--runner", "dask", "--dask-address", dask_cluster.address,
-               "--lake", str(tmp_path / "lake_d"), "--report", str(tmp_path / "d.duckdb"), "--no-progress"], env)
+    out = gdp(
+        [
+            "sweep",
+            str(spec),
+            "--runner",
+            "dask",
+            "--dask-address",
+            dask_cluster.address,
+            "--lake",
+            str(tmp_path / "lake_d"),
+            "--report",
+            str(tmp_path / "d.duckdb"),
+            "--no-progress",
+        ],
+        env,
+    )
     cluster_s = time.monotonic() - started
     assert out.returncode == 0, out.stderr[-3000:]
     assert "12 cells (12 computed, 0 already in the lake), 6 chunk(s) computed, 0 failed" in out.stdout
-    local = gdp(["sweep", str(spec), "--runner", "thread", "--workers", "2", "--lake", str(tmp_path / "lake_t"),
-                 "--report", str(tmp_path / "t.duckdb"), "--no-progress"], env)
+    local = gdp(
+        [
+            "sweep",
+            str(spec),
+            "--runner",
+            "thread",
+            "--workers",
+            "2",
+            "--lake",
+            str(tmp_path / "lake_t"),
+            "--report",
+            str(tmp_path / "t.duckdb"),
+            "--no-progress",
+        ],
+        env,
+    )
     assert local.returncode == 0, local.stderr[-3000:]
     _same_views(tmp_path / "d.duckdb", tmp_path / "t.duckdb")
-    assert sorted(r[0] for r in query_report(tmp_path / "d.duckdb", "SELECT cell_id FROM cells")[1]) == \
-        sorted(_spec_cells(spec))
+    assert sorted(r[0] for r in query_report(tmp_path / "d.duckdb", "SELECT cell_id FROM cells")[1]) == sorted(
+        _spec_cells(spec)
+    )
 
     # Both workers ran chunks, and reported them to the real server (no private ephemeral server per worker).
     logs = [w.log() for w in dask_cluster.workers]
@@ -80,10 +112,28 @@ def test_worker_loss_mid_sweep_loses_and_duplicates_nothing(tmp_path, dask_clust
     spec = write_spec(tmp_path / "w.yaml", "workerloss", [0.7, 1.0], [500, 1000, 2000, 4000], chunk=2)
     lake, report = tmp_path / "lake", tmp_path / "r.duckdb"
     env = base_env(Path(prefect_api["home"]), prefect_api["url"])
-    flow = Proc([str(BIN / "gdp"), "sweep", str(spec), "--runner", "dask", "--dask-address", dask_cluster.address,
-                 "--lake", str(lake), "--report", str(report), "--no-progress"], tmp_path / "flow.log", env, REPO)
+    flow = Proc(
+        [
+            str(BIN / "gdp"),
+            "sweep",
+            str(spec),
+            "--runner",
+            "dask",
+            "--dask-address",
+            dask_cluster.address,
+            "--lake",
+            str(lake),
+            "--report",
+            str(report),
+            "--no-progress",
+        ],
+        tmp_path / "flow.log",
+        env,
+        REPO,
+    )
     try:
         with Client(dask_cluster.address, timeout=30) as client:
+
             def busy_worker():
                 if not flow.alive():
                     pytest.fail("sweep ended before a worker could be killed:\n" + flow.log()[-3000:])

@@ -54,9 +54,14 @@ CHILD = textwrap.dedent(
 
 @pytest.mark.slow
 def test_extreme_cells_end_within_budget_with_result_or_reason():
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(MEMORY_CAP_MIB), json.dumps(CELLS)], cwd=REPO,
-                          env=base_env(REPO / ".pytest_cache" / "unused-prefect-home"), capture_output=True,
-                          text=True, timeout=CELL_SECONDS * len(CELLS))
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(MEMORY_CAP_MIB), json.dumps(CELLS)],
+        cwd=REPO,
+        env=base_env(REPO / ".pytest_cache" / "unused-prefect-home"),
+        capture_output=True,
+        text=True,
+        timeout=CELL_SECONDS * len(CELLS),
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]  # a MemoryError or a kill by the cap would end it non-zero
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len(rows) == len(CELLS)
@@ -65,7 +70,10 @@ def test_extreme_cells_end_within_budget_with_result_or_reason():
         assert r["cell_id"] == gdpcore.SubsampledGaussian(noise_multiplier=s, sampling_rate=q, steps=t).content_hash
         assert r["seconds"] < CELL_SECONDS, where
         assert r["status"] == "ok" or r["status"].split(":")[0] in (
-            "over_budget", "tolerance_not_met", "discretization_limited"), where
+            "over_budget",
+            "tolerance_not_met",
+            "discretization_limited",
+        ), where
         # The published numbers: mu/advantage never NaN (+inf mu is the honest 'no finite mu certified').
         for k in ("mu", "advantage", "bayes_security"):
             assert r[k] is not None and not math.isnan(r[k]), (k, where)
@@ -80,8 +88,11 @@ def test_extreme_cells_end_within_budget_with_result_or_reason():
     assert by_cell[(0.3, 1.0, 1_000_000)]["mu"] == pytest.approx(1000 / 0.3, rel=1e-12)
     peak = max(r["maxrss_mib"] for r in rows)
     assert peak < MEMORY_CAP_MIB
-    print("extreme cells: " + "; ".join(f"{c}: {r['seconds']:.2f} s, {r['status'][:30]}" for c, r in by_cell.items())
-          + f"; peak RSS {peak:.0f} MiB under a {MEMORY_CAP_MIB} MiB address-space cap")
+    print(
+        "extreme cells: "
+        + "; ".join(f"{c}: {r['seconds']:.2f} s, {r['status'][:30]}" for c, r in by_cell.items())
+        + f"; peak RSS {peak:.0f} MiB under a {MEMORY_CAP_MIB} MiB address-space cap"
+    )
 
 
 @pytest.mark.filterwarnings("ignore:.*failed to converge.*")  # dp_accounting's RDP orders at sigma=0.3, q=0.5

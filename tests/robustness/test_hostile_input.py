@@ -32,20 +32,49 @@ BASE: dict[str, Any] = {
     "max_cells": 1000,
     "plot": {"x": "sampling_rate", "y": "noise_multiplier", "fixed": {"steps": 10}},
 }
-PATHS = [("name",), ("mechanism",), ("grid",), ("grid", "noise_multiplier"), ("grid", "noise_multiplier", 0),
-         ("grid", "sampling_rate"), ("grid", "sampling_rate", "logspace"), ("grid", "sampling_rate", "logspace", 2),
-         ("grid", "steps"), ("grid", "steps", 1), ("grid", "extra_param"), ("deltas",), ("deltas", 0), ("fprs",),
-         ("fprs", 1), ("representations",), ("representations", 0), ("chunk_size",), ("max_cells",),
-         ("discretization",), ("alpha_min",), ("plot",), ("plot", "x"), ("plot", "fixed"), ("unknown_key",)]
+PATHS = [
+    ("name",),
+    ("mechanism",),
+    ("grid",),
+    ("grid", "noise_multiplier"),
+    ("grid", "noise_multiplier", 0),
+    ("grid", "sampling_rate"),
+    ("grid", "sampling_rate", "logspace"),
+    ("grid", "sampling_rate", "logspace", 2),
+    ("grid", "steps"),
+    ("grid", "steps", 1),
+    ("grid", "extra_param"),
+    ("deltas",),
+    ("deltas", 0),
+    ("fprs",),
+    ("fprs", 1),
+    ("representations",),
+    ("representations", 0),
+    ("chunk_size",),
+    ("max_cells",),
+    ("discretization",),
+    ("alpha_min",),
+    ("plot",),
+    ("plot", "x"),
+    ("plot", "fixed"),
+    ("unknown_key",),
+]
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(10**30), 10**30), st.floats(allow_nan=True, allow_infinity=True),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**30), 10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from([0, 1, -1, 0.0, 1.0, 1e-320, 1e308, 2**63, "nan", ".inf", "1e-5", "", " ", "gdp", "steps"]),
     st.text(max_size=12),  # unicode, control characters, surrogates are filtered by hypothesis' default alphabet
 )
-values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=5), st.dictionaries(st.one_of(st.text(max_size=8), st.integers()), inner, max_size=3)),
-    max_leaves=8)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5), st.dictionaries(st.one_of(st.text(max_size=8), st.integers()), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
 
 
 def _set(doc: Any, path: tuple, value: Any) -> Any:
@@ -108,11 +137,14 @@ TAGS = [
     "!!int 99999999999999999999999999",
     "!!str 1.0",
 ]
-SLOTS = ["{v}", "name: {v}\nmechanism: gaussian\ngrid: {{noise_multiplier: [1.0]}}\n",
-         "name: t\nmechanism: gaussian\ngrid: {{noise_multiplier: {v}}}\n",
-         "name: t\nmechanism: gaussian\ngrid: {{noise_multiplier: [{v}]}}\n",
-         "name: t\nmechanism: gaussian\ngrid: {{noise_multiplier: [1.0]}}\ndeltas: [{v}]\n",
-         "name: t\nmechanism: {v}\ngrid: {{noise_multiplier: [1.0]}}\n"]
+SLOTS = [
+    "{v}",
+    "name: {v}\nmechanism: gaussian\ngrid: {{noise_multiplier: [1.0]}}\n",
+    "name: t\nmechanism: gaussian\ngrid: {{noise_multiplier: {v}}}\n",
+    "name: t\nmechanism: gaussian\ngrid: {{noise_multiplier: [{v}]}}\n",
+    "name: t\nmechanism: gaussian\ngrid: {{noise_multiplier: [1.0]}}\ndeltas: [{v}]\n",
+    "name: t\nmechanism: {v}\ngrid: {{noise_multiplier: [1.0]}}\n",
+]
 
 
 @pytest.mark.parametrize("slot", range(len(SLOTS)))

@@ -19,8 +19,13 @@ from tests.robustness._child import load_in_child
 from tests.robustness.test_hostile_input import TAGS, _set, values
 
 BASE: dict[str, Any] = {
-    "name": "fuzz-model", "version": 3, "privacy_unit": "example", "neighbouring": "add_remove",
-    "dataset_size": 50000, "delta": 1e-5, "production": True,
+    "name": "fuzz-model",
+    "version": 3,
+    "privacy_unit": "example",
+    "neighbouring": "add_remove",
+    "dataset_size": 50000,
+    "delta": 1e-5,
+    "production": True,
     "claimed": {"epsilon": 8, "delta": 1e-5, "accountant": "RDP"},
     "mechanism": {"dpsgd": {"noise_multiplier": 1.1, "batch_size": 256, "steps": 1000}},
     "accounting": {"discretization": 1e-4, "alpha_min": 1e-10},
@@ -33,13 +38,34 @@ ALT_MECHANISMS = [
     {"gdpcore": {"kind": "gaussian", "noise_multiplier": 1.0}},
     {"gdpcore": {"kind": "composed", "mechanisms": [{"kind": "laplace", "scale": 1.0}]}},
 ]
-PATHS = [("name",), ("version",), ("neighbouring",), ("dataset_size",), ("delta",), ("delta", "inverse_power"),
-         ("production",), ("claimed",), ("claimed", "epsilon"), ("mechanism",), ("mechanism", "dpsgd"),
-         ("mechanism", "dpsgd", "noise_multiplier"), ("mechanism", "dpsgd", "batch_size"),
-         ("mechanism", "dpsgd", "steps"), ("mechanism", "dpsgd", "epochs"), ("mechanism", "phases"),
-         ("mechanism", "gdpcore"), ("mechanism", "gdpcore", "kind"), ("mechanism", "gdpcore", "noise_multiplier"),
-         ("mechanism", "gdpcore", "mechanisms"), ("mechanism", "opacus_history"), ("accounting", "discretization"),
-         ("mlflow",), ("manifest_path",), ("models",), ("unknown",)]
+PATHS = [
+    ("name",),
+    ("version",),
+    ("neighbouring",),
+    ("dataset_size",),
+    ("delta",),
+    ("delta", "inverse_power"),
+    ("production",),
+    ("claimed",),
+    ("claimed", "epsilon"),
+    ("mechanism",),
+    ("mechanism", "dpsgd"),
+    ("mechanism", "dpsgd", "noise_multiplier"),
+    ("mechanism", "dpsgd", "batch_size"),
+    ("mechanism", "dpsgd", "steps"),
+    ("mechanism", "dpsgd", "epochs"),
+    ("mechanism", "phases"),
+    ("mechanism", "gdpcore"),
+    ("mechanism", "gdpcore", "kind"),
+    ("mechanism", "gdpcore", "noise_multiplier"),
+    ("mechanism", "gdpcore", "mechanisms"),
+    ("mechanism", "opacus_history"),
+    ("accounting", "discretization"),
+    ("mlflow",),
+    ("manifest_path",),
+    ("models",),
+    ("unknown",),
+]
 
 
 def _check(path: Path, text: str) -> list | None:
@@ -59,8 +85,10 @@ def _check(path: Path, text: str) -> list | None:
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(alt=st.sampled_from([None, *range(len(ALT_MECHANISMS))]),
-       mutations=st.lists(st.tuples(st.sampled_from(PATHS), values), min_size=1, max_size=3))
+@given(
+    alt=st.sampled_from([None, *range(len(ALT_MECHANISMS))]),
+    mutations=st.lists(st.tuples(st.sampled_from(PATHS), values), min_size=1, max_size=3),
+)
 def test_mutated_manifests_are_rejected_clearly_or_fully_valid(tmp_path, alt, mutations):
     doc = copy.deepcopy(BASE)
     if alt is not None:
@@ -73,9 +101,12 @@ def test_mutated_manifests_are_rejected_clearly_or_fully_valid(tmp_path, alt, mu
 @pytest.mark.parametrize("tag", TAGS)
 def test_manifest_yaml_tags_construct_nothing(tmp_path, tag):
     sentinel = tmp_path / "pwned"
-    for text in (tag.format(sentinel=sentinel),
-                 yaml.safe_dump(BASE).replace("noise_multiplier: 1.1", "noise_multiplier: " + tag.format(
-                     sentinel=sentinel).replace("{}", "{ }"))):
+    for text in (
+        tag.format(sentinel=sentinel),
+        yaml.safe_dump(BASE).replace(
+            "noise_multiplier: 1.1", "noise_multiplier: " + tag.format(sentinel=sentinel).replace("{}", "{ }")
+        ),
+    ):
         got = _check(tmp_path / "m.yaml", text)
         assert not sentinel.exists()
         if tag.startswith(("!!python", "!custom")):
@@ -87,17 +118,22 @@ def test_manifest_resource_attacks_end_quickly(tmp_path, case):
     if case == "billion_laughs":
         lines = ["a0: &a0 [1.1, 0.01, 10]"]
         lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
-        text = "\n".join(lines) + "\n" + yaml.safe_dump({**BASE, "mechanism": None}).replace(
-            "mechanism: null", "mechanism: {opacus_history: *a9}")
+        text = (
+            "\n".join(lines)
+            + "\n"
+            + yaml.safe_dump({**BASE, "mechanism": None}).replace("mechanism: null", "mechanism: {opacus_history: *a9}")
+        )
     elif case == "deep_nesting":
-        text = yaml.safe_dump({**BASE, "mechanism": None}).replace("mechanism: null", "mechanism: " + "[" * 5000
-                                                                    + "]" * 5000)
+        text = yaml.safe_dump({**BASE, "mechanism": None}).replace(
+            "mechanism: null", "mechanism: " + "[" * 5000 + "]" * 5000
+        )
     else:  # 3000 nested self_composed mechanisms: gdpcore recursion
         inner = "{kind: gaussian, noise_multiplier: 1.0}"
         for _ in range(3000):
             inner = "{kind: self_composed, count: 2, mechanism: " + inner + "}"
-        text = yaml.safe_dump({**BASE, "mechanism": None}).replace("mechanism: null", "mechanism: {gdpcore: "
-                                                                    + inner + "}")
+        text = yaml.safe_dump({**BASE, "mechanism": None}).replace(
+            "mechanism: null", "mechanism: {gdpcore: " + inner + "}"
+        )
     path = tmp_path / "m.yaml"
     path.write_text(text, encoding="utf-8")
     outcome = load_in_child("tasks.registry:load_manifest_file", str(path))

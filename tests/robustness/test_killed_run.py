@@ -17,7 +17,16 @@ import gdpcore
 from tasks.publish import publish_lake, query_report
 from tasks.spec import load_grid_spec
 from tests.robustness.conftest import (
-    BIN, REPO, Proc, base_env, gdp, group_members, lake_cells, temporaries, wait_for, write_spec,
+    BIN,
+    REPO,
+    Proc,
+    base_env,
+    gdp,
+    group_members,
+    lake_cells,
+    temporaries,
+    wait_for,
+    write_spec,
 )
 
 SPEC_NAME = "killed"
@@ -47,16 +56,31 @@ def test_sigkill_then_rerun_completes_exactly_once(tmp_path, prefect_api, trial)
     assert len(expected) == N_CELLS
     lake, report = tmp_path / "lake", tmp_path / "reports" / "r.duckdb"
     env = base_env(Path(prefect_api["home"]), prefect_api["url"])
-    args = ["sweep", str(spec), "--runner", "thread", "--workers", "2", "--lake", str(lake), "--report", str(report),
-            "--no-progress"]
+    args = [
+        "sweep",
+        str(spec),
+        "--runner",
+        "thread",
+        "--workers",
+        "2",
+        "--lake",
+        str(lake),
+        "--report",
+        str(report),
+        "--no-progress",
+    ]
     what, k, delay = _kill_point(rng, trial)
     flow = Proc([str(BIN / "gdp"), *args], tmp_path / "killed.log", env, REPO)
     try:
         if what == "chunks":
             wait_for(lambda: len(_staging(lake)) >= k or not flow.alive(), 180, f"{k} finished chunks", 0.01)
         else:
-            wait_for(lambda: any((lake / "runs").rglob("run-*.parquet")) or not flow.alive(), 180,
-                     "the run record (publishing starts)", 0.01)
+            wait_for(
+                lambda: any((lake / "runs").rglob("run-*.parquet")) or not flow.alive(),
+                180,
+                "the run record (publishing starts)",
+                0.01,
+            )
         time.sleep(delay)  # the random part of the kill point, not a synchronisation
         assert flow.alive(), "the flow finished before the kill point:\n" + flow.log()[-2000:]
         flow.kill(signal.SIGKILL)
@@ -77,11 +101,12 @@ def test_sigkill_then_rerun_completes_exactly_once(tmp_path, prefect_api, trial)
     assert sorted(lake_cells(lake, SPEC_NAME)) == expected  # every cell in the lake exactly once
     cells = sorted(r[0] for r in query_report(report, f"SELECT cell_id FROM cells WHERE spec = '{SPEC_NAME}'")[1])
     assert cells == expected
-    assert query_report(report, "SELECT count(*), count(DISTINCT cell_id) FROM epsilons")[1] == [(2 * N_CELLS,
-                                                                                                  N_CELLS)]
+    assert query_report(report, "SELECT count(*), count(DISTINCT cell_id) FROM epsilons")[1] == [(2 * N_CELLS, N_CELLS)]
     assert not temporaries(lake, report.parent), temporaries(lake, report.parent)
-    print(f"trial {trial}: killed at {what} k={k} (+{delay:.2f} s) with {done_before}/{N_CELLS} cells done; "
-          f"re-run computed {computed}")
+    print(
+        f"trial {trial}: killed at {what} k={k} (+{delay:.2f} s) with {done_before}/{N_CELLS} cells done; "
+        f"re-run computed {computed}"
+    )
 
 
 def test_leftovers_of_a_killed_writer_are_never_read_and_are_removed(tmp_path):
@@ -91,8 +116,9 @@ def test_leftovers_of_a_killed_writer_are_never_read_and_are_removed(tmp_path):
     from tasks.lake import atomic_write_parquet, chunk_path, remove_spec_temporaries, write_members
     from tasks.spec import GridSpec
 
-    spec = GridSpec.model_validate({"name": "left", "mechanism": "gaussian", "grid": {"noise_multiplier": [1.0, 2.0]},
-                                    "deltas": [1e-5]})
+    spec = GridSpec.model_validate(
+        {"name": "left", "mechanism": "gaussian", "grid": {"noise_multiplier": [1.0, 2.0]}, "deltas": [1e-5]}
+    )
     settings = EvalSettings.from_spec(spec)
     mechs = tuple(gdpcore.mechanism_from_dict(c).to_json() for c in spec.iter_cells())
     chunk = Chunk("left", "gaussian", mechs, settings)
@@ -100,15 +126,22 @@ def test_leftovers_of_a_killed_writer_are_never_read_and_are_removed(tmp_path):
     table = compute_chunk_table(chunk, "run-1")
     path = chunk_path(lake, "left", "gaussian", chunk.key)
     atomic_write_parquet(table, path, {})
-    write_members(lake, "left", spec.spec_hash, [gdpcore.mechanism_from_dict(c).content_hash
-                                                 for c in spec.iter_cells()], settings.eval_key)
+    write_members(
+        lake,
+        "left",
+        spec.spec_hash,
+        [gdpcore.mechanism_from_dict(c).content_hash for c in spec.iter_cells()],
+        settings.eval_key,
+    )
     publish_lake(lake, report)
     # leftovers of writers killed half-way: a chunk, the members file, a run record, a report
     half = pq.ParquetFile(path).read().slice(0, 1)
-    leftovers = [path.with_name(f".{path.name}.tmp-dead1"),
-                 lake / "members" / "spec=left" / ".members.parquet.tmp-dead2",
-                 lake / "runs" / "spec=left" / ".run-x.parquet.tmp-dead3",
-                 report.with_name(f".{report.name}.tmp-dead4")]
+    leftovers = [
+        path.with_name(f".{path.name}.tmp-dead1"),
+        lake / "members" / "spec=left" / ".members.parquet.tmp-dead2",
+        lake / "runs" / "spec=left" / ".run-x.parquet.tmp-dead3",
+        report.with_name(f".{report.name}.tmp-dead4"),
+    ]
     for p in leftovers:
         p.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(half, p)
@@ -127,8 +160,25 @@ def test_sigkilled_flow_leaves_no_orphan_processes(tmp_path, runner):
     spec = write_spec(tmp_path / "o.yaml", "orphans", [0.7, 1.0], [300, 1000, 2000, 3000], chunk=2)
     lake = tmp_path / "lake"
     env = base_env(tmp_path / "prefect-home")  # no PREFECT_API_URL: the ephemeral server
-    flow = Proc([str(BIN / "gdp"), "sweep", str(spec), "--runner", runner, "--workers", "2", "--lake", str(lake),
-                 "--report", str(tmp_path / "r.duckdb"), "--no-progress"], tmp_path / "flow.log", env, REPO)
+    flow = Proc(
+        [
+            str(BIN / "gdp"),
+            "sweep",
+            str(spec),
+            "--runner",
+            runner,
+            "--workers",
+            "2",
+            "--lake",
+            str(lake),
+            "--report",
+            str(tmp_path / "r.duckdb"),
+            "--no-progress",
+        ],
+        tmp_path / "flow.log",
+        env,
+        REPO,
+    )
     try:
         wait_for(lambda: _staging(lake) or not flow.alive(), 240, "the first finished chunk", 0.05)
         assert flow.alive(), flow.log()[-2000:]

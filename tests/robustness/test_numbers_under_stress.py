@@ -33,10 +33,17 @@ def _log_uniform(lo: float, hi: float):
 
 
 mechanisms = st.one_of(
-    st.builds(lambda s, q, t: gdpcore.SubsampledGaussian(noise_multiplier=s, sampling_rate=q, steps=t),
-              _log_uniform(0.5, 5.0), _log_uniform(1e-3, 0.5), st.integers(1, 400)),
-    st.builds(lambda s, t: gdpcore.SubsampledGaussian(noise_multiplier=s, sampling_rate=1.0, steps=t),
-              _log_uniform(0.5, 5.0), st.integers(1, 400)),
+    st.builds(
+        lambda s, q, t: gdpcore.SubsampledGaussian(noise_multiplier=s, sampling_rate=q, steps=t),
+        _log_uniform(0.5, 5.0),
+        _log_uniform(1e-3, 0.5),
+        st.integers(1, 400),
+    ),
+    st.builds(
+        lambda s, t: gdpcore.SubsampledGaussian(noise_multiplier=s, sampling_rate=1.0, steps=t),
+        _log_uniform(0.5, 5.0),
+        st.integers(1, 400),
+    ),
     st.builds(lambda s: gdpcore.Gaussian(noise_multiplier=s), _log_uniform(0.3, 10.0)),
     st.builds(lambda b: gdpcore.Laplace(scale=b), _log_uniform(0.3, 10.0)),
     st.builds(lambda e: gdpcore.RandomizedResponse(epsilon=e), _log_uniform(0.05, 3.0)),
@@ -55,13 +62,15 @@ def test_published_numbers_never_cross_the_optimistic_bracket(mech, path):
     assert row["mu"] >= ref.mu_lower * (1 - REL), (row["mu"], ref.mu_lower, where)
     assert row["advantage"] >= ref.advantage_lower * (1 - REL) - 1e-15, where
     eps = np.array(row["epsilon"], dtype=float)
-    eps_opt = np.atleast_1d(ref.epsilon(np.array(DELTAS), side="optimistic") if ref.has_optimistic
-                            else ref.epsilon(np.array(DELTAS)))
+    eps_opt = np.atleast_1d(
+        ref.epsilon(np.array(DELTAS), side="optimistic") if ref.has_optimistic else ref.epsilon(np.array(DELTAS))
+    )
     assert not np.isnan(eps).any(), where
     assert np.all(eps >= eps_opt * (1 - REL) - 1e-12), (eps, eps_opt, where)
     fnr = np.array(row["fnr"], dtype=float)
-    fnr_opt = np.atleast_1d(ref.fnr(np.array(FPRS), side="optimistic") if ref.has_optimistic
-                            else ref.fnr(np.array(FPRS)))
+    fnr_opt = np.atleast_1d(
+        ref.fnr(np.array(FPRS), side="optimistic") if ref.has_optimistic else ref.fnr(np.array(FPRS))
+    )
     assert not np.isnan(fnr).any(), where
     assert np.all(fnr <= fnr_opt * (1 + REL) + 1e-12), (fnr, fnr_opt, where)
     # The lake's own optimistic ends (where the engine has them) sit below the published numbers too.
@@ -72,8 +81,10 @@ def test_published_numbers_never_cross_the_optimistic_bracket(mech, path):
 
 
 @pytest.mark.filterwarnings("ignore:.*failed to converge.*")
-@pytest.mark.parametrize(("path", "engine", "status"), [("budget_16KiB", "rdp_fallback", "over_budget"),
-                                                        ("auto", "grid", "ok"), ("per_point", "per_point", "ok")])
+@pytest.mark.parametrize(
+    ("path", "engine", "status"),
+    [("budget_16KiB", "rdp_fallback", "over_budget"), ("auto", "grid", "ok"), ("per_point", "per_point", "ok")],
+)
 def test_the_stressed_paths_are_really_taken(path, engine, status):
     """The budgets above do reach the fallback (so the property covers it), the default does not."""
     m = gdpcore.SubsampledGaussian(noise_multiplier=1.0, sampling_rate=0.01, steps=100)

@@ -21,18 +21,25 @@ from tasks.evaluate import Chunk, EvalSettings, compute_chunk_table
 from tasks.lake import atomic_write_parquet, chunk_path, write_members
 from tasks.publish import publish_lake, query_report
 from tasks.spec import GridSpec
-from tests.robustness.conftest import BIN, REPO, Proc, base_env, temporaries, wait_for
+from tests.robustness.conftest import BIN, REPO, Proc, base_env, temporaries
 
-CHECK = ("SELECT (SELECT count(*) FROM cells) AS c, (SELECT count(DISTINCT cell_id) FROM cells) AS d, "
-         "(SELECT count(*) FROM epsilons) AS e, (SELECT string_agg(cell_id, ',' ORDER BY cell_id) FROM cells) AS ids, "
-         "(SELECT row_counts::VARCHAR FROM report_info) AS rc, (SELECT snapshot FROM report_info) AS snap")
+CHECK = (
+    "SELECT (SELECT count(*) FROM cells) AS c, (SELECT count(DISTINCT cell_id) FROM cells) AS d, "
+    "(SELECT count(*) FROM epsilons) AS e, (SELECT string_agg(cell_id, ',' ORDER BY cell_id) FROM cells) AS ids, "
+    "(SELECT row_counts::VARCHAR FROM report_info) AS rc, (SELECT snapshot FROM report_info) AS snap"
+)
 
 
 def _lake(tmp_path: Path) -> tuple[Path, GridSpec, list[str]]:
     """A lake with 12 computed Gaussian cells of spec 'rv' (no Prefect: the chunk task's own functions)."""
-    spec = GridSpec.model_validate({"name": "rv", "mechanism": "gaussian",
-                                    "grid": {"noise_multiplier": [0.5 + 0.25 * i for i in range(12)]},
-                                    "deltas": [1e-5, 1e-6]})
+    spec = GridSpec.model_validate(
+        {
+            "name": "rv",
+            "mechanism": "gaussian",
+            "grid": {"noise_multiplier": [0.5 + 0.25 * i for i in range(12)]},
+            "deltas": [1e-5, 1e-6],
+        }
+    )
     settings = EvalSettings.from_spec(spec)
     mechs = [gdpcore.mechanism_from_dict(c) for c in spec.iter_cells()]
     lake = tmp_path / "lake"
@@ -75,8 +82,21 @@ def test_readers_always_see_a_complete_report_while_publishing(tmp_path):
     write_members(lake, "rv", spec.spec_hash, ids, settings.eval_key)
     publish_lake(lake, report)
     rounds = 16
-    pub = Proc([sys.executable, "-c", PUBLISHER, str(lake), str(report), spec.spec_hash, settings.eval_key,
-                str(rounds), ",".join(ids)], tmp_path / "publisher.log", base_env(tmp_path / "ph"))
+    pub = Proc(
+        [
+            sys.executable,
+            "-c",
+            PUBLISHER,
+            str(lake),
+            str(report),
+            spec.spec_hash,
+            settings.eval_key,
+            str(rounds),
+            ",".join(ids),
+        ],
+        tmp_path / "publisher.log",
+        base_env(tmp_path / "ph"),
+    )
     seen: list[tuple[str, int]] = []
     errors: list[BaseException] = []
 
@@ -86,7 +106,7 @@ def test_readers_always_see_a_complete_report_while_publishing(tmp_path):
                 cols, rows = query_report(report, CHECK)
                 row = dict(zip(cols, rows[0], strict=True))
                 seen.append((row["snap"], _consistent(row, ids)))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
+        except BaseException as exc:
             errors.append(exc)
 
     # Two overlapping in-process readers: each must still see new publishes (no shared, stale DuckDB instance).
@@ -97,8 +117,14 @@ def test_readers_always_see_a_complete_report_while_publishing(tmp_path):
         for t in readers:
             t.start()
         while pub.alive() and time.monotonic() - started < 120:
-            out = subprocess.run([str(BIN / "gdp"), "sql", CHECK, "--report", str(report), "--format", "json"],
-                                 cwd=REPO, env=base_env(tmp_path / "ph"), capture_output=True, text=True, timeout=60)
+            out = subprocess.run(
+                [str(BIN / "gdp"), "sql", CHECK, "--report", str(report), "--format", "json"],
+                cwd=REPO,
+                env=base_env(tmp_path / "ph"),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert out.returncode == 0, out.stderr
             row = json.loads(out.stdout)[0]
             row["rc"] = row["rc"] if isinstance(row["rc"], str) else json.dumps(row["rc"])
@@ -114,8 +140,10 @@ def test_readers_always_see_a_complete_report_while_publishing(tmp_path):
     assert cli_reads >= 2 and len(seen) >= 20, (cli_reads, len(seen))
     assert {c for _, c in seen} == {8, 12}  # the readers really raced both versions of the report (and saw them)
     assert not temporaries(report.parent)
-    print(f"{rounds} publishes in {time.monotonic() - started:.1f} s; {len(seen)} in-process reads over "
-          f"{len({s for s, _ in seen})} snapshots, {cli_reads} `gdp sql` reads: all consistent")
+    print(
+        f"{rounds} publishes in {time.monotonic() - started:.1f} s; {len(seen)} in-process reads over "
+        f"{len({s for s, _ in seen})} snapshots, {cli_reads} `gdp sql` reads: all consistent"
+    )
 
 
 WRITES = [
@@ -159,9 +187,18 @@ def test_gdp_sql_refuses_statements_that_write(small_report, tmp_path, capsys, s
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("sql", ["EXPLAIN SELECT * FROM cells", "EXPLAIN ANALYZE SELECT count(*) FROM cells",
-                                 "  select count(*) from cells;  ", "WITH a AS (SELECT 1 AS x) SELECT x FROM a",
-                                 "DESCRIBE cells", "SUMMARIZE cells", "FROM cells LIMIT 1"])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "EXPLAIN SELECT * FROM cells",
+        "EXPLAIN ANALYZE SELECT count(*) FROM cells",
+        "  select count(*) from cells;  ",
+        "WITH a AS (SELECT 1 AS x) SELECT x FROM a",
+        "DESCRIBE cells",
+        "SUMMARIZE cells",
+        "FROM cells LIMIT 1",
+    ],
+)
 def test_gdp_sql_still_answers_read_only_queries(small_report, capsys, sql):
     assert main(["sql", sql, "--report", str(small_report), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)
