@@ -90,6 +90,13 @@ class PrivacyReport:
             "gdp_regret": "estimate",
         }
 
+    def curve(self, side: Side = "pessimistic") -> SymmetricCurve:
+        """The piecewise-linear trade-off curve behind the numbers of ``side`` (PLD accountant only; ``ValueError``
+        for exact reports, whose curve is the closed form f_mu)."""
+        if self.exact:
+            raise ValueError("an exact (closed-form) report has no piecewise-linear curve; use fnr()/delta()")
+        return self._curve(side)
+
     def _curve(self, side: Side) -> SymmetricCurve:
         check_choice("side", side, ("pessimistic", "optimistic"))
         curve = self._pessimistic if side == "pessimistic" else self._optimistic

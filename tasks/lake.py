@@ -148,13 +148,20 @@ def code_version() -> str:
     if _CODE_VERSION is None:
         import gdpcore
 
-        h = hashlib.sha256()
-        root = Path(gdpcore.__file__).parent
-        for path in sorted(root.glob("*.py")):
-            h.update(path.name.encode())
-            h.update(path.read_bytes())
-        _CODE_VERSION = f"{gdpcore.__version__}+src.{h.hexdigest()[:12]}"
+        _CODE_VERSION = f"{gdpcore.__version__}+src.{source_hash(Path(gdpcore.__file__).parent)}"
     return _CODE_VERSION
+
+
+def source_hash(root: Path) -> str:
+    """Hash of every ``*.py`` under ``root``, subpackages included (a move into one must still invalidate caches),
+    keyed by the path relative to ``root``."""
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
 
 
 def param_columns(mechanism: Mapping[str, Any]) -> dict[str, Any]:

@@ -64,3 +64,18 @@ def test_failed_write_leaves_no_file(tmp_path, monkeypatch):
     meta = pq.read_schema(target).metadata
     assert meta[b"gdp.lake_schema_version"] == b"1" and b"run-y" in meta[b"gdp.provenance"]
     assert math.isclose(pq.read_table(target).column("mu")[0].as_py(), 1.0)
+
+
+def test_code_version_hashes_subpackages(tmp_path):
+    """Cache invalidation must see every gdpcore file, including subpackages (issue 13: code moves into them)."""
+    from tasks.lake import source_hash
+
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    (tmp_path / "pkg" / "sub" / "b.py").write_text("y = 1\n")
+    before = source_hash(tmp_path / "pkg")
+    (tmp_path / "pkg" / "sub" / "b.py").write_text("y = 2\n")
+    assert source_hash(tmp_path / "pkg") != before
+    # Moving a file between packages changes the hash too (its relative path is hashed).
+    (tmp_path / "pkg" / "sub" / "b.py").rename(tmp_path / "pkg" / "b.py")
+    assert source_hash(tmp_path / "pkg") not in (before,)
