@@ -22,7 +22,6 @@ reported and, if positive, absorbed by a pointwise max.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -38,43 +37,12 @@ from gdpcore.mechanisms import (
     SelfComposed,
     SubsampledGaussian,
 )
+from gdpcore.pmf import LossPMF
 
 __all__ = ["ACCOUNTANT_NAME", "DEFAULT_DISCRETIZATION", "LossPMF", "build_pld", "loss_pmf", "loss_pmfs"]
 
 DEFAULT_DISCRETIZATION = 1e-4
 ACCOUNTANT_NAME = "dp_accounting.pld"
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class LossPMF:
-    """P-law of the privacy loss L = log(P/Q) of a dominating pair on the lattice ``(lower_index + i) * step``.
-
-    ``probs`` are clipped at 0 (FFT round-off makes some slightly negative); ``infinity_mass`` is P(L = +inf).
-    """
-
-    lower_index: int
-    step: float
-    probs: np.ndarray
-    infinity_mass: float
-    pessimistic: bool
-
-    @property
-    def losses(self) -> np.ndarray:
-        return (self.lower_index + np.arange(self.probs.size)) * self.step
-
-    @property
-    def p_mass(self) -> float:
-        """Sum of P over finite losses plus infinity mass (1 for a normalised PMF)."""
-        return float(self.probs.sum() + self.infinity_mass)
-
-    @property
-    def q_mass(self) -> float:
-        """Sum of p * e^-l: the Q-mass the PMF accounts for (1 for a consistent likelihood ratio).
-
-        Below 1 where truncation of the lower tail dropped Q-mass, above 1 where discretisation added some.
-        """
-        pos = self.probs > 0
-        return float(np.sum(np.exp(np.log(self.probs[pos]) - self.losses[pos])))
 
 
 def _single_pld(mechanism: Mechanism, *, step: float, pessimistic: bool) -> pld_lib.PrivacyLossDistribution:

@@ -325,6 +325,9 @@ def curve_from_loss_pmf(remove_pmf, add_pmf=None) -> SymmetricCurve:
     mechanism whose add direction dominates. For the subsampled Gaussian the remove direction dominates for
     eps >= 0 and the gap is 0 (tests/test_accounting_traps.py measures it).
     """
+    remove_pmf = remove_pmf.with_roundoff_allowance()
+    if add_pmf is not None:
+        add_pmf = add_pmf.with_roundoff_allowance()
     top = remove_pmf.lower_index + remove_pmf.probs.size - 1
     if add_pmf is not None:
         top = max(top, add_pmf.lower_index + add_pmf.probs.size - 1)
@@ -383,6 +386,7 @@ def curve_from_remove_pmf(pmf, delta_offset: float = 0.0) -> SymmetricCurve:
     T=1e4 at step 1e-4). Lines with eps > 700 (e^eps overflows) are dropped: fewer lines give a lower, still
     pessimistic curve whose profile floors at delta(700) (epsilon_at below that floor is +inf).
     """
+    pmf = pmf.with_roundoff_allowance()
     p = pmf.probs
     lo = pmf.lower_index
     step = pmf.step

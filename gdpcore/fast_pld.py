@@ -63,13 +63,12 @@ from scipy import fft as sp_fft
 from scipy import signal, special
 
 from gdpcore._validation import check_count, check_positive, check_probability
-from gdpcore.accounting import LossPMF
 from gdpcore.closed_form import get_log_delta_from_gdp
+from gdpcore.pmf import LossPMF
 
 __all__ = [
     "LOG_MASS_TRUNCATION_BOUND",
     "TAIL_MASS_TRUNCATION",
-    "SingleStepPLD",
     "compose_loss_pmf",
     "fft_bytes",
     "fft_length",
@@ -90,30 +89,6 @@ TAIL_MASS_TRUNCATION = 1e-15
 """Mass the composition may cut from its two tails together (dp_accounting's default); added to +inf."""
 
 _BYTES_PER_FFT_POINT = 64  # float64 input + complex128 spectrum and its power + float64 output and roll
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class SingleStepPLD:
-    """One direction's single-step connect-the-dots PMF on ``(lower_index + i) * step`` plus its +inf mass."""
-
-    lower_index: int
-    step: float
-    probs: np.ndarray
-    infinity_mass: float
-    _transforms: dict = dataclasses.field(default_factory=dict, repr=False)
-    _log_mgf: dict = dataclasses.field(default_factory=dict, repr=False)
-
-    def cached_fft_lengths(self) -> list[int]:
-        """FFT lengths whose transform of this PMF is already cached."""
-        return sorted(self._transforms)
-
-    def rfft(self, n: int) -> np.ndarray:
-        """rfft of the PMF zero-padded to ``n`` (cached: one transform serves every T with this FFT length)."""
-        out = self._transforms.get(n)
-        if out is None:
-            out = sp_fft.rfft(self.probs, n)
-            self._transforms[n] = out
-        return out
 
 
 def _check_discretization(discretization) -> float:
@@ -197,7 +172,7 @@ def single_step_pld(*, noise_multiplier: float, sampling_rate: float, discretiza
     lo, hi = _grid_bounds(sigma, q, step, direction)
     eps = np.arange(lo, hi + 1) * step
     probs, inf_mass = _connect_the_dots(_deltas(sigma, q, eps, direction), step)
-    return SingleStepPLD(lower_index=lo, step=step, probs=probs, infinity_mass=inf_mass)
+    return LossPMF(lower_index=lo, step=step, probs=probs, infinity_mass=inf_mass)
 
 
 def _chernoff_orders(n: int, step: float) -> np.ndarray:
@@ -223,7 +198,7 @@ def _log_mgf(probs: np.ndarray, orders: np.ndarray) -> np.ndarray:
     return out
 
 
-def _chernoff_window(single: SingleStepPLD, steps: int, tail: float) -> tuple[int, int]:
+def _chernoff_window(single: LossPMF, steps: int, tail: float) -> tuple[int, int]:
     """Index range (in units of the single-step array) holding all but ``tail`` of the T-fold convolution.
 
     Chernoff: P(S_T >= a) <= E[e^{t S_1}]^T e^{-t a} for every t > 0 (and t < 0 for the lower tail), so any set of
@@ -239,10 +214,7 @@ def _chernoff_window(single: SingleStepPLD, steps: int, tail: float) -> tuple[in
     if steps == 1 or n == 1:
         return lo, hi
     orders = _chernoff_orders(n, single.step)
-    log_mgf = single._log_mgf.get("mgf")  # noqa: SLF001 - the PMF's own cache
-    if log_mgf is None:
-        log_mgf = _log_mgf(probs, orders)
-        single._log_mgf["mgf"] = log_mgf  # noqa: SLF001
+    log_mgf = single.cached("chernoff_log_mgf", lambda: _log_mgf(probs, orders))
     with np.errstate(over="ignore", invalid="ignore"):
         bounds = (steps * log_mgf + math.log(2.0 / tail)) / orders
     ok = np.isfinite(bounds)
@@ -277,7 +249,7 @@ def single_step_length(*, noise_multiplier: float, sampling_rate: float, discret
     return hi - lo + 1
 
 
-def fft_length(single: SingleStepPLD, steps: int) -> int:
+def fft_length(single: LossPMF, steps: int) -> int:
     """The FFT length :func:`compose_loss_pmf` uses for ``steps`` (Chernoff window; computed before any FFT)."""
     if steps == 1:
         return single.probs.size
@@ -290,17 +262,22 @@ def fft_bytes(length: int) -> int:
     return _BYTES_PER_FFT_POINT * int(length)
 
 
-def compose_loss_pmf(single: SingleStepPLD, steps: int, *, pessimistic: bool = True, fft_len: int | None = None):
+def compose_loss_pmf(single: LossPMF, steps: int, *, pessimistic: bool = True, fft_len: int | None = None):
     """T-fold composition of a single-step PMF as a :class:`LossPMF` (FFT power on a Chernoff window).
 
     Mass outside the window (at most ``TAIL_MASS_TRUNCATION``) may wrap around inside it or be lost; adding the
     whole budget to the +inf mass keeps every delta(eps) an upper bound, as in dp_accounting.
+
+    Round-off: the inverse FFT returns every atom with an absolute error of about the same size (its noise level,
+    ~1e-16 of the largest atom at T = 1e5); where the true mass is 0 that noise shows as negative values. Twice the
+    largest of them (or 1e-16 of the largest atom, if none is negative) is recorded as ``roundoff`` and moved to
+    the safe side by the curve constructions (:meth:`gdpcore.pmf.LossPMF.with_roundoff_allowance`).
     """
     steps = check_count("steps", steps)
     p = single.probs
     inf_mass = -math.expm1(steps * math.log1p(-single.infinity_mass)) if single.infinity_mass < 1 else 1.0
     if steps == 1:
-        return LossPMF(single.lower_index, single.step, p.copy(), float(inf_mass), pessimistic)
+        return LossPMF(single.lower_index, single.step, p.copy(), float(inf_mass), pessimistic, single.roundoff)
     lo, hi = _chernoff_window(single, steps, TAIL_MASS_TRUNCATION)
     out_len = hi - lo + 1
     n = sp_fft.next_fast_len(max(out_len, p.size), real=True)
@@ -309,6 +286,7 @@ def compose_loss_pmf(single: SingleStepPLD, steps: int, *, pessimistic: bool = T
     spec = _int_power(single.rfft(n), steps)
     conv = sp_fft.irfft(spec, n)
     out = np.roll(conv, -(lo % n))[:out_len] if lo % n else conv[:out_len]
+    roundoff = fft_roundoff(conv) + single.roundoff * steps
     probs = np.clip(out, 0.0, None)
     return LossPMF(
         lower_index=single.lower_index * steps + lo,
@@ -316,7 +294,16 @@ def compose_loss_pmf(single: SingleStepPLD, steps: int, *, pessimistic: bool = T
         probs=probs,
         infinity_mass=float(min(1.0, inf_mass + TAIL_MASS_TRUNCATION)),
         pessimistic=pessimistic,
+        roundoff=roundoff,
     )
+
+
+def fft_roundoff(values: np.ndarray) -> float:
+    """Per-atom round-off bound of an FFT-computed PMF: twice its most negative value (the noise level where the
+    true mass is 0), at least 1e-16 of its largest value."""
+    if values.size == 0:
+        return 0.0
+    return float(max(-2.0 * min(float(values.min()), 0.0), 1e-16 * float(values.max())))
 
 
 def subsampled_gaussian_loss_pmf(
@@ -457,7 +444,7 @@ def _bucket_residuals(k_low, probs, q_probs, p_mag, q_mag, step) -> tuple[np.nda
     return values, weights
 
 
-def residual_shift(single: SingleStepPLD, steps: int, tail: float) -> float:
+def residual_shift(single: LossPMF, steps: int, tail: float) -> float:
     """A shift c with P(sum of ``steps`` residuals < c) <= ``tail`` (Chernoff on the residuals' exact MGF).
 
     For every t > 0: P(R <= c) <= exp(T K(t) + t c), K(t) = log E[e^{-t r}]; so c = max_t (log(tail) - T K(t)) / t
@@ -466,12 +453,12 @@ def residual_shift(single: SingleStepPLD, steps: int, tail: float) -> float:
     return composed_residual_shift([(single, steps)], tail)
 
 
-def composed_residual_shift(parts: list[tuple[SingleStepPLD, int]], tail: float) -> float:
+def composed_residual_shift(parts: list[tuple[LossPMF, int]], tail: float) -> float:
     """:func:`residual_shift` for independent phases: the exponents T_i K_i(t) add (one Chernoff bound overall)."""
     t = _CHERNOFF_T / parts[0][0].step
     total = np.zeros_like(t)
     for single, steps in parts:
-        values, weights = single._log_mgf["residuals"]  # noqa: SLF001 - stored by optimistic_single_step_pld
+        values, weights = single.cached("bucket_residuals")  # stored by optimistic_single_step_pld
         keep = weights > 0
         x = -np.outer(t, values[keep]) + np.log(weights[keep])[None, :]
         total += steps * special.logsumexp(x, axis=1)
@@ -493,12 +480,12 @@ def optimistic_single_step_pld(*, noise_multiplier: float, sampling_rate: float,
     if not q < 1:
         raise ValueError(f"sampling_rate must be < 1 for the optimistic builder, got {sampling_rate!r}")
     lo, probs, q_probs, p_mag, q_mag = _optimistic_remove_probs(sigma, q, step)
-    single = SingleStepPLD(lower_index=lo, step=step, probs=probs, infinity_mass=0.0)
-    single._log_mgf["residuals"] = _bucket_residuals(lo, probs, q_probs, p_mag, q_mag, step)  # noqa: SLF001
+    single = LossPMF(lower_index=lo, step=step, probs=probs, infinity_mass=0.0, pessimistic=False)
+    single.cached("bucket_residuals", lambda: _bucket_residuals(lo, probs, q_probs, p_mag, q_mag, step))
     return single
 
 
-def optimistic_loss_pmf(single: SingleStepPLD, steps: int, *, fft_len: int | None = None) -> LossPMF:
+def optimistic_loss_pmf(single: LossPMF, steps: int, *, fft_len: int | None = None) -> LossPMF:
     """T-fold composition of an optimistic single-step PMF (``pessimistic=False``, no mass added at +inf).
 
     The FFT window holds all but ``TAIL_MASS_TRUNCATION`` of the mass; what lies outside is dropped or may wrap
@@ -509,7 +496,39 @@ def optimistic_loss_pmf(single: SingleStepPLD, steps: int, *, fft_len: int | Non
     return dataclasses.replace(out, infinity_mass=0.0)
 
 
-def certified_optimistic_loss_pmf(single: SingleStepPLD, steps: int, *, tail: float) -> tuple[LossPMF, float, float]:
+def convolve_pmfs(pmfs: list[LossPMF]) -> LossPMF:
+    """Linear convolution (no wrap-around) of independent phases' composed PMFs on one lattice.
+
+    +inf masses combine as 1 - prod(1 - m_i); round-off bounds add (each atom's error is at most the sum of the
+    inputs' per-atom errors, each weighted by a total mass <= 1, plus the new transform's noise level).
+    """
+    if not pmfs:
+        raise ValueError("pmfs must name at least one PMF")
+    out = pmfs[0]
+    for other in pmfs[1:]:
+        if other.step != out.step:
+            raise ValueError("all PMFs must share one discretization")
+        raw = signal.fftconvolve(out.probs, other.probs)
+        out = LossPMF(
+            lower_index=out.lower_index + other.lower_index,
+            step=out.step,
+            probs=np.clip(raw, 0.0, None),
+            infinity_mass=float(1.0 - (1.0 - out.infinity_mass) * (1.0 - other.infinity_mass)),
+            pessimistic=out.pessimistic and other.pessimistic,
+            roundoff=out.roundoff + other.roundoff + fft_roundoff(raw),
+        )
+    return out
+
+
+def compose_phases(parts: list[tuple[LossPMF, int]]) -> LossPMF:
+    """Pessimistic composition of a schedule of phases (single step, steps) on one lattice: each phase by FFT power
+    (:func:`compose_loss_pmf`, its tail budget at +inf), then the phases by linear convolution."""
+    if not parts:
+        raise ValueError("parts must name at least one phase")
+    return convolve_pmfs([compose_loss_pmf(single, steps) for single, steps in parts])
+
+
+def certified_optimistic_loss_pmf(single: LossPMF, steps: int, *, tail: float) -> tuple[LossPMF, float, float]:
     """Composed optimistic PMF moved up by the certified residual shift: ``(pmf, delta_offset, eps_remainder)``.
 
     The bucketed pair's composed loss is the privacy-buckets loss plus a sum of ``steps`` per-step residuals, which
@@ -521,9 +540,7 @@ def certified_optimistic_loss_pmf(single: SingleStepPLD, steps: int, *, tail: fl
     return certified_optimistic_composition([(single, steps)], tail=tail)
 
 
-def certified_optimistic_composition(
-    parts: list[tuple[SingleStepPLD, int]], *, tail: float
-) -> tuple[LossPMF, float, float]:
+def certified_optimistic_composition(parts: list[tuple[LossPMF, int]], *, tail: float) -> tuple[LossPMF, float, float]:
     """:func:`certified_optimistic_loss_pmf` for a heterogeneous schedule: phases (single step, steps) at one step.
 
     Each phase is composed by FFT power (its wrap-around slack counted once per phase in the offset), the phases are
@@ -534,12 +551,7 @@ def certified_optimistic_composition(
     step = parts[0][0].step
     if any(single.step != step for single, _ in parts):
         raise ValueError("all phases must share one discretization")
-    pmfs = [optimistic_loss_pmf(single, steps) for single, steps in parts]
-    probs, lower = pmfs[0].probs, pmfs[0].lower_index
-    for other in pmfs[1:]:
-        probs = np.clip(signal.fftconvolve(probs, other.probs), 0.0, None)
-        lower += other.lower_index
-    pmf = LossPMF(lower_index=lower, step=step, probs=probs, infinity_mass=0.0, pessimistic=False)
+    pmf = convolve_pmfs([optimistic_loss_pmf(single, steps) for single, steps in parts])
     offset = tail + len(parts) * TAIL_MASS_TRUNCATION
     total_steps = sum(steps for _, steps in parts)
     c = composed_residual_shift(parts, tail) if total_steps > 1 else 0.0

@@ -1,5 +1,7 @@
 """gdpcore.fast_pld against dp_accounting (same construction), prv_accountant and the Gaussian closed form."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
@@ -147,11 +149,18 @@ def test_optimistic_composition_matches_dp_accounting(sigma, q, T, d):
     single = f.optimistic_single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d)
     mine = f.optimistic_loss_pmf(single, T)
     assert mine.pessimistic is False and mine.infinity_mass == 0.0
-    curve = curve_from_loss_pmf(mine, None)
+    # The construction itself (before the round-off allowance) is dp_accounting's.
+    raw = curve_from_loss_pmf(dataclasses.replace(mine, roundoff=0.0), None)
     for delta in (1e-3, 1e-5, 1e-8):
-        assert float(curve.epsilon_at(delta)) == pytest.approx(theirs.get_epsilon_for_delta(delta), rel=1e-6)
+        assert float(raw.epsilon_at(delta)) == pytest.approx(theirs.get_epsilon_for_delta(delta), rel=1e-6)
     # delta(0) (= the advantage): dp_accounting also adds its 1e-15 truncation budget at +inf.
-    assert float(curve.delta_at(0.0)) == pytest.approx(theirs.get_delta_for_epsilon(0.0), rel=1e-7, abs=1e-14)
+    assert float(raw.delta_at(0.0)) == pytest.approx(theirs.get_delta_for_epsilon(0.0), rel=1e-7, abs=1e-14)
+    # With the allowance every delta is lowered, by at most roundoff x (atoms above the threshold).
+    curve = curve_from_loss_pmf(mine, None)
+    assert 0 < mine.roundoff < 1e-18 * mine.probs.size
+    for eps in (0.0, 0.01, 0.05):
+        lowered = float(raw.delta_at(eps)) - float(curve.delta_at(eps))
+        assert 0.0 <= lowered <= mine.roundoff * mine.probs.size
     # The optimistic curve is never more private-looking... i.e. never above the pessimistic epsilon.
     pess, _ = f.subsampled_gaussian_loss_pmf(
         noise_multiplier=sigma, sampling_rate=q, steps=T, discretization=d, include_add=False
@@ -167,7 +176,7 @@ def test_bucket_residuals_lie_in_the_bucket_and_match_direct_integration():
 
     sigma, q, d = 1.0, 0.05, 1e-3
     single = f.optimistic_single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d)
-    values, weights = single._log_mgf["residuals"]
+    values, weights = single.cached("bucket_residuals")
     assert values.min() >= 0.0 and values.max() <= d
     assert weights.sum() == pytest.approx(1.0, abs=1e-12)
     k = single.lower_index + int(np.argmax(single.probs))  # the heaviest bucket
@@ -187,7 +196,7 @@ def test_bucket_residuals_lie_in_the_bucket_and_match_direct_integration():
 def test_residual_shift_tail_against_exact_distribution_of_the_sum():
     # Independent truth: the exact law of the sum of T i.i.d. residuals (histogram convolved T times).
     single = f.optimistic_single_step_pld(noise_multiplier=0.8, sampling_rate=0.1, discretization=2e-3)
-    values, weights = single._log_mgf["residuals"]
+    values, weights = single.cached("bucket_residuals")
     T, tail = 40, 1e-3
     c = f.residual_shift(single, T, tail)
     n = T * (weights.size - 1) + 1

@@ -1,0 +1,97 @@
+"""The one privacy-loss PMF type of gdpcore: the P-law of L = log(P/Q) on a lattice, plus its +inf mass.
+
+Every producer of PMFs (dp_accounting's PLDs read by :mod:`gdpcore.accounting`, the vectorised single steps and
+FFT compositions of :mod:`gdpcore.fast_pld`) returns a :class:`LossPMF`; every curve construction
+(:mod:`gdpcore.curve`) reads one. A single step keeps its FFTs and log-MGFs in per-object caches, so one object
+serves every number of compositions.
+
+``roundoff`` is the bound used for the floating-point error of each atom (FFT compositions: twice the largest
+negative value the inverse transform produced, i.e. its noise level; see
+:func:`gdpcore.fast_pld.compose_loss_pmf`). Curve constructions add it to every atom on the pessimistic side and
+subtract it on the optimistic side, so round-off can never turn an upper bound into an optimistic number or invert
+a bracket; it matters only for delta or FPR near ``roundoff`` x the support length (about 1e-12 at T = 1e5).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+from scipy import fft as sp_fft
+
+__all__ = ["LossPMF"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LossPMF:
+    """P-law of the privacy loss on the lattice ``(lower_index + i) * step``; ``infinity_mass`` is P(L = +inf).
+
+    ``probs`` are >= 0 (round-off negatives are clipped and accounted for in ``roundoff``).
+    """
+
+    lower_index: int
+    step: float
+    probs: np.ndarray
+    infinity_mass: float
+    pessimistic: bool = True
+    roundoff: float = 0.0
+    _cache: dict[Any, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def losses(self) -> np.ndarray:
+        return (self.lower_index + np.arange(self.probs.size)) * self.step
+
+    @property
+    def p_mass(self) -> float:
+        """Sum of P over finite losses plus infinity mass (1 for a normalised PMF)."""
+        return float(self.probs.sum() + self.infinity_mass)
+
+    @property
+    def q_mass(self) -> float:
+        """Sum of p * e^-l: the Q-mass the PMF accounts for (1 for a consistent likelihood ratio).
+
+        Below 1 where truncation of the lower tail dropped Q-mass, above 1 where discretisation added some.
+        """
+        pos = self.probs > 0
+        return float(np.sum(np.exp(np.log(self.probs[pos]) - self.losses[pos])))
+
+    # -- per-object caches (a single step serves every number of compositions) -------------------------------------
+    def cached_fft_lengths(self) -> list[int]:
+        """FFT lengths whose transform of this PMF is already cached."""
+        return sorted(k[1] for k in self._cache if isinstance(k, tuple) and k[0] == "rfft")
+
+    def rfft(self, n: int) -> np.ndarray:
+        """rfft of the PMF zero-padded to ``n`` (cached)."""
+        key = ("rfft", n)
+        out = self._cache.get(key)
+        if out is None:
+            out = sp_fft.rfft(self.probs, n)
+            self._cache[key] = out
+        return out
+
+    def cached(self, key: str, compute: Any = None) -> Any:
+        """A derived quantity of this PMF, computed once by ``compute()`` (log-MGFs, bucket residuals); ``KeyError``
+        when it was never stored and no ``compute`` is given."""
+        if key not in self._cache:
+            if compute is None:
+                raise KeyError(f"this PMF carries no {key!r}")
+            self._cache[key] = compute()
+        return self._cache[key]
+
+    def release(self) -> None:
+        """Drop the cached transforms (memory) but keep small derived quantities."""
+        for key in [k for k in self._cache if isinstance(k, tuple) and k[0] == "rfft"]:
+            del self._cache[key]
+
+    # -- round-off, on the safe side of each end ----------------------------------------------------------------------
+    def with_roundoff_allowance(self) -> LossPMF:
+        """The PMF moved to the safe side of its round-off: +``roundoff`` per atom if pessimistic (raises every
+        delta(eps)), -``roundoff`` (clipped at 0) if optimistic (lowers it). Identity when ``roundoff`` is 0."""
+        if self.roundoff <= 0.0 or self.probs.size == 0:
+            return self
+        if self.pessimistic:
+            probs = self.probs + self.roundoff
+        else:
+            probs = np.clip(self.probs - self.roundoff, 0.0, None)
+        return dataclasses.replace(self, probs=probs, roundoff=0.0, _cache={})
