@@ -17,7 +17,7 @@ import statistics
 import time
 
 import gdpcore as g
-from gdpcore import calibration as cal
+from gdpcore.calibration import evaluator
 
 Q, T = 0.01, 1000
 RECHECK_DISCRETIZATION = 1e-4
@@ -71,7 +71,7 @@ def _riskcal_call(kw: dict):
 
 
 def _clear_caches() -> None:
-    cal._single_step.cache_clear()
+    evaluator.clear_cache()
 
 
 def run(*, reps_ours: int = 7, reps_riskcal_advantage: int = 3, reps_riskcal_err_rates: int = 1) -> str:

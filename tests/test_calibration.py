@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import gdpcore as g
-from gdpcore import calibration as cal
+from gdpcore.calibration import evaluator
 
 Q, T = 0.01, 1000
 
@@ -166,13 +166,13 @@ def test_dpsgd_advantage_target_matches_riskcal():
 
 def test_no_point_is_evaluated_twice(monkeypatch):
     calls = []
-    real = cal._pessimistic_curve
+    real = evaluator.pessimistic_curve
 
     def spy(**kw):
         calls.append((kw["noise_multiplier"], kw["discretization"]))
         return real(**kw)
 
-    monkeypatch.setattr(cal, "_pessimistic_curve", spy)
+    monkeypatch.setattr(evaluator, "pessimistic_curve", spy)
     r = g.calibrate_noise(sampling_rate=0.05, steps=100, target_tpr=0.2, fpr=0.01)
     assert len(calls) == len(set(calls)) == r.evaluations
     # Coarse to fine: more than one discretisation, and only a few evaluations at the finest.
