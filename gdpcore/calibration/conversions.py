@@ -30,7 +30,7 @@ def fnr_target_from_advantage(*, advantage: float, fpr: float) -> float:
     """beta* = 1 - alpha* - eta*: TPR - FPR <= eta* at FPR alpha* (seed 001 Table 1, row 1)."""
     eta = check_probability("advantage", advantage, high_open=True)
     a = check_probability("fpr", fpr, high_open=True)
-    return strict_fnr_target("advantage", advantage, 1.0 - a - eta, a, lambda tpr: tpr - a)
+    return strict_fnr_target(name="advantage", value=advantage, fnr=1.0 - a - eta, fpr=a, risk=lambda tpr: tpr - a)
 
 
 def fnr_target_from_accuracy(*, accuracy: float, fpr: float) -> float:
@@ -40,7 +40,9 @@ def fnr_target_from_accuracy(*, accuracy: float, fpr: float) -> float:
     """
     acc = check_probability("accuracy", accuracy, high_open=True)
     a = check_probability("fpr", fpr, high_open=True)
-    return strict_fnr_target("accuracy", accuracy, 2.0 * (1.0 - acc) - a, a, lambda tpr: 0.5 * ((1.0 - a) + tpr))
+    return strict_fnr_target(
+        name="accuracy", value=accuracy, fnr=2.0 * (1.0 - acc) - a, fpr=a, risk=lambda tpr: 0.5 * ((1.0 - a) + tpr)
+    )
 
 
 def fnr_target_from_precision(*, precision: float, fpr: float) -> float:
@@ -52,7 +54,11 @@ def fnr_target_from_precision(*, precision: float, fpr: float) -> float:
     ppv = check_probability("precision", precision, high_open=True)
     a = check_probability("fpr", fpr, high_open=True)
     return strict_fnr_target(
-        "precision", precision, ((a + 1.0) * ppv - 1.0) / (ppv - 1.0), a, lambda tpr: tpr / (tpr + a)
+        name="precision",
+        value=precision,
+        fnr=((a + 1.0) * ppv - 1.0) / (ppv - 1.0),
+        fpr=a,
+        risk=lambda tpr: tpr / (tpr + a),
     )
 
 

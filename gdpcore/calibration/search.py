@@ -216,7 +216,7 @@ class Solution:
     bias: float | None
 
 
-def solve_level(problem: Problem, d: float | None, start: float, seeds: Sequence[float] = ()) -> LevelOutcome:
+def solve_level(problem: Problem, d: float | None, *, start: float, seeds: Sequence[float] = ()) -> LevelOutcome:
     """Bracket and narrow the root at one discretisation, starting near ``start``.
 
     Points in ``seeds`` are evaluated first (the previous level's bracket, lowest first).
@@ -351,7 +351,7 @@ def _solve_ladder(problem: Problem, levels: list[float], *, adaptive: bool) -> S
     seeds: list[float] = []
     prev: LevelOutcome | None = None
     for i, d in enumerate(levels):
-        outcome = solve_level(problem, d, start, seeds)
+        outcome = solve_level(problem, d, start=start, seeds=seeds)
         is_last = i == len(levels) - 1 or (
             # Adaptive: stop refining before a level whose grid would exceed the memory budget.
             adaptive and problem.grid_sizes.get(d, 0) * LADDER_FACTOR > ADAPTIVE_MAX_GRID

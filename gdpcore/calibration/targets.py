@@ -211,7 +211,7 @@ def make_target(
 
 
 def strict_fnr_target(
-    name: str, value: float, fnr: float, fpr: float, risk: Callable[[float], float] | None = None
+    *, name: str, value: float, fnr: float, fpr: float, risk: Callable[[float], float] | None = None
 ) -> float:
     """An FNR target ``fnr`` converted from a target ``name``=``value`` at ``fpr``, rounded *up* (the strict side).
 
