@@ -337,5 +337,8 @@ def calibrate_sampling_rate(
                 exact=True,
             )
             point = exact_problem.evaluate(0.0, None)
-            return _result(exact_problem, Solution(LevelOutcome("all_feasible", None, point), None, 0.0))
+            return _result(
+                exact_problem,
+                Solution(outcome=LevelOutcome(kind="all_feasible", lo=None, hi=point), discretization=None, bias=0.0),
+            )
     return _result(problem, solve(problem, discretization=d))

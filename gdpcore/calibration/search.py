@@ -49,7 +49,7 @@ MAX_EVALS_PER_LEVEL = 60
 Parameter = Literal["noise_multiplier", "steps", "sampling_rate"]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Point:
     u: float
     met: bool
@@ -182,7 +182,7 @@ class Problem:
             return 0.5 * (self.u_min + self.u_max)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class LevelOutcome:
     """What one level found: a ``bracket`` (``lo`` infeasible, ``hi`` feasible), ``all_feasible`` (``hi`` at u_min
     meets the target, ``lo`` is None) or ``infeasible`` (``lo`` at u_max misses it, ``hi`` is None)."""
@@ -206,7 +206,7 @@ class LevelOutcome:
         return self.lo
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Solution:
     """The final level's outcome, its discretisation (None: closed form) and the estimated relative
     discretisation bias of the returned parameter (None when it cannot be estimated)."""
@@ -268,16 +268,20 @@ def solve_level(problem: Problem, d: float | None, *, start: float, seeds: Seque
             ref = hi if need_lo else lo
             assert ref is not None  # narrowing only: the branch above handles "both unknown"
             if need_lo and ref.u <= problem.u_min:
-                return LevelOutcome("all_feasible", None, ref)
+                return LevelOutcome(kind="all_feasible", lo=None, hi=ref)
             if not need_lo and ref.u >= problem.u_max:
-                return LevelOutcome("infeasible", ref, None)
+                return LevelOutcome(kind="infeasible", lo=ref, hi=None)
             y = ref.y if math.isfinite(ref.y) else (1.0 if not ref.met else -1.0)
             newton = -y / slope
             size = max(abs(newton) * 1.3 * growth, 2 * step_tol(ref.u) * growth)
             target_u = ref.u + (-size if need_lo else size)
             p = problem.evaluate(target_u, d)
             if p.u == ref.u:  # snapped onto the limit already evaluated
-                return LevelOutcome("all_feasible", None, ref) if ref.met else LevelOutcome("infeasible", ref, None)
+                return (
+                    LevelOutcome(kind="all_feasible", lo=None, hi=ref)
+                    if ref.met
+                    else LevelOutcome(kind="infeasible", lo=ref, hi=None)
+                )
             if math.isfinite(p.y) and math.isfinite(ref.y) and p.u != ref.u:
                 est = (p.y - ref.y) / (p.u - ref.u)
                 if est < 0:
@@ -321,7 +325,7 @@ def solve_level(problem: Problem, d: float | None, *, start: float, seeds: Seque
             if last_side == "lo":
                 y_hi *= 0.5
             last_side = "lo"
-    return LevelOutcome("bracket", lo, hi)
+    return LevelOutcome(kind="bracket", lo=lo, hi=hi)
 
 
 def ladder(discretization: float | None) -> list[float]:
@@ -342,7 +346,7 @@ def solve(problem: Problem, *, discretization: float | None) -> Solution:
     """Run the whole search: the closed form if ``problem.exact``, else the coarse-to-fine ladder (fixed levels
     ending at ``discretization``, or adaptive when it is None)."""
     if problem.exact:
-        return Solution(_solve_exact(problem), None, 0.0)
+        return Solution(outcome=_solve_exact(problem), discretization=None, bias=0.0)
     return _solve_ladder(problem, ladder(discretization), adaptive=discretization is None)
 
 
@@ -362,14 +366,14 @@ def _solve_ladder(problem: Problem, levels: list[float], *, adaptive: bool) -> S
             opt = problem.optimistic_metric(problem.u_max, d)
             problem.optimistic[d] = opt
             if not problem.target.met(opt) or is_last:
-                return Solution(outcome, d, None)
+                return Solution(outcome=outcome, discretization=d, bias=None)
         if outcome.kind == "all_feasible":
             # Certified at this (coarse) level already: a pessimistic bound meeting the target at the
             # search limit is a valid answer at any finer discretisation.
-            return Solution(outcome, d, 0.0)
+            return Solution(outcome=outcome, discretization=d, bias=0.0)
         if (adaptive and prev is not None and _agree(problem, prev, outcome)) or is_last:
             bias = None if prev is None else _bias_estimate(problem, prev, outcome, levels[i - 1])
-            return Solution(outcome, d, bias)
+            return Solution(outcome=outcome, discretization=d, bias=bias)
         prev = outcome
         if outcome.kind == "bracket":
             start = outcome.feasible.u
@@ -436,11 +440,11 @@ def _solve_exact(problem: Problem) -> LevelOutcome:
             break
         if hi is not None:  # only the feasible side is known: move away from privacy
             if hi.u <= problem.u_min:
-                return LevelOutcome("all_feasible", None, hi)
+                return LevelOutcome(kind="all_feasible", lo=None, hi=hi)
             p = problem.evaluate(_move(problem, hi.u, -1, k), None)
         elif lo is not None:  # only the infeasible side is known: move towards privacy
             if lo.u >= problem.u_max:
-                return LevelOutcome("infeasible", lo, None)
+                return LevelOutcome(kind="infeasible", lo=lo, hi=None)
             p = problem.evaluate(_move(problem, lo.u, +1, k), None)
         if p.met:
             hi = p if hi is None or p.u < hi.u else hi
@@ -464,7 +468,7 @@ def _solve_exact(problem: Problem) -> LevelOutcome:
             hi = p
         else:
             lo = p
-    return LevelOutcome("bracket", lo, hi)
+    return LevelOutcome(kind="bracket", lo=lo, hi=hi)
 
 
 def _move(problem: Problem, u: float, direction: int, k: int) -> float:

@@ -38,7 +38,7 @@ TARGET_LABELS: dict[str, tuple[str, bool]] = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Target:
     """One validated target (build it with :func:`make_target`). ``fpr`` is set exactly for "tpr"/"fnr",
     ``delta`` exactly for "epsilon"; ``alpha_min`` is the FPR floor of a "mu" target."""
@@ -184,9 +184,9 @@ def make_target(
     if delta is not None and name != "target_epsilon":
         raise ValueError(f"delta={delta!r} is only meaningful with target_epsilon, got {name}={value!r}")
     if name == "target_advantage":
-        return Target("advantage", check_probability("target_advantage", value, high_open=True))
+        return Target(name="advantage", value=check_probability("target_advantage", value, high_open=True))
     if name == "target_bayes_security":
-        return Target("bayes_security", check_probability("target_bayes_security", value, high_open=True))
+        return Target(name="bayes_security", value=check_probability("target_bayes_security", value, high_open=True))
     if name in ("target_tpr", "target_fnr"):
         if fpr is None:
             raise ValueError(f"{name}={value!r} needs fpr= (the false-positive rate at which it applies)")
@@ -199,15 +199,15 @@ def make_target(
                 f"{name}={value!r} at fpr={fpr!r} is infeasible: every mechanism allows TPR >= FPR "
                 f"(need target_tpr > fpr, i.e. target_fnr + fpr < 1)"
             )
-        return Target("tpr" if name == "target_tpr" else "fnr", v, fpr=a)
+        return Target(name="tpr" if name == "target_tpr" else "fnr", value=v, fpr=a)
     if name == "target_mu":
-        return Target("mu", check_positive("target_mu", value), alpha_min=alpha_min)
+        return Target(name="mu", value=check_positive("target_mu", value), alpha_min=alpha_min)
     eps = check_real("target_epsilon", value)
     if eps < 0:
         raise ValueError(f"target_epsilon must be >= 0, got {value!r}")
     if delta is None:
         raise ValueError(f"target_epsilon={value!r} needs delta=")
-    return Target("epsilon", eps, delta=check_probability("delta", delta, high_open=True))
+    return Target(name="epsilon", value=eps, delta=check_probability("delta", delta, high_open=True))
 
 
 def strict_fnr_target(
