@@ -1,6 +1,6 @@
 """Calibration benchmark (issue 4): gdp-audit's certified calibration beside riskcal, same run, same machine.
 
-DP-SGD q=0.01, T=1000 (peer_benchmarks.md sec. 3), three targets:
+DP-SGD q=0.01, T=1000 (docs/references.md P-3), three targets:
 
 * advantage <= 0.1: ``riskcal.calibration.dpsgd.find_noise_multiplier_for_advantage(advantage=0.1, ...)``;
 * TPR <= 0.10 at FPR 0.01 and TPR <= 0.05 at FPR 1e-3: ``find_noise_multiplier_for_err_rates(alpha, beta=1-TPR,
@@ -17,11 +17,11 @@ import statistics
 import time
 
 import gdpcore as g
-from gdpcore import calibration as cal
+from gdpcore.calibration import evaluator
 
 Q, T = 0.01, 1000
 RECHECK_DISCRETIZATION = 1e-4
-EXACT_SIGMA = {"tpr_0.01": 0.63334, "tpr_0.001": 0.56313}  # peer_benchmarks.md sec. 3 (exact NP curve)
+EXACT_SIGMA = {"tpr_0.01": 0.63334, "tpr_0.001": 0.56313}  # docs/references.md P-3 (exact NP curve)
 
 TARGETS = [
     ("advantage <= 0.1", "adv", {"target_advantage": 0.1}),
@@ -71,7 +71,7 @@ def _riskcal_call(kw: dict):
 
 
 def _clear_caches() -> None:
-    cal._single_step.cache_clear()
+    evaluator.clear_cache()
 
 
 def run(*, reps_ours: int = 7, reps_riskcal_advantage: int = 3, reps_riskcal_err_rates: int = 1) -> str:
@@ -135,7 +135,7 @@ def run(*, reps_ours: int = 7, reps_riskcal_advantage: int = 3, reps_riskcal_err
     if speed:
         lines.append("Speed-up of gdp-audit over riskcal (median): " + "; ".join(speed) + ".")
     lines.append(
-        "Exact sigmas (peer_benchmarks.md sec. 3, exact Neyman-Pearson curve): "
+        "Exact sigmas (docs/references.md P-3, exact Neyman-Pearson curve): "
         + ", ".join(f"{k} {v}" for k, v in EXACT_SIGMA.items())
         + ". gdp-audit returns the smallest certified sigma up to its tolerance (1e-3 relative)."
     )

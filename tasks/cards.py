@@ -119,7 +119,7 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
 
 
 def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str, Any]:
-    """The nested ``differential_privacy`` record (anchors_ecosystem 3.2 / 3.6 field set)."""
+    """The nested ``differential_privacy`` record (docs/references.md C-3 field set)."""
     return {
         "definition": "mu-GDP",
         "dp_flavor": "other (f-DP / Gaussian DP)",

@@ -1,6 +1,6 @@
 """MLflow registry integration (issue 7, optional extra ``gdp-audit[mlflow]``).
 
-Given a tracking URI, set flat ``privacy.*`` model-version tags (anchors_ecosystem 3.1 / 3.6) on the registered model
+Given a tracking URI, set flat ``privacy.*`` model-version tags (docs/references.md C-3) on the registered model
 versions the manifests point at, put the privacy card in the version's description, and log the card files as
 artifacts of the version's source run (when it has one). Tag values are strings (MLflow's contract); every number tag
 has a ``.bound`` companion tag saying upper / lower / estimate / exact.

@@ -1,5 +1,5 @@
-"""Bayes security (seed 004) against the paper's numbers, the official code's notebook outputs (via the digest), the
-digest's exact substitution reference table, the PLD accountant and prv-accountant."""
+"""Bayes security (seed 004) against the paper's numbers, the official code's notebook outputs, an
+exact substitution reference table (docs/references.md S004), the PLD accountant and prv-accountant."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_planning_slope_and_round_trips():
     q = get_sampling_rate_for_bayes_security(target=0.98, noise_multiplier=1.0, steps=5000)
     assert q == pytest.approx(0.00035452790053356074, rel=1e-12)
     assert round(q, 5) == 0.00035
-    # Digest Fig. 3 slopes at T = 5000: beta 0.9 -> 0.00177712, 0.95 -> 0.00088681, 0.99 -> 0.00017725.
+    # Fig. 3 slopes at T = 5000 (docs/references.md S004-1): beta 0.9 -> 0.00177712, 0.95 -> 0.00088681, 0.99 -> 0.00017725.
     for b, slope in ((0.9, 0.00177712), (0.95, 0.00088681), (0.99, 0.00017725)):
         assert get_sampling_rate_for_bayes_security(target=b, noise_multiplier=1.0, steps=5000) == pytest.approx(
             slope, abs=5e-9
@@ -57,7 +57,7 @@ def test_planning_slope_and_round_trips():
 
 
 # -- closed form vs exact -----------------------------------------------------------------------------------------
-# Digest 4.3: (sigma, epochs) -> (beta_closed, beta_exact) at p = 0.001, substitution; exact = independent
+# docs/references.md S004-2: (sigma, epochs) -> (beta_closed, beta_exact) at p = 0.001, substitution; exact = independent
 # characteristic-function reference validated against the official code's PLD.
 REFERENCE = {
     (1.0, 1): (0.97477, 0.97273),
@@ -76,7 +76,7 @@ def test_closed_form_error_against_exact_reference():
         assert est.value == pytest.approx(closed, abs=6e-6)
         err = est.value - exact
         if sigma >= 1.0:
-            # Paper: error <= 0.01 for sigma >= 1 up to 50 epochs (digest: 0.0143 measured, allow 0.015).
+            # Paper: error <= 0.01 for sigma >= 1 up to 50 epochs (S004-2: 0.0143 at sigma = 1, allow 0.015).
             assert 0 <= err <= 0.015
         else:
             assert err > 0.1  # paper: "for sigma < 1 the error is large"
@@ -133,7 +133,7 @@ def test_epsilon_delta_bound_matches_riskcal_and_paper():
         b = get_bayes_security_from_epsilon_delta(epsilon=eps, delta=delta)
         assert b.bound == "lower"
         assert b.value == pytest.approx(1 - riskcal_conv.get_advantage_from_adp(eps, delta), abs=1e-12)
-    # Digest P13: saturation 2/(e^eps + 1) = 0.9500 / 0.5379 / 0.0360 for eps = 0.1 / 1 / 4.
+    # Fig. 6 (S004-3): saturation 2/(e^eps + 1) = 0.9500 / 0.5379 / 0.0360 for eps = 0.1 / 1 / 4.
     for eps, sat in ((0.1, 0.9500), (1.0, 0.5379), (4.0, 0.0360)):
         assert get_bayes_security_from_epsilon_delta(epsilon=eps, delta=0.0).value == pytest.approx(sat, abs=1e-4)
 

@@ -6,11 +6,11 @@ Independent truth used here (never the calibrator's own earlier output):
   (sigma = 1/(Phi^-1(1-alpha) - Phi^-1(beta))), evaluated with scipy in this file; the issue's numbers 0.780304 and
   3.978948; dp_accounting's analytic-Gaussian ``get_sigma_gaussian`` (Balle & Wang 2018) for (eps, delta).
 * DP-SGD (q=0.01, T=1000): the exact sigmas 0.63334 (TPR <= 0.10 @ FPR 0.01) and 0.56313 (TPR <= 0.05 @ FPR 1e-3)
-  from peer_benchmarks.md sec. 3, and riskcal's advantage calibration 1.42258 (same table). Re-checked here with an
-  independent Neyman-Pearson curve of dp_accounting's connect-the-dots remove PMF (``_np_tpr`` below, as in
-  peer_benchmarks sec. 2) and with dp_accounting's own ``get_delta_for_epsilon(0)`` (= advantage).
-* Seed 001 numbers: GPT-2 setting sigma <-> eps (App. F.2, digest 4.A.8 / 4.C), q=0.001, T=10000 sigma for
-  TPR <= 0.5 @ FPR 0.1 (0.4051) versus standard calibration (0.6600) (digest 4.C), Prop. 3.6's 30 p.p.
+  and riskcal 1.5.1's advantage calibration 1.42258 (docs/references.md P-3). Re-checked here with an
+  independent Neyman-Pearson curve of dp_accounting's connect-the-dots remove PMF (``_np_tpr`` below, the
+  "NP-remove" curve of docs/references.md P-2) and with dp_accounting's own ``get_delta_for_epsilon(0)`` (= advantage).
+* Seed 001 numbers: GPT-2 setting sigma <-> eps (App. F.2; docs/references.md S001-4), q=0.001, T=10000 sigma for
+  TPR <= 0.5 @ FPR 0.1 (0.4051) versus standard calibration (0.6600) (Fig. 5; S001-3), Prop. 3.6's 30 p.p. (S001-2).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import gdpcore as g
-from gdpcore import calibration as cal
+from gdpcore.calibration import evaluator
 
 Q, T = 0.01, 1000
 
@@ -144,7 +144,7 @@ def test_dpsgd_tpr_target_matches_exact_sigma(fpr, tpr, exact):
         "noise_multiplier": "upper",
         "discretization_bias_estimate": "estimate",
     }
-    # ... and within tolerance of the exact answer (peer_benchmarks sec. 3; riskcal returned 0.63293 / 0.56118,
+    # ... and within tolerance of the exact answer (docs/references.md P-3; riskcal returned 0.63293 / 0.56118,
     # which miss the target).
     assert exact * (1 - 2e-4) <= r.noise_multiplier <= exact * (1 + 2e-3)
     # Independent NP curve: meets the target at sigma, violated 0.3% below.
@@ -156,7 +156,7 @@ def test_dpsgd_tpr_target_matches_exact_sigma(fpr, tpr, exact):
 def test_dpsgd_advantage_target_matches_riskcal():
     r = g.calibrate_noise(sampling_rate=Q, steps=T, target_advantage=0.1)
     assert r.achieved <= 0.1
-    assert r.noise_multiplier == pytest.approx(1.42258, rel=2e-3)  # riskcal 1.5.1, peer_benchmarks sec. 3
+    assert r.noise_multiplier == pytest.approx(1.42258, rel=2e-3)  # riskcal 1.5.1, docs/references.md P-3
     assert _dp_accounting_advantage(r.noise_multiplier, Q, T) <= 0.1
     assert _dp_accounting_advantage(r.noise_multiplier * (1 - 3e-3), Q, T) > 0.1
     # Bayes security is 1 - advantage: the same calibration.
@@ -166,13 +166,13 @@ def test_dpsgd_advantage_target_matches_riskcal():
 
 def test_no_point_is_evaluated_twice(monkeypatch):
     calls = []
-    real = cal._pessimistic_curve
+    real = evaluator.pessimistic_curve
 
     def spy(**kw):
         calls.append((kw["noise_multiplier"], kw["discretization"]))
         return real(**kw)
 
-    monkeypatch.setattr(cal, "_pessimistic_curve", spy)
+    monkeypatch.setattr(evaluator, "pessimistic_curve", spy)
     r = g.calibrate_noise(sampling_rate=0.05, steps=100, target_tpr=0.2, fpr=0.01)
     assert len(calls) == len(set(calls)) == r.evaluations
     # Coarse to fine: more than one discretisation, and only a few evaluations at the finest.
@@ -192,7 +192,7 @@ def test_fixed_discretization_is_honoured():
 
 def test_seed001_gpt2_sigmas():
     # App. F.2: sigma in {0.5715, 0.6072, 0.6366, 0.6945, 0.7498} <-> eps(1e-5) = 3.9486, 3.1970, 2.6982, 1.9483,
-    # 1.4486 (the paper's 3.95, 3.2, 2.7, 1.9, 1.45; exact values from the digest's independent CTD accountant).
+    # 1.4486 (the paper's 3.95, 3.2, 2.7, 1.9, 1.45; exact values: docs/references.md S001-4).
     q, steps = 256 / 67348, 792
     for eps, sigma in [(3.9486, 0.5715), (2.6982, 0.6366), (1.4486, 0.7498)]:
         r = g.calibrate_noise(sampling_rate=q, steps=steps, target_epsilon=eps, delta=1e-5)
@@ -201,7 +201,7 @@ def test_seed001_gpt2_sigmas():
 
 
 def test_seed001_direct_versus_standard_calibration():
-    # Digest 4.C / Fig. 5: q=0.001, T=10000, TPR <= 0.5 at FPR 0.1: sigma 0.4051 directly; standard calibration at
+    # Fig. 5 (docs/references.md S001-3): q=0.001, T=10000, TPR <= 0.5 at FPR 0.1: sigma 0.4051 directly; standard at
     # eps* = ln((1 - 1e-5 - 0.5)/0.1) = 1.6094 (Eq. 5 through (0.1, 0.5)), delta* = 1e-5: sigma 0.6600.
     direct = g.calibrate_noise(sampling_rate=0.001, steps=10000, target_tpr=0.5, fpr=0.1)
     assert direct.noise_multiplier == pytest.approx(0.4051, rel=2e-3)
@@ -212,7 +212,7 @@ def test_seed001_direct_versus_standard_calibration():
 
 
 def test_small_loss_regime_refines_the_discretisation():
-    # Digest 4.C: q=0.001, T=10000, standard calibration to eps*=0.0199809 (eta*=0.01, Eq. 30) at delta=1e-5 needs
+    # S001-3: q=0.001, T=10000, standard calibration to eps*=0.0199809 (eta*=0.01, Eq. 30) at delta=1e-5 needs
     # sigma 13.24 at Delta=1e-5 but 15.68 at Delta=1e-4 (coarse connect-the-dots is very pessimistic here). The
     # adaptive ladder must go below 1e-5 and land at (or, being finer, slightly below) 13.24.
     # (prv_accountant, eps_error=1e-4, gives eps estimate 0.019973 at sigma=13.2279; measured once, 77 s.)
@@ -375,7 +375,7 @@ def test_table1_rejects_infeasible_or_vacuous(fn, kw):
 
 
 def test_prop_3_6_generic_mechanism_gap():
-    # Paper: eta* = 0.5, alpha = 0.1, delta* = 1e-5 -> "30 p.p." (digest: 0.299994).
+    # Paper: eta* = 0.5, alpha = 0.1, delta* = 1e-5 -> "30 p.p." (Eq. 15: 0.299994, docs/references.md S001-2).
     gap = g.advantage_calibration_tpr_gap_bound(target_advantage=0.5, fpr=0.1, delta=1e-5)
     assert gap == pytest.approx(0.299994, abs=1e-6)
     # Attained by Kairouz et al.'s mechanism: f_{eps*,delta*}(alpha) - f_{0,eta*}(alpha), seed 001 Eqs. 5, 30.
@@ -397,10 +397,10 @@ def test_prop_3_6_generic_mechanism_gap():
 def test_prop_3_6_gaussian_gap_is_exact_and_can_exceed_generic():
     # Gaussian (exact): advantage calibration sigma = Eq. 24; standard: dp_accounting analytic Gaussian at eps*.
     c = g.advantage_calibration_cost(sampling_rate=1, steps=1, target_advantage=0.5, fprs=(0.01, 0.1))
-    assert c.advantage.noise_multiplier == pytest.approx(0.741301, abs=1e-6)  # digest 4.B
+    assert c.advantage.noise_multiplier == pytest.approx(0.741301, abs=1e-6)  # Eq. 24, docs/references.md S001-1
     eps_std = math.log((1 + 0.5 - 2e-5) / 0.5)
     assert c.standard.noise_multiplier == pytest.approx(gaussian_mechanism.get_sigma_gaussian(eps_std, 1e-5), rel=1e-9)
-    assert c.standard.noise_multiplier == pytest.approx(3.42470, rel=1e-5)  # digest 4.B
+    assert c.standard.noise_multiplier == pytest.approx(3.42470, rel=1e-5)  # Eq. 22 at Eq. 30's eps*, S001-1
     for i, a in enumerate(c.fprs):
         mu_adv, mu_std = 1 / c.advantage.noise_multiplier, 1 / c.standard.noise_multiplier
         expect = g.get_beta_from_gdp(mu=mu_std, alpha=a) - g.get_beta_from_gdp(mu=mu_adv, alpha=a)
@@ -412,14 +412,14 @@ def test_prop_3_6_gaussian_gap_is_exact_and_can_exceed_generic():
         stats.norm.cdf(1 / 0.741301 - stats.norm.isf(0.1)) - stats.norm.cdf(1 / 3.42470 - stats.norm.isf(0.1)), abs=2e-6
     )
     assert c.tpr_given_away[1] > c.generic_gap[1]
-    assert c.noise_ratio == pytest.approx(3.42470 / 0.741301, rel=1e-4)  # 4.62x (digest 4.B)
+    assert c.noise_ratio == pytest.approx(3.42470 / 0.741301, rel=1e-4)  # 4.62x (docs/references.md S001-1)
 
 
 def test_prop_3_6_dpsgd_cost_matches_seed001():
-    # Digest 4.C (Fig. 3a setting, independent CTD accountant): q=0.001, T=10000, eta*=0.1: sigma_std 1.785
+    # Fig. 3a setting (docs/references.md S001-3): q=0.001, T=10000, eta*=0.1: sigma_std 1.785
     # (eps* = 0.2007 at delta=1e-5), sigma_adv 0.7037; TPR at FPR 0.01 rises 0.0118 -> 0.0200.
     c = g.advantage_calibration_cost(sampling_rate=0.001, steps=10000, target_advantage=0.1, fprs=(0.01,))
-    assert c.epsilon_standard == pytest.approx(0.2006525, abs=1e-7)  # digest 4.B
+    assert c.epsilon_standard == pytest.approx(0.2006525, abs=1e-7)  # Eq. 30, docs/references.md S001-1
     assert c.advantage.noise_multiplier == pytest.approx(0.7037, rel=2e-3)
     assert c.standard.noise_multiplier == pytest.approx(1.785, rel=2e-3)
     assert c.tpr_advantage[0] == pytest.approx(0.0200, abs=1e-4)

@@ -1,8 +1,8 @@
 """Live cross-check of attack-aware calibration against riskcal (the seed-001 authors' library), issue 4.
 
 riskcal's answers are re-checked with gdpcore's pessimistic accountant: ours must meet the target, riskcal's sigma
-must agree within 1 %. (peer_benchmarks.md Sec. 3: riskcal's TPR@FPR answers miss their targets slightly because its
-trade-off curve can be optimistic; ours never miss.)
+must agree within 1 %. (docs/references.md P-3: riskcal's TPR@FPR answers miss their targets slightly because its
+trade-off curve can be optimistic, P-2; ours never miss.)
 """
 
 import pytest

@@ -4,10 +4,10 @@ Independent truth used here:
 
 * Seed 000 Table 4 (= De et al. Table 14): the published eps 1, 2, 3, 4, 6, 8 at delta = 1e-5 for
   (sigma, T) = (40, 906) ... (9.4, 2000), q = 16384/50000, made with an RDP accountant.
-* The seed-000 digest sec. 4.3 PLD brackets of the tight eps (0.909-0.918 ... 7.414-7.434).
+* The PLD brackets of the tight eps (0.909-0.918 ... 7.414-7.434), docs/references.md S000-2.
 * RDP of the subsampled Gaussian by quadrature (gdpcore.representations, independent of dp_accounting's series),
   converted with dp_accounting's own conversion on the same integer orders: checks the DpEvents we build.
-* The CLT mu of Bu et al. 2020 (seed-000 digest sec. 2: mu_CLT = 1.5634 for the eps=8 run), and the Gaussian
+* The CLT mu of Bu et al. 2020 (docs/references.md S000-1: mu_CLT = 1.5634 for the eps=8 run), and the Gaussian
   privacy profile (seed 000 Eq. 5) evaluated with scipy in this file.
 """
 
@@ -25,7 +25,7 @@ from gdpcore.claims import CLAIM_STATUSES, check_claim, get_epsilon_from_named_a
 from gdpcore.representations import get_rdp_from_mechanism
 
 Q = 16384 / 50000
-# paper eps: (sigma, T, digest 4.3 bracket of the tight eps at 1e-5)
+# paper eps: (sigma, T, S000-2 bracket of the tight eps at 1e-5)
 TABLE4 = {
     1: (40.0, 906, (0.909, 0.918)),
     2: (24.0, 1156, (1.832, 1.844)),
@@ -44,7 +44,7 @@ def test_table4_claims_are_reproduced_by_rdp_and_certified_by_pld(paper_eps):
     assert check.status == "reproduced"
     assert abs(check.reproduced_epsilon - paper_eps) <= 0.05  # issue 7 "Done means"
     assert check.reproduction.bound == "upper" and check.reproduction.family == "rdp"
-    assert lo - 0.005 <= check.tight_epsilon <= hi + 0.005  # digest 4.3 bracket
+    assert lo - 0.005 <= check.tight_epsilon <= hi + 0.005  # S000-2 bracket
     assert check.certified and check.tight_epsilon < check.reproduced_epsilon
 
 
@@ -86,7 +86,7 @@ def test_clt_reproduction_matches_bu_et_al_and_is_labelled_an_estimate():
     mech = g.SubsampledGaussian(noise_multiplier=9.4, sampling_rate=Q, steps=2000)
     rep = get_epsilon_from_named_accountant(mech, delta=1e-5, accountant="GDP")
     mu = Q * math.sqrt(2000 * math.expm1(1 / 9.4**2))
-    assert mu == pytest.approx(1.5634, abs=1e-4)  # seed-000 digest sec. 2
+    assert mu == pytest.approx(1.5634, abs=1e-4)  # docs/references.md S000-1
     assert rep.family == "clt" and rep.bound == "estimate" and f"{mu:.6g}" in rep.detail
     # eps solves the Gaussian profile (seed 000 Eq. 5) at delta = 1e-5
     e = rep.epsilon

@@ -8,7 +8,7 @@ import pytest
 
 import gdpcore as g
 
-# Seed 000 Table 3 (unrounded values recomputed in the digest, Sec. 4.4): mu for (eps, delta).
+# Seed 000 Table 3 (unrounded values, docs/references.md S000-4): mu for (eps, delta).
 TABLE3 = {
     0.1: (0.0325, 0.0275, 0.0199),
     0.5: (0.1422, 0.1241, 0.0937),
@@ -58,7 +58,7 @@ def test_gdp_profile_log_space_matches_mpmath(mu, eps):
         assert got == pytest.approx(float(ref), rel=1e-9)
 
 
-# Seed 000 digest Sec. 4.7: extra closed-form oracles.
+# Closed-form GDP oracles (seed 000 Eq. 4; docs/references.md S000-7).
 ORACLES_47 = [
     (0.5, 0.1974126515, 0.0068295950, 9.43917e-6, 1.993091, 0.78276092, 0.99520444),
     (1.0, 0.3829249225, 0.1269367375, 0.0209236358, 4.377178, 0.61085631, 0.98170153),
@@ -88,7 +88,7 @@ def test_epsilon_from_gdp_is_vectorised_and_inverts_delta():
 
 @pytest.mark.parametrize(("eps", "mu"), [(0.75, 0.9308068), (1.0, 1.2320354), (1.5, 1.8123205), (2.0, 2.3579615)])
 def test_mu_from_pure_dp_prop_6_1(eps, mu):
-    # Values from gdpnum's tests (seed 000 digest Sec. 4.6), recomputed there.
+    # Values from gdpnum 0.1.1's converter tests (docs/references.md S000-6).
     assert g.get_mu_from_pure_dp(epsilon=eps) == pytest.approx(mu, abs=1e-7)
     # Prop 6.1's proof: the TVs match, Eq. 29 = Eq. 31.
     assert g.get_advantage_from_gdp(mu=mu) == pytest.approx(math.tanh(eps / 2), abs=1e-7)

@@ -1,5 +1,5 @@
-"""Delta-divergence, Bayes risk and Blackwell order (seed 002) against the paper's numbers, the digest's closed-form
-identities and riskcal's Bayes-risk functions."""
+"""Delta-divergence, Bayes risk and Blackwell order (seed 002) against the paper's numbers, closed-form
+identities (docs/references.md S002) and riskcal's Bayes-risk functions."""
 
 from __future__ import annotations
 
@@ -33,10 +33,10 @@ def lap_report():
 def test_gauss_vs_laplace_matches_paper_and_closed_forms(lap_report):
     d_gl = delta_divergence(G1, lap_report)
     d_lg = delta_divergence(lap_report, G1)
-    # Paper: Delta(Gauss||Lap) = 0.005 < Delta(Lap||Gauss) = 0.034 (abs tol 5e-4 per digest).
+    # Paper: Delta(Gauss||Lap) = 0.005 < Delta(Lap||Gauss) = 0.034 (abs tol 5e-4, docs/references.md S002-1).
     assert d_gl == pytest.approx(0.005, abs=5e-4)
     assert d_lg == pytest.approx(0.034, abs=5e-4)
-    # Digest closed forms: (TV_Lap - TV_Gauss)/2 and delta_Gauss(1)/(1 + e).
+    # Closed forms (S002-1): (TV_Lap - TV_Gauss)/2 and delta_Gauss(1)/(1 + e).
     tv_lap = 1 - math.exp(-0.5)
     tv_gauss = 2 * stats.norm.cdf(0.5) - 1
     assert d_gl == pytest.approx((tv_lap - tv_gauss) / 2, abs=2e-6)
@@ -46,18 +46,18 @@ def test_gauss_vs_laplace_matches_paper_and_closed_forms(lap_report):
 
 
 def test_three_forms_agree(lap_report):
-    # Trade-off (Def. 1 bisection), profile (Thm 2.2) and Bayes-risk (Cor. 1) forms; digest: 0.0052722 / 0.0341385.
+    # Trade-off (Def. 1 bisection), profile (Thm 2.2) and Bayes-risk (Cor. 1) forms; S002-1: 0.0052722 / 0.0341385.
     for a, b, expected in ((G1, lap_report, 0.0052722), (lap_report, G1, 0.0341385)):
         for method in ("profile", "tradeoff", "bayes_risk"):
             res = get_delta_divergence(a, b, method=method)
             assert res.value == pytest.approx(expected, abs=2e-6), method
     res = get_delta_divergence(lap_report, G1)
-    # Most exposed prior: pi = e/(1 + e) = 0.7311 (digest O1).
+    # Most exposed prior: pi = e/(1 + e) = 0.7311 (S002-1).
     assert res.argmax_prior == pytest.approx(math.e / (1 + math.e), abs=1e-3)
 
 
-def test_weighted_divergences_match_digest(lap_report):
-    # Digest table: Beta(.5,.5) 0.003356 / 0.024507; UQuad 0.000104 / 0.021871.
+def test_weighted_divergences_match_recomputation(lap_report):
+    # docs/references.md S002-2: Beta(.5,.5) 0.003356 / 0.024507; UQuad 0.000104 / 0.021871.
     assert delta_divergence(G1, lap_report, weight="beta") == pytest.approx(0.003356, abs=2e-6)
     assert delta_divergence(lap_report, G1, weight="beta") == pytest.approx(0.024507, abs=2e-6)
     assert delta_divergence(G1, lap_report, weight="uquadratic") == pytest.approx(0.000104, abs=2e-6)
@@ -69,7 +69,7 @@ def test_weighted_divergences_match_digest(lap_report):
 
 def test_gaussian_pairs_are_blackwell_ordered():
     g2 = Gaussian(noise_multiplier=0.5)  # mu = 2
-    # Digest: Delta(G1 || G2) = Phi(-0.5) - Phi(-1) = 0.149882; Delta(G2 || G1) = 0.
+    # S002-3: Delta(G1 || G2) = Phi(-0.5) - Phi(-1) = 0.149882; Delta(G2 || G1) = 0.
     assert delta_divergence(G1, g2) == pytest.approx(stats.norm.cdf(-0.5) - stats.norm.cdf(-1), abs=1e-9)
     assert delta_divergence(g2, G1) == 0.0
     yes = is_at_least_as_private(G1, g2)
@@ -77,8 +77,8 @@ def test_gaussian_pairs_are_blackwell_ordered():
     assert is_at_least_as_private(g2, G1).at_least_as_private is False
 
 
-def test_more_digest_pairs():
-    # Digest: mu=0.5 vs eps0=0.5 -> 0.011893 / 0.019798; mu=2 vs eps0=2 -> 0 / 0.039563; mu=1 vs eps0=0.5 -> 0 / 0.090014.
+def test_more_gaussian_laplace_pairs():
+    # S002-3: mu=0.5 vs eps0=0.5 -> 0.011893 / 0.019798; mu=2 vs eps0=2 -> 0 / 0.039563; mu=1 vs eps0=0.5 -> 0 / 0.090014.
     cases = [
         (Gaussian(noise_multiplier=2.0), Laplace(scale=2.0), 0.011893, 0.019798),
         (Gaussian(noise_multiplier=0.5), Laplace(scale=0.5), 0.0, 0.039563),
@@ -114,7 +114,7 @@ def test_bayes_risk_matches_riskcal(lap_report):
     np.testing.assert_allclose(get_bayes_risk(G1, pi), riskcal_conv.get_bayes_risk_from_gdp(1.0, pi), atol=1e-12)
     peer = riskcal_conv.get_bayes_risk_from_pld(build_pld(LAP1), pi)
     np.testing.assert_allclose(get_bayes_risk(lap_report, pi), peer, atol=1e-9)
-    # Digest: the two Bayes-risk curves cross at pi = 0.41854 and 0.58146.
+    # S002-1: the two Bayes-risk curves cross at pi = 0.41854 and 0.58146.
     grid = np.linspace(0.3, 0.5, 20001)
     diff = get_bayes_risk(G1, grid) - get_bayes_risk(lap_report, grid)
     crossing = grid[np.argmax(np.sign(diff) != np.sign(diff[0]))]

@@ -1,5 +1,5 @@
-"""GDPT (seed 003): identification, certified mu brackets, Thm 5.1 and Thm 3.1, against the paper's statements, the
-digest's high-precision (mpmath) values and a brute-force hockey-stick computation."""
+"""GDPT (seed 003): identification, certified mu brackets, Thm 5.1 and Thm 3.1, against the paper's statements,
+high-precision (mpmath) values (docs/references.md S003) and a brute-force hockey-stick computation."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def laplace2(e):  # seed 003: Laplace with Delta/b = 2, delta(eps) = max(1 - exp
     return np.maximum(-np.expm1(np.minimum(np.asarray(e, float), 2.0) / 2 - 1), 0.0)
 
 
-E2 = 1.1878489  # digest's precise root; delta2 = exp(-eps2^2)
+E2 = 1.1878489  # precise root (docs/references.md S003-1); delta2 = exp(-eps2^2)
 D2 = math.exp(-(E2**2))
 
 
@@ -60,7 +60,7 @@ def pure1(e):
 @pytest.mark.parametrize("method", ["shuffled", "plain"])
 def test_bracket_contains_truth_with_margin(profile, truth, c, method):
     b = bracket_mu(profile, eps_h=10, c=c, method=method)
-    assert b.lower <= truth <= b.upper  # digest mpmath values of sup G
+    assert b.lower <= truth <= b.upper  # mpmath values of sup G (S003-2)
     assert b.upper - b.lower <= 1 / c  # the guaranteed margin
     assert not b.hit_mu_max
 
@@ -68,7 +68,7 @@ def test_bracket_contains_truth_with_margin(profile, truth, c, method):
 def test_shuffled_bisects_rarely():
     plain = bracket_mu(laplace2, eps_h=10, c=100, method="plain")
     shuffled = bracket_mu(laplace2, eps_h=10, c=100, method="shuffled")
-    assert plain.n == 5015 and plain.step == pytest.approx(0.001994416, abs=1e-9)  # digest App. D example
+    assert plain.n == 5015 and plain.step == pytest.approx(0.001994416, abs=1e-9)  # App. D example (S003-3)
     assert shuffled.n_bisections < plain.n_bisections / 20  # expected O(log n)
     assert (shuffled.lower, shuffled.upper) == (plain.lower, plain.upper)
 
@@ -86,13 +86,13 @@ def test_laplace_is_2_gdp_not_1_gdp():
 
 
 def test_icea_exceeds_mu_max():
-    # Digest: the ICEA profile crosses delta_4 at eps = 14.28, so it is not 4-GDP; a head of 20 finds it.
+    # S003-2: the ICEA profile crosses delta_4 at eps = 14.28, so it is not 4-GDP; a head of 20 finds it.
     b = bracket_mu(icea, eps_h=20, c=10, mu_max=4.0)
     assert b.hit_mu_max and math.isinf(b.upper)
 
 
 # -- GDPT values and identification ------------------------------------------------------------------------------
-def test_gdpt_values_match_digest():
+def test_gdpt_values_match_mpmath():
     g = gdpt(pure1, np.array([0, 0.25, 0.5, 0.75, 0.99, 1.0, 2.0]))
     np.testing.assert_allclose(g, [1.232035, 1.206288, 1.123684, 0.958527, 0.501173, 0, 0], atol=2e-6)
     np.testing.assert_allclose(gdpt(sgd, np.array([1.0, 2.0, 10.0])), [1.5573688, 0.9790434, 0.7128950], atol=2e-6)
@@ -118,7 +118,7 @@ def test_identification_matches_thm_4_4_limits():
 def test_analytic_upper_bounds():
     assert get_gdp_upper_bound(Gaussian(noise_multiplier=2.0)) == (0.5, "exact")
     mu, label = get_gdp_upper_bound(RandomizedResponse(epsilon=1.0))
-    assert mu == pytest.approx(1.232035385, abs=1e-9) and label == "exact"  # Thm 5.1, digest
+    assert mu == pytest.approx(1.232035385, abs=1e-9) and label == "exact"  # Thm 5.1 (S003-2)
     mu_sg, label_sg = get_gdp_upper_bound(SubsampledGaussian(noise_multiplier=2.0, sampling_rate=0.1, steps=100))
     assert label_sg == "upper" and mu_sg == 5.0
     rep = analyze(SubsampledGaussian(noise_multiplier=2.0, sampling_rate=0.1, steps=100), optimistic=False)
@@ -149,7 +149,7 @@ def _four_outcome_profile(eps0, delta0, eps):
 
 def test_thm_3_1_tight_profile():
     prof = get_delta_from_epsilon_delta(epsilon0=1.0, delta0=0.1, at_epsilon=np.array([0.0, 0.5, 1.0, 2.0]))
-    np.testing.assert_allclose(prof, [0.5159054, 0.3588842, 0.1, 0.1], atol=1e-7)  # digest
+    np.testing.assert_allclose(prof, [0.5159054, 0.3588842, 0.1, 0.1], atol=1e-7)  # S003-4
     for eps in (0.0, 0.2, 0.5, 0.9, 1.0, 1.7):
         brute = _four_outcome_profile(1.0, 0.1, eps)
         assert get_delta_from_epsilon_delta(epsilon0=1.0, delta0=0.1, at_epsilon=eps) == pytest.approx(brute, abs=1e-12)
@@ -158,7 +158,7 @@ def test_thm_3_1_tight_profile():
 
 
 def test_sec_5_2_refinement_example():
-    # Seed 003 Sec. 5.2: (0.334, 0.067)-DP implies (0.2, e^-2)-DP; digest optimum (0.33389234, 0.06722169).
+    # Seed 003 Sec. 5.2: (0.334, 0.067)-DP implies (0.2, e^-2)-DP; optimum (0.33389234, 0.06722169), S003-4.
     assert implies(epsilon0=0.33389234, delta0=0.06722169 - 1e-8, epsilon=0.2, delta=math.exp(-2))
     assert not implies(epsilon0=0.33389234, delta0=0.06722169 + 1e-6, epsilon=0.2, delta=math.exp(-2))
 

@@ -145,7 +145,7 @@ def test_grid_engine_against_dp_accounting(sigma, q, T):
 
 
 def test_small_per_step_loss_cell_against_dp_accounting_at_1e5():
-    # The failure mode of coarse grids (peer_benchmarks Sec. 6: 1e-3 overshoots by 29% here); the engine must pick
+    # The failure mode of coarse grids (docs/references.md P-6: 1e-3 overshoots by 29% here); the engine must pick
     # a fine enough step on its own. Truth: dp_accounting at 1e-5 (pessimistic) and its optimistic twin at 1e-5.
     sigma, q, T = 2.0, 0.001, 10_000
     t = analyze_grid([SG(noise_multiplier=sigma, sampling_rate=q, steps=T)], deltas=[1e-5], fprs=[0.1])

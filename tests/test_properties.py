@@ -75,7 +75,7 @@ def test_bracket_contains_the_fine_reference(mech):
     """The [optimistic, pessimistic] bracket at 1e-3 contains prv_accountant's fine estimate.
 
     The reference is prv_accountant (eps_error 1e-3), an independent accountant whose estimate matches fine PLDs to
-    2e-5 relative (peer_benchmarks.md Sec. 1). dp_accounting at 1e-5 is not used here: its composed PMFs gain mass
+    2e-5 relative (docs/references.md P-1). dp_accounting at 1e-5 is not used here: its composed PMFs gain mass
     at fine discretisation (remove-direction delta(0) = 0.887451 at 1e-5 against 0.887428 at 1e-3 and 1e-4 and
     prv's 0.887428 for sigma=3.13, q=0.6455, T=238).
     """

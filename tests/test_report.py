@@ -18,19 +18,19 @@ def de_et_al():
     return g.analyze(DE_ET_AL)
 
 
-# --- paper oracles (seed 000; tolerances from the digest) -------------------------------------------------------
+# --- paper oracles (seed 000; values and tolerances: docs/references.md S000) -----------------------------------------
 
 
 def test_de_et_al_cifar10_mu_and_regret(de_et_al):
-    # Seed 000 Sec. 5: "mu = 1.57-GDP with regret ~ 1e-3"; digest: mu* in [1.5673, 1.5699] (err-floor dependent),
+    # Seed 000 Sec. 5: "mu = 1.57-GDP with regret ~ 1e-3"; S000-1: mu* in [1.5673, 1.5699] (err-floor dependent),
     # gdpnum test at grid 1e-3: 1.567013; regret 4.5e-4..2.2e-3 depending on rounding, gdpnum 1.02e-3.
     assert de_et_al.mu == pytest.approx(1.567, abs=3e-3)
     assert de_et_al.mu_lower <= de_et_al.mu
     assert 4.5e-4 <= de_et_al.gdp_regret <= 2.2e-3
     assert de_et_al.gdp_is_complete
-    # Fig 1(b): TPR at FPR 10% "at most 61%"; digest: the PLD gives 0.608-0.612.
+    # Fig 1(b): TPR at FPR 10% "at most 61%"; S000-1: the PLD gives 0.608-0.612.
     assert 0.608 <= de_et_al.tpr(0.1) <= 0.612
-    # Digest Table 4 rows: eps at delta=1e-5 in [7.414, 7.434]; advantage (peer_benchmarks C, q=0.33 differs).
+    # Table 4 row (S000-2): eps at delta=1e-5 in [7.414, 7.434]; advantage (P-2 case C, q=0.33 differs).
     assert 7.414 <= de_et_al.epsilon(1e-5) <= 7.434
 
 
@@ -52,7 +52,7 @@ def test_randomized_response_eps1():
 
 def test_laplace_b1():
     r = g.analyze(g.Laplace(scale=1.0))
-    assert r.mu == pytest.approx(1.030064, abs=2e-5)  # digest 4.7
+    assert r.mu == pytest.approx(1.030064, abs=2e-5)  # docs/references.md S000-5
     assert r.gdp_regret == pytest.approx(0.037016, abs=2e-5)  # Fig 1(c): 3.70 %
     assert r.advantage == pytest.approx(1 - math.exp(-0.5), abs=1e-6)
 
@@ -71,14 +71,14 @@ def test_gaussian_pld_path_recovers_closed_form(sigma):
 
 
 def test_census_topdown():
-    # Seed 000 Sec. 5 / digest 2.10: 8 levels x 10 discrete Gaussians, total rho = 3.65 -> mu = 2.702.
+    # Seed 000 Sec. 5 / docs/references.md S000-8: 8 levels x 10 discrete Gaussians, total rho = 3.65 -> mu = 2.702.
     shares = [2, 27.4, 8.5, 13.1, 13.1, 23.8, 11.8, 0.3]
     sigmas = [math.sqrt(10 / (2 * (a / 100) * 3.65)) for a in shares]
     mech = g.Composed(mechanisms=[g.SelfComposed(mechanism=g.DiscreteGaussian(sigma=s), count=10) for s in sigmas])
     r = g.analyze(mech, discretization=1e-3)
     assert r.mu == pytest.approx(2.702, abs=2e-3)
     assert r.mu_lower <= r.mu
-    assert r.gdp_regret < 1.4e-4  # digest T5: 2e-5 .. 1.4e-4
+    assert r.gdp_regret < 1.4e-4  # S000-8: 2e-5 .. 1.4e-4
 
 
 # --- cross-checks on DP-SGD points nobody tuned on ------------------------------------------------------------------
@@ -182,9 +182,9 @@ def test_beta_close_to_exact_curve_and_never_above(params):
     report = g.analyze(g.SubsampledGaussian(noise_multiplier=sigma, sampling_rate=q, steps=steps), optimistic=False)
     ours = report.fnr(alpha)
     ref, ref_min = _prv_reference_beta(sigma, q, steps, alpha)
-    assert np.all(ours <= ref_min + 1e-6)  # prv PMF accuracy ~1e-7 (peer_benchmarks.md Sec. 2)
+    assert np.all(ours <= ref_min + 1e-6)  # prv PMF accuracy ~1e-7 (docs/references.md P-2)
     assert np.all(np.abs(ours - ref) <= 2e-3)
-    # prv's PMF reproduces the exact curve to ~1e-7 (peer_benchmarks.md Sec. 2); ours must not exceed it.
+    # prv's PMF reproduces the exact curve to ~1e-7 (docs/references.md P-2); ours must not exceed it.
     assert np.all(ours <= ref + 1e-6)
     assert np.all(ours <= 1 - alpha)
 
@@ -223,7 +223,7 @@ def test_add_direction_defect_never_publishes_probability_above_one():
 
 
 def test_tail_truncation_does_not_leak_into_mu():
-    # peer_benchmarks.md Sec. 4: a naive bisection returns mu = 2.2528 for every case from the 1e-15 truncation
+    # docs/references.md P-4: a naive bisection returns mu = 2.2528 for every case from the 1e-15 truncation
     # floor. Ours is finite and sandwiched by the peer's numbers: the FPR >= 1e-10 region contains the point where
     # eps(1e-5) is set (so mu >= the mu matching eps(1e-5)) and lies inside the region delta >= 1e-12.
     bounds = {  # case: (mu matching eps(1e-5), tight mu over delta >= 1e-12)
@@ -243,7 +243,7 @@ def test_mu_is_certified_from_alpha_min():
     alpha = np.logspace(-10, math.log10(0.5), 400)
     f_mu = g.get_beta_from_gdp(mu=r.mu, alpha=alpha)
     assert np.all(f_mu <= r.fnr(alpha) + 1e-12)
-    # mu keeps creeping up as the cut-off moves into the tail (digest 3.4): it is a statement about FPR >= alpha_min.
+    # mu keeps creeping up as the cut-off moves into the tail (S000-9): it is a statement about FPR >= alpha_min.
     deeper = g.analyze(r.mechanism, alpha_min=1e-12, optimistic=False)
     assert deeper.mu >= r.mu
     summary = r.summary()

@@ -1,5 +1,5 @@
-"""Representation regret (seed 000 Fig. 1(c), App. C) against the paper's table, the digest's independent
-recomputations and dp_accounting's RDP code."""
+"""Representation regret (seed 000 Fig. 1(c), App. C) against the paper's table, independent
+recomputations (docs/references.md S000-1, S000-5, S000-10) and dp_accounting's RDP code."""
 
 from __future__ import annotations
 
@@ -40,40 +40,40 @@ def dpsgd_report():
 def test_laplace_pure_dp_regret_matches_fig1c(laplace_report):
     res = get_regret(laplace_report, "pure_dp")
     assert res.parameter == 1.0 and res.parameter_bound == "exact"
-    # Paper 3.43%; digest's exact value 3.4323%.
+    # Paper 3.43%; exact value 3.4323% (docs/references.md S000-5).
     assert res.regret * 100 == pytest.approx(3.4323, abs=5e-4)
     assert res.regret_lower <= res.regret <= res.regret_lower + 1e-8
 
 
 def test_laplace_epsilon_delta_regret_matches_fig1c(laplace_report):
     res = get_regret(laplace_report, "epsilon_delta", delta=1e-5)
-    # eps(1e-5) of Laplace b=1 is 1 + 2 ln(1 - 1e-5) (digest); the PLD's pessimistic value is within its grid.
+    # eps(1e-5) of Laplace b=1 is 1 + 2 ln(1 - 1e-5) (S000-5); the PLD's pessimistic value is within its grid.
     assert res.parameter == pytest.approx(1 + 2 * math.log(1 - 1e-5), abs=1e-4)
-    # Paper prints 3.42 (digest: 3.4322, allow +-0.01).
+    # Paper prints 3.42 (recomputed 3.4322, docs/references.md S000-5).
     assert res.regret * 100 == pytest.approx(3.42, abs=0.015)
     assert res.regret * 100 == pytest.approx(3.4322, abs=5e-4)
 
 
 def test_laplace_zcdp_regret_matches_fig1c(laplace_report):
     res = get_regret(laplace_report, "zcdp")
-    assert res.parameter == pytest.approx(math.exp(-1), rel=1e-12)  # rho* = KL = e^-1 (digest)
-    # Paper 4.83; the digest's recomputation gives 4.81 ("allow +-0.05").
+    assert res.parameter == pytest.approx(math.exp(-1), rel=1e-12)  # rho* = KL = e^-1 (S000-5)
+    # Paper 4.83; recomputed 4.81 (docs/references.md S000-5).
     assert res.regret * 100 == pytest.approx(4.83, abs=0.05)
     assert res.regret * 100 == pytest.approx(4.81, abs=0.01)
 
 
 def test_laplace_rdp_regret_is_grid_dependent_as_documented(laplace_report):
     dense = get_regret(laplace_report, "rdp")  # DEFAULT_ORDERS: 1.001 .. 4096
-    assert dense.regret * 100 == pytest.approx(3.38, abs=0.005)  # paper 3.38; digest dense grid 3.383
+    assert dense.regret * 100 == pytest.approx(3.38, abs=0.005)  # paper 3.38; dense grid 3.383 (S000-5)
     assert dense.regret * 100 == pytest.approx(3.383, abs=1e-3)
     coarse = get_regret(laplace_report, "rdp", orders=rdp_lib.DEFAULT_RDP_ORDERS[:-1])
-    assert coarse.regret * 100 == pytest.approx(3.391, abs=1e-3)  # digest: t = 1.1..10.9, 11..63, 128, 256, 512
+    assert coarse.regret * 100 == pytest.approx(3.391, abs=1e-3)  # S000-5: t = 1.1..10.9, 11..63, 128, 256, 512
 
 
 def test_laplace_gdp_regret_matches_fig1c(laplace_report):
     res = get_regret(laplace_report, "gdp")
-    assert res.parameter == pytest.approx(1.030064, abs=2e-5)  # digest mu* = 1.030064
-    assert res.regret * 100 == pytest.approx(3.70, abs=0.005)  # paper 3.70; digest 3.7016
+    assert res.parameter == pytest.approx(1.030064, abs=2e-5)  # mu* = 1.030064 (S000-5)
+    assert res.regret * 100 == pytest.approx(3.70, abs=0.005)  # paper 3.70; recomputed 3.7016
     assert laplace_report.regret("gdp") == res.regret
 
 
@@ -87,33 +87,33 @@ def test_laplace_ordering_of_fig1c(laplace_report):
 def test_dpsgd_regrets_match_fig1c(dpsgd_report):
     assert math.isinf(dpsgd_report.regret("pure_dp"))  # blank in the paper: not pure DP
     ed = get_regret(dpsgd_report, "epsilon_delta", delta=1e-5)
-    assert 7.414 <= ed.parameter <= 7.434 + 1e-3  # digest PLD bracket for eps(1e-5)
+    assert 7.414 <= ed.parameter <= 7.434 + 1e-3  # PLD bracket for eps(1e-5), docs/references.md S000-1
     assert ed.parameter_bound == "upper" and ed.regret_bound == "estimate"
-    assert 21.60 <= ed.regret * 100 <= 21.82  # paper 21.70; digest PLD bracket
+    assert 21.60 <= ed.regret * 100 <= 21.82  # paper 21.70; PLD bracket (S000-1)
     gdp = get_regret(dpsgd_report, "gdp")
-    assert gdp.parameter == pytest.approx(1.567, abs=3e-3)  # paper 1.57; digest 1.5673-1.5699
-    assert 4.5e-4 <= gdp.regret <= 2.2e-3  # paper ~0.10%; digest bracket; gdpnum 0.00102
+    assert gdp.parameter == pytest.approx(1.567, abs=3e-3)  # paper 1.57; bracket 1.5673-1.5699 (S000-1)
+    assert 4.5e-4 <= gdp.regret <= 2.2e-3  # paper ~0.10%; bracket (S000-1); gdpnum 0.00102
     z = get_regret(dpsgd_report, "zcdp")
-    assert z.parameter == pytest.approx(2000 / (2 * 9.4**2), rel=1e-12)  # T/(2 sigma^2) = 11.32 (digest [ext])
-    assert 21.58 <= z.regret * 100 <= 21.85  # paper 21.80; digest 21.58-21.85
+    assert z.parameter == pytest.approx(2000 / (2 * 9.4**2), rel=1e-12)  # T/(2 sigma^2) = 11.32 (S000-10)
+    assert 21.58 <= z.regret * 100 <= 21.85  # paper 21.80; recomputed 21.58-21.85 (S000-1)
 
 
 def test_dpsgd_rdp_regret_with_integer_orders(dpsgd_report):
-    # Digest: "21.67% with integer orders >= 2" (reproducible); the paper's 20.80% depends on an unstated grid.
+    # S000-1: 21.67% with integer orders >= 2 (reproducible); the paper's 20.80% depends on an unstated grid.
     res = get_regret(dpsgd_report, "rdp", orders=np.arange(2, 257))
     assert res.regret * 100 == pytest.approx(21.67, abs=0.15)
 
 
-def test_dpsgd_rdp_with_small_orders_matches_digest(dpsgd_report):
-    # Digest: "10.7% if orders down to 1.01-1.1 are used".
+def test_dpsgd_rdp_with_small_orders_matches_recomputation(dpsgd_report):
+    # S000-1: 10.7% if orders down to 1.01-1.1 are used.
     res = get_regret(dpsgd_report, "rdp", orders=rdp_lib.DEFAULT_RDP_ORDERS)
     assert res.regret * 100 == pytest.approx(10.7, abs=0.1)
 
 
 def test_dpsgd_grid_rho_is_optimistic_and_grid_dependent():
     # eps_T(t)/t keeps rising with t, so a grid-based rho* is set by the largest order. Max order 256 gives the
-    # digest's 3.5883. For max order 512 the digest prints 6.2473, but dp_accounting's exact integer-order
-    # expansion (and our quadrature) give 6.9756: the digest value is not reproducible and is not asserted.
+    # recomputed 3.5883 (docs/references.md S000-10). For max order 512 a recomputation printed 6.2473, but
+    # dp_accounting's exact integer-order expansion (and our quadrature) give 6.9756: 6.2473 is not asserted.
     rdp256 = get_rdp_from_mechanism(DPSGD, orders=[256.0])
     assert rdp256[0] / 256 == pytest.approx(3.5883, abs=1e-4)
     rdp512 = get_rdp_from_mechanism(DPSGD, orders=[512.0])
@@ -172,7 +172,7 @@ def test_randomized_response_regrets():
     assert rep.regret("pure_dp") == pytest.approx(
         0.0, abs=1e-6
     )  # the representation is the mechanism itself (PLD grid error)
-    assert rep.regret("gdp") == pytest.approx(0.057546, abs=2e-5)  # paper 0.058 (T7); digest 0.057546
+    assert rep.regret("gdp") == pytest.approx(0.057546, abs=2e-5)  # paper 0.058 (T7); S000-6: 0.057546
 
 
 def test_gaussian_exact_report():
@@ -183,7 +183,7 @@ def test_gaussian_exact_report():
     assert z.parameter == 0.5 and z.parameter_bound == "exact"
     assert get_epsilon_from_mechanism(rep.mechanism) == math.inf
     ed = get_regret(rep, "epsilon_delta", delta=1e-5)
-    assert ed.parameter == pytest.approx(4.377178, abs=1e-6)  # digest 4.7 oracle eps(1e-5) at mu = 1
+    assert ed.parameter == pytest.approx(4.377178, abs=1e-6)  # docs/references.md S000-7: eps(1e-5) at mu = 1
     assert ed.regret > 0
 
 

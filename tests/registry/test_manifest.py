@@ -27,7 +27,8 @@ def test_dpsgd_batch_size_gives_q_and_epochs_give_steps():
     assert mech["steps"] == 792
     cifar = load_manifest_file(SAMPLE_REGISTRY / "cifar10-wrn40-4.yaml")
     assert [m.version for m in cifar] == [1, 2, 3, 4, 5, 6]
-    assert {m.mechanism_dict()["sampling_rate"] for m in cifar} == {16384 / 50000}  # digest 4.3: N = 50000, not 60000
+    # CIFAR-10 train set, N = 50000 (docs/references.md S000-3: seed 000's Table 2 mu row used N = 60000).
+    assert {m.mechanism_dict()["sampling_rate"] for m in cifar} == {16384 / 50000}
     assert [(m.mechanism_dict()["noise_multiplier"], m.mechanism_dict()["steps"]) for m in cifar] == [
         (40.0, 906),
         (24.0, 1156),

@@ -1,8 +1,8 @@
 """The sample registry (data/registry) audited end to end, against published numbers.
 
-Oracles: seed 000 (Gomez et al.) digest 2.10 / 4.3 (De et al. Tables 4/5 with q = 2^14/50000: mu brackets, PLD
-epsilon brackets at delta = 1e-5, regret of the sigma = 9.4 run; TopDown mu = 2.702) and seed 001 (Kulynych et al.)
-digest 4.C (GPT-2/SST-2: epsilon, advantage and TPR at FPR 0.01 per noise multiplier).
+Oracles (docs/references.md): seed 000 (Gomez et al.) Tables 4/5 = De et al. Tables 14/17 with q = 2^14/50000 (S000-2:
+mu brackets, PLD epsilon brackets at delta = 1e-5; S000-1: regret of the sigma = 9.4 run; S000-8: TopDown mu = 2.702)
+and seed 001 (Kulynych et al.) App. F.2 (S001-4: GPT-2/SST-2 epsilon, advantage and TPR at FPR 0.01 per sigma).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tasks.publish import query_report
 
 pytestmark = pytest.mark.slow  # one audit of 17 model versions + 17 comparisons: about a minute on 2 cores
 
-# (sigma, T) -> (mu bracket, PLD epsilon bracket at delta = 1e-5), digest 4.3 (q = 16384/50000, brackets at grid 1e-5)
+# (sigma, T) -> (mu bracket, PLD epsilon bracket at delta = 1e-5), S000-2 (q = 16384/50000, brackets at grid 1e-5)
 TABLE4 = {
     1: (40.0, (0.246, 0.252), (0.909, 0.918), 1),
     2: (24.0, (0.465, 0.470), (1.832, 1.844), 2),
@@ -22,7 +22,7 @@ TABLE4 = {
     5: (12.0, (1.228, 1.232), (5.548, 5.568), 6),
     6: (9.4, (1.567, 1.570), (7.414, 7.434), 8),
 }
-# seed 001 digest 4.C: sigma -> (eps(1e-5), advantage, TPR@FPR 0.01)
+# seed 001 App. F.2, S001-4: sigma -> (eps(1e-5), advantage, TPR@FPR 0.01)
 GPT2 = {
     1: (0.5715, 3.9486, 0.1610, 0.0390),
     2: (0.6072, 3.1970, 0.1404, 0.0322),
@@ -72,7 +72,7 @@ def test_de_et_al_table4_rows(sample_audit):
         assert r["verdict"] == "GDP is a complete description" and r["gdp_complete"]
         assert r["production"] == (v == 5)
     eps8 = rows[6]
-    assert abs(eps8["mu"] - 1.567) <= 0.003 and eps8["gdp_regret"] < 2.2e-3  # seed 000 Sec. 5 / digest 4.3
+    assert abs(eps8["mu"] - 1.567) <= 0.003 and eps8["gdp_regret"] < 2.2e-3  # seed 000 Sec. 5 / S000-1
 
 
 def test_table4_epsilons_through_gdp_sql(sample_audit, capsys):
@@ -107,7 +107,7 @@ def test_de_et_al_table5_fine_tunes(sample_audit):
             "SELECT version, mu, epsilon FROM model_privacy WHERE model = 'cifar10-wrn28-10-imagenet32-ft'",
         )
     }
-    # digest 4.3 "Table 5" rows (q = 16384/50000)
+    # Table 5 rows, S000-2 (q = 16384/50000)
     assert (
         0.247 - MU_SLACK <= rows[1]["mu"] <= 0.247 + MU_SLACK
         and 0.911 - EPS_SLACK <= rows[1]["epsilon"] <= 0.913 + EPS_SLACK
@@ -133,12 +133,12 @@ def test_gpt2_setting_of_seed_001(sample_audit):
         assert r["epsilon"] == pytest.approx(eps, abs=0.01), v
         assert r["advantage"] == pytest.approx(adv, abs=2e-3) and r["advantage_bound"] == "upper"
         tpr = dict(zip(r["tpr_fprs"], r["tpr"], strict=True))
-        assert tpr[0.01] == pytest.approx(tpr01, abs=2e-3), v  # digest 4.C tolerance |d beta| <= 2e-3
+        assert tpr[0.01] == pytest.approx(tpr01, abs=2e-3), v  # S001-4 tolerance |d beta| <= 2e-3
         assert r["tpr_bound"] == "upper" and r["bayes_security"] == pytest.approx(1 - r["advantage"])
         # low-sigma, small-q DP-SGD is far from Gaussian: the verdict must say so (regret > 0.01)
         assert r["verdict"] == "GDP is not a complete description: read the full trade-off curve"
-        # The paper's "approximately eps" claims (PLD): 3.95, 3.2, 2.7, 1.45 hold; "1.9" rounds 1.948 *down* (digest
-        # 4.A.8: "1.95 vs '1.9'"), so the audit must refuse to certify it and flag it as not reproduced.
+        # The paper's "approximately eps" claims (PLD): 3.95, 3.2, 2.7, 1.45 hold; "1.9" rounds 1.948 *down*
+        # (S001-4), so the audit must refuse to certify it and flag it as not reproduced.
         understated = v == 4
         assert r["claim_certified"] is (not understated), (v, r["claim_tight_epsilon"])
         assert r["claim_status"] == ("not reproduced" if understated else "reproduced")
