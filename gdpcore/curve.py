@@ -176,7 +176,10 @@ class SymmetricCurve:
         bracket is narrower than ``tol`` or ``max_iter`` rounds have run; the bracket is valid either way.
         """
         if not math.isfinite(mu):
-            return math.nan, math.nan
+            # f_mu = 0 (delta_mu = 1): the numerator 1 - tail_v + e^eps alpha_v over 1 + e^eps is monotone on each
+            # cell, so the sup is attained at a grid point (beyond the last one delta_f is constant): exact.
+            value = float(np.max((1.0 - self.delta) * special.expit(-self.eps)))
+            return value, value
         if mu <= 0:
             return 0.0, 0.0
         K = self.eps.size - 1

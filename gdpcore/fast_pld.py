@@ -60,7 +60,7 @@ import math
 
 import numpy as np
 from scipy import fft as sp_fft
-from scipy import signal, special
+from scipy import special
 
 from gdpcore._validation import check_count, check_positive, check_probability
 from gdpcore.closed_form import get_log_delta_from_gdp
@@ -249,12 +249,49 @@ def single_step_length(*, noise_multiplier: float, sampling_rate: float, discret
     return hi - lo + 1
 
 
+WRAP_TAIL = 1e-30
+"""Mass allowed outside the FFT buffer's true-mass span: the buffer holds the Chernoff window at this tail plus a
+guard band, so at most this much mass can wrap around into the output window (which holds all but
+``TAIL_MASS_TRUNCATION``)."""
+
+_GUARD_MIN = 64
+
+
+def _fft_plan(single: LossPMF, steps: int) -> tuple[int, int, int, int, int]:
+    """(lo, hi) output window at ``TAIL_MASS_TRUNCATION``, (lo30, hi30) true-mass span at ``WRAP_TAIL``, FFT length.
+
+    The buffer covers the span plus a guard band of at least ``_GUARD_MIN`` atoms (1% of the span) whose true mass
+    is below ``WRAP_TAIL``: what the inverse transform returns there is its round-off noise, measured per
+    composition (:func:`_power`)."""
+    lo, hi = _chernoff_window(single, steps, TAIL_MASS_TRUNCATION)
+    lo30, hi30 = _chernoff_window(single, steps, WRAP_TAIL)
+    lo30, hi30 = min(lo30, lo), max(hi30, hi)
+    span = hi30 - lo30 + 1
+    n = sp_fft.next_fast_len(max(span + max(_GUARD_MIN, span // 100), single.probs.size), real=True)
+    return lo, hi, lo30, hi30, n
+
+
 def fft_length(single: LossPMF, steps: int) -> int:
-    """The FFT length :func:`compose_loss_pmf` uses for ``steps`` (Chernoff window; computed before any FFT)."""
+    """The FFT length :func:`compose_loss_pmf` uses for ``steps`` (Chernoff windows; computed before any FFT)."""
     if steps == 1:
         return single.probs.size
-    lo, hi = _chernoff_window(single, steps, TAIL_MASS_TRUNCATION)
-    return sp_fft.next_fast_len(max(hi - lo + 1, single.probs.size), real=True)
+    return _fft_plan(single, steps)[4]
+
+
+def _power(single: LossPMF, steps: int, *, fft_len: int | None, cache: bool) -> tuple[int, np.ndarray, float]:
+    """(first index of the output window, its values, per-atom round-off bound) of the T-fold convolution power.
+
+    Round-off: twice the largest magnitude in the guard band (pure transform noise: the noise of an inverse FFT is
+    spread evenly over its outputs), at least 1e-18 of the largest value."""
+    lo, hi, lo30, hi30, n = _fft_plan(single, steps)
+    if fft_len is not None and fft_len >= n:
+        n = fft_len
+    transform = single.rfft(n) if cache else sp_fft.rfft(single.probs, n)
+    conv = sp_fft.irfft(_int_power(transform, steps), n)
+    out = conv[np.arange(lo, hi + 1) % n]
+    guard = conv[np.arange(hi30 + 1, lo30 + n) % n]
+    noise = float(np.abs(guard).max()) if guard.size else 0.0
+    return lo, out, max(2.0 * noise, 1e-18 * float(conv.max()))
 
 
 def fft_bytes(length: int) -> int:
@@ -262,33 +299,34 @@ def fft_bytes(length: int) -> int:
     return _BYTES_PER_FFT_POINT * int(length)
 
 
-def compose_loss_pmf(single: LossPMF, steps: int, *, pessimistic: bool = True, fft_len: int | None = None):
+def compose_loss_pmf(
+    single: LossPMF, steps: int, *, pessimistic: bool = True, fft_len: int | None = None, tilt: float = 0.0
+) -> LossPMF:
     """T-fold composition of a single-step PMF as a :class:`LossPMF` (FFT power on a Chernoff window).
 
     Mass outside the window (at most ``TAIL_MASS_TRUNCATION``) may wrap around inside it or be lost; adding the
     whole budget to the +inf mass keeps every delta(eps) an upper bound, as in dp_accounting.
 
     Round-off: the inverse FFT returns every atom with an absolute error of about the same size (its noise level,
-    ~1e-16 of the largest atom at T = 1e5); where the true mass is 0 that noise shows as negative values. Twice the
-    largest of them (or 1e-16 of the largest atom, if none is negative) is recorded as ``roundoff`` and moved to
-    the safe side by the curve constructions (:meth:`gdpcore.pmf.LossPMF.with_roundoff_allowance`).
+    ~1e-16 absolute at T = 1e5); it is measured on a guard band of the buffer that holds no mass (:func:`_power`)
+    and recorded as ``roundoff``, which the curve constructions move to the safe side
+    (:meth:`gdpcore.pmf.LossPMF.with_roundoff_allowance`). The buffer spans the mass down to ``WRAP_TAIL``, so
+    wrap-around into the output window is at most 1e-30.
+
+    ``tilt`` > 0 adds an exponentially tilted composition for the upper tail (:func:`_tilted_tail`): the same
+    convolution power of ``p_i e^{tilt l_i - K}`` (K its log-MGF), untilted exactly afterwards, has its round-off
+    relative to the tilted law's peak, i.e. full relative precision around the loss ``T K'(tilt)``. Each atom is
+    taken from whichever composition has the smaller round-off bound there (the bound becomes per atom).
     """
     steps = check_count("steps", steps)
     p = single.probs
     inf_mass = -math.expm1(steps * math.log1p(-single.infinity_mass)) if single.infinity_mass < 1 else 1.0
     if steps == 1:
         return LossPMF(single.lower_index, single.step, p.copy(), float(inf_mass), pessimistic, single.roundoff)
-    lo, hi = _chernoff_window(single, steps, TAIL_MASS_TRUNCATION)
-    out_len = hi - lo + 1
-    n = sp_fft.next_fast_len(max(out_len, p.size), real=True)
-    if fft_len is not None and fft_len >= n:
-        n = fft_len
-    spec = _int_power(single.rfft(n), steps)
-    conv = sp_fft.irfft(spec, n)
-    out = np.roll(conv, -(lo % n))[:out_len] if lo % n else conv[:out_len]
-    roundoff = fft_roundoff(conv) + single.roundoff * steps
+    lo, out, noise = _power(single, steps, fft_len=fft_len, cache=True)
+    roundoff = noise + single.max_roundoff * steps
     probs = np.clip(out, 0.0, None)
-    return LossPMF(
+    composed = LossPMF(
         lower_index=single.lower_index * steps + lo,
         step=single.step,
         probs=probs,
@@ -296,6 +334,99 @@ def compose_loss_pmf(single: LossPMF, steps: int, *, pessimistic: bool = True, f
         pessimistic=pessimistic,
         roundoff=roundoff,
     )
+    if tilt > 0.0:
+        return refine_tail(composed, single, steps, tilt)
+    return composed
+
+
+def refine_tail(composed: LossPMF, single: LossPMF, steps: int, theta: float) -> LossPMF:
+    """``composed`` (= ``compose_loss_pmf(single, steps)``) with its upper tail recomputed on the single step tilted
+    by ``theta`` (see :func:`compose_loss_pmf`); identity for theta <= 0 or a single step with round-off."""
+    if theta <= 0.0 or steps == 1 or single.max_roundoff > 0.0:
+        return composed
+    return _splice(composed, _tilted_tail(single, steps, theta))
+
+
+def tilted_log_mgf(single: LossPMF, theta: float) -> tuple[float, float]:
+    """(K(theta), K'(theta)) of one step's loss under P: log E[e^{theta L}] and the tilted mean E_theta[L]."""
+    pos = single.probs > 0
+    x = np.log(single.probs[pos]) + theta * single.losses[pos]
+    m = float(x.max())
+    w = np.exp(x - m)
+    total = float(w.sum())
+    return m + math.log(total), float(w @ single.losses[pos]) / total
+
+
+def tilt_for_loss(single: LossPMF, steps: int, target: float) -> float:
+    """The tilt theta >= 0 whose tilted T-fold mean T K'(theta) is ``target`` (0 when the untilted mean is already
+    beyond it); found by bisection (K' increases with theta)."""
+    if not math.isfinite(target) or steps * tilted_log_mgf(single, 0.0)[1] >= target:
+        return 0.0
+    top = float(single.losses[single.probs > 0].max())
+    if steps * top <= target:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while steps * tilted_log_mgf(single, hi)[1] < target and hi < 1e6:
+        lo, hi = hi, hi * 2.0
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        if steps * tilted_log_mgf(single, mid)[1] < target:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def _tilted_tail(single: LossPMF, steps: int, theta: float) -> tuple[int, np.ndarray, np.ndarray]:
+    """(first global lattice index, untilted values, their per-atom round-off bounds) of the T-fold composition
+    computed on the tilted single step; both are exact rescalings of the tilted composition."""
+    k, _ = tilted_log_mgf(single, theta)
+    pos = single.probs > 0
+    tilted_probs = np.zeros_like(single.probs)
+    tilted_probs[pos] = np.exp(np.log(single.probs[pos]) + theta * single.losses[pos] - k)
+    tilted = LossPMF(single.lower_index, single.step, tilted_probs, 0.0, single.pessimistic)
+    lo, out, noise = _power(tilted, steps, fft_len=None, cache=False)
+    out_len = out.size
+    # Per atom: the transform's noise plus the tilted mass that may wrap around into the window.
+    rho = noise + WRAP_TAIL
+    first = single.lower_index * steps + lo
+    # untilt: r_J = r~_J exp(T K - theta J d), in log space (no overflow)
+    log_scale = steps * k - theta * single.step * (first + np.arange(out_len))
+    with np.errstate(over="ignore"):
+        scale = np.exp(np.minimum(log_scale, 700.0))
+        values = np.clip(out, 0.0, None) * scale
+        errors = rho * scale
+    errors = np.where(log_scale > 700.0, np.inf, errors)
+    return first, values, errors
+
+
+def _splice(base: LossPMF, tail: tuple[int, np.ndarray, np.ndarray]) -> LossPMF:
+    """Per atom, the composition with the smaller round-off bound (``base``: untilted, one scalar bound)."""
+    first, values, errors = tail
+    lo = min(base.lower_index, first)
+    hi = max(base.lower_index + base.probs.size, first + values.size)
+    probs = np.zeros(hi - lo)
+    bound = np.full(hi - lo, np.inf)
+    i0 = base.lower_index - lo
+    probs[i0 : i0 + base.probs.size] = base.probs
+    bound[i0 : i0 + base.probs.size] = float(base.roundoff)
+    j0 = first - lo
+    better = errors < bound[j0 : j0 + values.size]
+    seg = slice(j0, j0 + values.size)
+    probs[seg] = np.where(better, values, probs[seg])
+    bound[seg] = np.where(better, errors, bound[seg])
+    # Outside both windows (only between them, if ever): no mass and the base's bound.
+    bound = np.where(np.isinf(bound), float(base.roundoff), bound)
+    return dataclasses.replace(base, lower_index=lo, probs=probs, roundoff=bound, _cache={})
+
+
+def _linear_convolution(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
+    """a * b by FFT with a zero guard band: (the convolution clipped at 0, twice the noise measured in the band)."""
+    m = a.size + b.size - 1
+    n = sp_fft.next_fast_len(m + max(_GUARD_MIN, m // 100), real=True)
+    conv = sp_fft.irfft(sp_fft.rfft(a, n) * sp_fft.rfft(b, n), n)
+    noise = float(np.abs(conv[m:]).max())
+    return np.clip(conv[:m], 0.0, None), max(2.0 * noise, 1e-18 * float(conv.max()))
 
 
 def fft_roundoff(values: np.ndarray) -> float:
@@ -485,14 +616,18 @@ def optimistic_single_step_pld(*, noise_multiplier: float, sampling_rate: float,
     return single
 
 
-def optimistic_loss_pmf(single: LossPMF, steps: int, *, fft_len: int | None = None) -> LossPMF:
+def optimistic_loss_pmf(
+    single: LossPMF, steps: int, *, fft_len: int | None = None, tilt_target: float | None = None
+) -> LossPMF:
     """T-fold composition of an optimistic single-step PMF (``pessimistic=False``, no mass added at +inf).
 
-    The FFT window holds all but ``TAIL_MASS_TRUNCATION`` of the mass; what lies outside is dropped or may wrap
-    around into the window, so delta(eps) of the result exceeds the exact composition of the optimistic single step
-    by at most ``TAIL_MASS_TRUNCATION`` (callers shift their queries by it; see gdpcore.grid).
+    The output window holds all but ``TAIL_MASS_TRUNCATION`` of the mass; what lies outside it is dropped (which
+    only lowers delta) and at most ``WRAP_TAIL`` may wrap around into it, so delta(eps) of the result exceeds the
+    exact composition of the optimistic single step by at most ``WRAP_TAIL`` (callers lower their profile by it).
     """
     out = compose_loss_pmf(single, steps, pessimistic=False, fft_len=fft_len)
+    if tilt_target is not None:
+        out = refine_tail(out, single, steps, tilt_for_loss(single, steps, tilt_target))
     return dataclasses.replace(out, infinity_mass=0.0)
 
 
@@ -508,14 +643,14 @@ def convolve_pmfs(pmfs: list[LossPMF]) -> LossPMF:
     for other in pmfs[1:]:
         if other.step != out.step:
             raise ValueError("all PMFs must share one discretization")
-        raw = signal.fftconvolve(out.probs, other.probs)
+        raw, noise = _linear_convolution(out.probs, other.probs)
         out = LossPMF(
             lower_index=out.lower_index + other.lower_index,
             step=out.step,
             probs=np.clip(raw, 0.0, None),
             infinity_mass=float(1.0 - (1.0 - out.infinity_mass) * (1.0 - other.infinity_mass)),
             pessimistic=out.pessimistic and other.pessimistic,
-            roundoff=out.roundoff + other.roundoff + fft_roundoff(raw),
+            roundoff=out.max_roundoff + other.max_roundoff + noise,
         )
     return out
 
@@ -534,13 +669,15 @@ def certified_optimistic_loss_pmf(single: LossPMF, steps: int, *, tail: float) -
     The bucketed pair's composed loss is the privacy-buckets loss plus a sum of ``steps`` per-step residuals, which
     is >= c := :func:`residual_shift` except with probability ``tail``. So for every eps the mechanism's
     delta(eps) >= delta_pmf(eps) - delta_offset, where ``pmf`` is the composition moved up by floor(c / d) atoms
-    and ``delta_offset = tail + TAIL_MASS_TRUNCATION`` (FFT wrap-around). ``eps_remainder = c - floor(c / d) d``
+    and ``delta_offset = tail + WRAP_TAIL`` (FFT wrap-around). ``eps_remainder = c - floor(c / d) d``
     (in [0, d)) may further be added to epsilon read from it; dropping it only loosens the lower bound.
     """
     return certified_optimistic_composition([(single, steps)], tail=tail)
 
 
-def certified_optimistic_composition(parts: list[tuple[LossPMF, int]], *, tail: float) -> tuple[LossPMF, float, float]:
+def certified_optimistic_composition(
+    parts: list[tuple[LossPMF, int]], *, tail: float, tilt_target: float | None = None
+) -> tuple[LossPMF, float, float]:
     """:func:`certified_optimistic_loss_pmf` for a heterogeneous schedule: phases (single step, steps) at one step.
 
     Each phase is composed by FFT power (its wrap-around slack counted once per phase in the offset), the phases are
@@ -551,8 +688,9 @@ def certified_optimistic_composition(parts: list[tuple[LossPMF, int]], *, tail: 
     step = parts[0][0].step
     if any(single.step != step for single, _ in parts):
         raise ValueError("all phases must share one discretization")
-    pmf = convolve_pmfs([optimistic_loss_pmf(single, steps) for single, steps in parts])
-    offset = tail + len(parts) * TAIL_MASS_TRUNCATION
+    target = tilt_target if len(parts) == 1 else None  # tilted tails for single-phase compositions only
+    pmf = convolve_pmfs([optimistic_loss_pmf(single, steps, tilt_target=target) for single, steps in parts])
+    offset = tail + len(parts) * WRAP_TAIL
     total_steps = sum(steps for _, steps in parts)
     c = composed_residual_shift(parts, tail) if total_steps > 1 else 0.0
     if c <= 0.0:

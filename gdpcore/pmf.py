@@ -8,7 +8,8 @@ serves every number of compositions.
 ``roundoff`` is the bound used for the floating-point error of each atom (FFT compositions: twice the largest
 negative value the inverse transform produced, i.e. its noise level; see
 :func:`gdpcore.fast_pld.compose_loss_pmf`). Curve constructions add it to every atom on the pessimistic side and
-subtract it on the optimistic side, so round-off can never turn an upper bound into an optimistic number or invert
+subtract it on the optimistic side (a scalar, or one bound per atom where a tilted composition gave the tail
+its own precision), so round-off can never turn an upper bound into an optimistic number or invert
 a bracket; it matters only for delta or FPR near ``roundoff`` x the support length (about 1e-12 at T = 1e5).
 """
 
@@ -35,8 +36,12 @@ class LossPMF:
     probs: np.ndarray
     infinity_mass: float
     pessimistic: bool = True
-    roundoff: float = 0.0
+    roundoff: float | np.ndarray = 0.0
     _cache: dict[Any, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def max_roundoff(self) -> float:
+        return float(np.max(self.roundoff)) if np.size(self.roundoff) else 0.0
 
     @property
     def losses(self) -> np.ndarray:
@@ -88,7 +93,7 @@ class LossPMF:
     def with_roundoff_allowance(self) -> LossPMF:
         """The PMF moved to the safe side of its round-off: +``roundoff`` per atom if pessimistic (raises every
         delta(eps)), -``roundoff`` (clipped at 0) if optimistic (lowers it). Identity when ``roundoff`` is 0."""
-        if self.roundoff <= 0.0 or self.probs.size == 0:
+        if self.probs.size == 0 or not np.any(np.asarray(self.roundoff) > 0.0):
             return self
         if self.pessimistic:
             probs = self.probs + self.roundoff

@@ -1,11 +1,13 @@
 """``analyze(mechanism) -> PrivacyReport``: the complete, labelled privacy statement of one mechanism.
 
-Two accountants:
+The curves come from the one accounting engine (:mod:`gdpcore.engine`); a report is read off them in one way
+(:meth:`PrivacyReport.from_curves`). Two accountants:
 
-* ``"pld"``: Google dp_accounting PLDs. A pessimistic (connect-the-dots) curve gives every reported number; an
-  optimistic twin (privacy buckets rounded down; plus a certified residual shift for Poisson-subsampled Gaussians,
-  see ``_optimistic_curve``) gives the other side of the bracket, whose width is the
-  accountant's own discretisation error.
+* ``"pld"``: privacy-loss distributions (dp_accounting's construction; vectorised by :mod:`gdpcore.fast_pld` for
+  Poisson-subsampled Gaussians and schedules of them). A pessimistic (connect-the-dots) curve gives every reported
+  number; an optimistic twin (privacy buckets rounded down, plus the certified residual shift for subsampled
+  Gaussians) gives the other end of every bracket. By default the step is refined until the brackets of epsilon at
+  the asked deltas, mu and the advantage are within 1% (``status`` says when a budget stopped it earlier).
 * ``"closed_form"``: compositions of plain Gaussian mechanisms are exactly mu-GDP (seed 000 Sec. 5); all numbers
   are exact.
 
@@ -20,28 +22,31 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
 
-from gdpcore import closed_form, fast_pld
+from gdpcore import closed_form
 from gdpcore._validation import check_choice, check_open_unit_array, check_positive, check_probability
-from gdpcore.accounting import ACCOUNTANT_NAME, DEFAULT_DISCRETIZATION, build_pld, loss_pmfs
-from gdpcore.curve import SymmetricCurve, curve_from_loss_pmf, curve_from_remove_pmf
-from gdpcore.mechanisms import Composed, Mechanism, SelfComposed, SubsampledGaussian
+from gdpcore.curve import SymmetricCurve
+from gdpcore.engine import (
+    DEFAULT_DELTAS,
+    DEFAULT_MEMORY_BUDGET,
+    DEFAULT_TIME_BUDGET,
+    DEFAULT_TOLERANCE,
+    Budget,
+    Curves,
+    Provenance,
+    optimistic_epsilon,
+    produce,
+)
+from gdpcore.mechanisms import Mechanism
 
 __all__ = ["DEFAULT_ALPHA_MIN", "GDP_COMPLETE_REGRET", "PrivacyReport", "analyze"]
 
 DEFAULT_ALPHA_MIN = 1e-10
 """mu certifies f_mu <= f for FPR (and FNR) >= this cut-off; gdpnum uses the same 1e-10 (seed 000 Sec. 3.4)."""
-
-_RESIDUAL_TAIL = 1e-14
-"""Chernoff tail of the optimistic side's residual shift (Poisson-subsampled Gaussians): lower-bound profiles are
-lowered by this plus the FFT wrap-around slack (1e-15), far below any delta a report is read at."""
-_OFFSET_MARGIN = 1e3
-"""The shifted twin is used only when every FPR mu is certified at is >= this many times its profile offset: where
-mu is read at FPR ~ 1e-17 (the cut-off lowered in huge-epsilon cells) an offset of 1e-14 would make mu_lower vacuous,
-and dp_accounting's plain privacy buckets (no offset) are the better lower bound."""
 
 GDP_COMPLETE_REGRET = 1e-2
 """Below this regret mu-GDP is an essentially complete description (seed 000 Prop. 4.1: advantage over-reported by
@@ -66,6 +71,39 @@ class PrivacyReport:
     _optimistic: SymmetricCurve | None = dataclasses.field(repr=False)
     _exact_mu: float | None = dataclasses.field(repr=False, default=None)
     diagnostics: dict[str, float] = dataclasses.field(default_factory=dict)
+    provenance: Provenance | None = dataclasses.field(repr=False, default=None)
+
+    @classmethod
+    def from_curves(cls, mechanism: Mechanism, curves: Curves, *, alpha_min: float) -> PrivacyReport:
+        """The report of ``mechanism`` read off the engine's curves (:func:`gdpcore.engine.produce`): the one way a
+        report is built."""
+        prov = curves.provenance
+        return cls(
+            mechanism=mechanism,
+            accountant=prov.accountant,
+            discretization=prov.discretization,
+            alpha_min=float(alpha_min),
+            _pessimistic=curves.pessimistic,
+            _optimistic=curves.optimistic,
+            _exact_mu=curves.exact_mu,
+            diagnostics=dict(prov.diagnostics),
+            provenance=prov,
+        )
+
+    @property
+    def status(self) -> str:
+        """ "ok", or why the numbers are looser than asked ("tolerance_not_met: ...", "discretization_limited: ...",
+        "over_budget: ..." with the RDP fallback); every number stays a valid bound of its labelled type."""
+        return "ok" if self.provenance is None else self.provenance.status
+
+    @property
+    def certified_gap(self) -> float:
+        """Achieved certified gap (:func:`gdpcore.engine.certified_gap`); 0 for exact reports, inf without a twin."""
+        if self.exact:
+            return 0.0
+        if self.provenance is not None and self.provenance.certified_gap is not None:
+            return float(self.provenance.certified_gap)
+        return math.inf
 
     # -- labels --------------------------------------------------------------------------------------------------------
     @property
@@ -110,6 +148,9 @@ class PrivacyReport:
         check_open_unit_array("delta", delta)
         if self.exact:
             return closed_form.get_epsilon_from_gdp(mu=self._exact_mu, delta=delta)
+        if side == "optimistic":
+            out = optimistic_epsilon(self._curve(side), np.atleast_1d(np.asarray(delta, dtype=float)))
+            return float(out[0]) if np.ndim(delta) == 0 else out.reshape(np.shape(delta))
         return self._curve(side).epsilon_at(delta)
 
     def delta(self, epsilon: np.ndarray | float, *, side: Side = "pessimistic") -> np.ndarray | float:
@@ -286,130 +327,53 @@ def analyze(
     mechanism: Mechanism,
     *,
     accountant: Literal["auto", "pld", "closed_form"] = "auto",
-    discretization: float = DEFAULT_DISCRETIZATION,
+    discretization: float | None = None,
     alpha_min: float = DEFAULT_ALPHA_MIN,
     optimistic: bool = True,
+    deltas: Sequence[float] = DEFAULT_DELTAS,
+    tolerance: float = DEFAULT_TOLERANCE,
+    memory_budget_bytes: float = DEFAULT_MEMORY_BUDGET,
+    time_budget_seconds: float = DEFAULT_TIME_BUDGET,
 ) -> PrivacyReport:
-    """Account for ``mechanism`` and return its :class:`PrivacyReport`.
+    """Account for ``mechanism`` and return its :class:`PrivacyReport` (curves from :mod:`gdpcore.engine`).
 
     Args:
         mechanism: a :mod:`gdpcore.mechanisms` description.
         accountant: ``"auto"`` (closed form when exact, else PLD), ``"pld"`` or ``"closed_form"``.
-        discretization: dp_accounting's ``value_discretization_interval`` for the PLD accountant.
+        discretization: None (default): the step is refined until the certified bracket of epsilon at ``deltas``,
+            mu and the advantage is within ``tolerance``; a number: that fixed step (no refinement).
         alpha_min: the FPR/FNR cut-off below which mu is not certified (tail truncation of the accountant).
-        optimistic: also build the optimistic twin (doubles the cost; needed for the lower ends of brackets).
+        optimistic: also build the optimistic twin (needed for the lower ends of brackets and for refinement).
+        deltas: the deltas whose epsilon brackets the refinement controls (any delta can be queried afterwards).
+        tolerance: target relative width of every controlled bracket (default 1%).
+        memory_budget_bytes: working memory, checked before allocating; over it, the result is the RDP fallback
+            or the best coarser result, with a status saying so.
+        time_budget_seconds: refinement stops when the next step would exceed it (status says so).
     """
     if not isinstance(mechanism, Mechanism):
         raise ValueError(f"mechanism must be a gdpcore mechanism, got {mechanism!r}")
     check_choice("accountant", accountant, ("auto", "pld", "closed_form"))
-    check_positive("discretization", discretization)
+    if discretization is not None:
+        check_positive("discretization", discretization)
+        if discretization > 0.1:
+            raise ValueError(f"discretization must be in (0, 0.1], got {discretization!r}")
     check_probability("alpha_min", alpha_min, high_open=True)
     if alpha_min >= 0.5:
         raise ValueError(f"alpha_min must be < 0.5, got {alpha_min!r}")
-    exact_mu = mechanism.gaussian_mu()
-    if accountant == "closed_form" and exact_mu is None:
-        raise ValueError(
-            f"accountant='closed_form' needs a composition of plain Gaussian mechanisms, got {mechanism.kind!r}"
-        )
-    if accountant in ("auto", "closed_form") and exact_mu is not None:
-        return PrivacyReport(
-            mechanism=mechanism,
-            accountant="closed_form.gaussian",
-            discretization=None,
-            alpha_min=alpha_min,
-            _pessimistic=None,
-            _optimistic=None,
-            _exact_mu=float(exact_mu),
-        )
-
-    pld = build_pld(mechanism, discretization=discretization, pessimistic=True)
-    remove, add = loss_pmfs(pld, pessimistic=True)
-    pess = curve_from_loss_pmf(remove, add)
-    diagnostics: dict[str, float] = {
-        "support_length": float(remove.probs.size),
-        "infinity_mass": remove.infinity_mass,
-        "remove_p_mass": remove.p_mass,
-        # Sum p e^-l of the remove PMF: the mass-consistency check. Values away from 1 flag the truncated lower
-        # tail (not read by the curve construction; see gdpcore.accounting).
-        "remove_q_mass": remove.q_mass,
-        "add_direction_gap": pess.add_direction_gap,
-        "add_excess_mass": 0.0 if add is None else max(0.0, add.p_mass - 1.0),
-    }
-    opt, twin = (None, "")
-    if optimistic:
-        smallest_fpr = min(float(alpha_min), pess.fixed_point)  # mu's cut-off is lowered below alpha* (curve.mu)
-        opt, twin = _optimistic_curve(mechanism, float(discretization), smallest_fpr=smallest_fpr)
-    return PrivacyReport(
-        mechanism=mechanism,
-        accountant=f"{ACCOUNTANT_NAME} (connect-the-dots, pessimistic"
-        + (f"; optimistic twin: {twin})" if twin else ")"),
-        discretization=float(discretization),
+    if isinstance(deltas, (str, bytes)):
+        raise ValueError(f"deltas must be a sequence of numbers in (0, 1), got {deltas!r}")
+    d_arr = np.atleast_1d(check_open_unit_array("deltas", deltas))
+    tol = check_positive("tolerance", tolerance)
+    memory = check_positive("memory_budget_bytes", memory_budget_bytes)
+    seconds = check_positive("time_budget_seconds", time_budget_seconds)
+    curves = produce(
+        mechanism,
+        deltas=d_arr,
         alpha_min=float(alpha_min),
-        _pessimistic=pess,
-        _optimistic=opt,
-        diagnostics=diagnostics,
+        tolerance=tol,
+        budget=Budget(memory_bytes=memory, seconds=seconds),
+        discretization=None if discretization is None else float(discretization),
+        optimistic=optimistic,
+        accountant=accountant,
     )
-
-
-def _optimistic_curve(
-    mechanism: Mechanism, discretization: float, *, smallest_fpr: float
-) -> tuple[SymmetricCurve, str]:
-    """The optimistic twin: a curve whose profile is a proven lower bound on the mechanism's, and its label.
-
-    Privacy buckets (every loss rounded down) lose about T * d / 2 in epsilon after T compositions: 10% of epsilon at
-    T = 1e4, d = 1e-4. For Poisson-subsampled Gaussians, and schedules of them (Opacus histories, phases), the
-    rounding is largely given back by the certified residual shift of
-    :func:`gdpcore.fast_pld.certified_optimistic_composition` (the construction the grid engine uses), which brings
-    the eps bracket to ~1e-4 (tests/test_report.py checks it against dp_accounting at a finer step). Other mechanisms use
-    dp_accounting's privacy buckets directly, as do cells whose mu is read at FPRs comparable with the shifted
-    twin's profile offset (``_OFFSET_MARGIN``).
-    """
-    offset_ok = smallest_fpr >= _OFFSET_MARGIN * (_RESIDUAL_TAIL + fast_pld.TAIL_MASS_TRUNCATION)
-    phases = _subsampled_gaussian_phases(mechanism) if offset_ok else None
-    if phases is not None and len(phases) <= _MAX_SHIFTED_PHASES:
-        parts = [
-            (
-                fast_pld.optimistic_single_step_pld(
-                    noise_multiplier=sigma, sampling_rate=q, discretization=discretization
-                ),
-                steps,
-            )
-            for (sigma, q), steps in phases.items()
-        ]
-        pmf, offset, _ = fast_pld.certified_optimistic_composition(parts, tail=_RESIDUAL_TAIL)
-        return (
-            curve_from_remove_pmf(pmf, delta_offset=offset),
-            "privacy buckets + certified residual shift, gdpcore.fast_pld",
-        )
-    pld_opt = build_pld(mechanism, discretization=discretization, pessimistic=False)
-    remove_opt, _ = loss_pmfs(pld_opt, pessimistic=False)
-    # Optimistic side: the remove direction alone is a lower bound on the mechanism's profile. dp_accounting's
-    # self_compose adds its truncation allowance (1e-15) to the infinity mass even for optimistic PMFs; mass at
-    # +inf can only raise delta, so it is dropped here to keep this side a lower bound.
-    remove_opt = dataclasses.replace(remove_opt, infinity_mass=0.0)
-    return curve_from_loss_pmf(remove_opt, None), "privacy buckets"
-
-
-_MAX_SHIFTED_PHASES = 16  # distinct (sigma, q) phases composed by the shifted twin; longer schedules use dp_accounting
-
-
-def _subsampled_gaussian_phases(mechanism: Mechanism) -> dict[tuple[float, float], int] | None:
-    """{(noise multiplier, q): total steps} when ``mechanism`` is a composition of Poisson-subsampled Gaussians with
-    q < 1 only (any nesting of Composed / SelfComposed), else None."""
-    if isinstance(mechanism, SubsampledGaussian):
-        if not mechanism.sampling_rate < 1:
-            return None
-        return {(mechanism.noise_multiplier, mechanism.sampling_rate): mechanism.steps}
-    if isinstance(mechanism, SelfComposed):
-        inner = _subsampled_gaussian_phases(mechanism.mechanism)
-        return None if inner is None else {k: v * mechanism.count for k, v in inner.items()}
-    if isinstance(mechanism, Composed):
-        out: dict[tuple[float, float], int] = {}
-        for part in mechanism.mechanisms:
-            inner = _subsampled_gaussian_phases(part)
-            if inner is None:
-                return None
-            for k, v in inner.items():
-                out[k] = out.get(k, 0) + v
-        return out
-    return None
+    return PrivacyReport.from_curves(mechanism, curves, alpha_min=alpha_min)

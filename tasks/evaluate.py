@@ -203,35 +203,29 @@ def plan_sweep(spec: GridSpec, lake: str, workers: int = 2) -> SweepPlan:
 
 
 # -- evaluation ----------------------------------------------------------------------------------------------------------
-def _grid_rows(mechs: list[Any], settings: EvalSettings) -> list[dict[str, Any]]:
-    """analyze_grid on the whole chunk; on a numerical error, per cell, so one bad cell cannot sink its chunk."""
+def _grid_reports(mechs: list[Any], settings: EvalSettings) -> list[Any]:
+    """gdpcore.analyze_grid on the whole chunk (one report per cell); on a numerical error, per cell, so one bad cell
+    cannot sink its chunk (that cell gets an ``error: ...`` status string instead of a report)."""
     import gdpcore
 
-    kwargs: dict[str, Any] = dict(deltas=list(settings.deltas), fprs=list(settings.fprs), alpha_min=settings.alpha_min)
+    kwargs: dict[str, Any] = {"deltas": list(settings.deltas), "alpha_min": settings.alpha_min}
     if settings.discretization is not None:
         kwargs["discretization"] = settings.discretization
     try:
-        return gdpcore.analyze_grid(mechs, **kwargs).to_pylist()
-    except (ValueError, ArithmeticError, RuntimeError) as exc:
+        return list(gdpcore.analyze_grid(mechs, **kwargs))
+    except (ValueError, ArithmeticError, RuntimeError, MemoryError) as exc:
         if len(mechs) == 1:
-            return [{"status": f"error: {type(exc).__name__}: {exc}"[:500]}]
-    rows: list[dict[str, Any]] = []
+            return [f"error: {type(exc).__name__}: {exc}"[:500]]
+    out: list[Any] = []
     for m in mechs:
-        rows.extend(_grid_rows([m], settings))
-    return rows
+        out.extend(_grid_reports([m], settings))
+    return out
 
 
-def _representation_regrets(mech: Any, settings: EvalSettings) -> tuple[list, list, list, list]:
-    """Regret per representation (gdpcore issue 3's ``PrivacyReport.regret``), when that API is available."""
-    import gdpcore
-
+def _representation_regrets(report: Any, settings: EvalSettings) -> tuple[list, list, list, list]:
+    """Regret per representation, read off the same report (one accountant per row)."""
     reps, deltas, values, bounds = [], [], [], []
-    others = [r for r in settings.representations if r != "gdp"]
-    if not others or not hasattr(gdpcore.PrivacyReport, "regret"):
-        return reps, deltas, values, bounds
-    # Needs a per-point PrivacyReport (dp_accounting PLD): the grid engine does not expose these regrets yet.
-    report = gdpcore.analyze(mech, discretization=settings.discretization or 1e-4, alpha_min=settings.alpha_min)
-    for rep in others:
+    for rep in (r for r in settings.representations if r != "gdp"):
         for d in settings.deltas if rep == "epsilon_delta" else (None,):
             value = report.regret(rep, delta=d) if d is not None else report.regret(rep)
             reps.append(rep)
@@ -248,18 +242,26 @@ def compute_chunk_table(chunk: Chunk, run_id: str) -> pa.Table:
     mech_dicts = [json.loads(m) for m in chunk.mechanisms]
     for d in mech_dicts:
         d.pop("schema", None)
+    from gdpcore.grid import report_row
+
     mechs = [gdpcore.mechanism_from_dict(d) for d in mech_dicts]
-    grid_rows = _grid_rows(mechs, chunk.settings)
+    settings = chunk.settings
+    reports = _grid_reports(mechs, settings)
     now = dt.datetime.now(dt.UTC)
     rows = []
-    settings = chunk.settings
-    for mech, mdict, g in zip(mechs, mech_dicts, grid_rows, strict=True):
-        ok = g.get("status") == "ok"
+    for i, (mech, mdict, rep) in enumerate(zip(mechs, mech_dicts, reports, strict=True)):
+        if isinstance(rep, str):
+            g: dict[str, Any] = {"status": rep}
+        else:
+            g = report_row(i, rep, deltas=settings.deltas, fprs=settings.fprs)
+        # Every row with numbers keeps them (ok, tolerance_not_met, discretization_limited, over_budget: all valid
+        # bounds of their labelled type); only error rows have none.
+        ok = not isinstance(rep, str)
         reps, rdeltas, rvalues, rbounds = (["gdp"], [None], [g.get("gdp_regret")], [g.get("gdp_regret_bound")])
         if ok and "gdp" not in settings.representations:
             reps, rdeltas, rvalues, rbounds = [], [], [], []
         if ok:
-            more = _representation_regrets(mech, settings)
+            more = _representation_regrets(rep, settings)
             reps, rdeltas, rvalues, rbounds = (
                 a + b for a, b in zip((reps, rdeltas, rvalues, rbounds), more, strict=True)
             )
@@ -292,6 +294,9 @@ def compute_chunk_table(chunk: Chunk, run_id: str) -> pa.Table:
                     "epsilon_lower",
                     "accountant",
                     "discretization",
+                    "discretization_lower",
+                    "certified_gap",
+                    "gap_tolerance",
                     "engine",
                 )
             },

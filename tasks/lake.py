@@ -89,6 +89,10 @@ STAGING_SCHEMA = pa.schema(
         pa.field("regret_bound", pa.list_(pa.string())),
         pa.field("accountant", pa.string()),
         pa.field("discretization", pa.float64()),
+        # The optimistic end's step, the achieved certified gap and its target (gdpcore.engine.certified_gap).
+        pa.field("discretization_lower", pa.float64()),
+        pa.field("certified_gap", pa.float64()),
+        pa.field("gap_tolerance", pa.float64()),
         pa.field("alpha_min", pa.float64()),
         pa.field("engine", pa.string()),
         pa.field("gdpcore_version", pa.string(), nullable=False),

@@ -10,6 +10,7 @@ from prv_accountant import PoissonSubsampledGaussianMechanism, PRVAccountant
 import gdpcore as g
 from gdpcore import fast_pld as f
 from gdpcore.curve import curve_from_loss_pmf
+from tasks.grid_table import analyze_grid_table
 
 
 def _dp_single(sigma, q, d, pessimistic=True):
@@ -211,7 +212,7 @@ def test_residual_shift_tail_against_exact_distribution_of_the_sum():
 def test_grid_lower_bounds_below_every_upper_bound(sigma, q, T):
     # eps_lower (privacy buckets + residual shift) is a lower bound: never above prv_accountant's upper bound nor
     # dp_accounting's pessimistic value at 1e-5; and it is far tighter than dp_accounting's optimistic twin.
-    t = g.analyze_grid(
+    t = analyze_grid_table(
         [g.SubsampledGaussian(noise_multiplier=sigma, sampling_rate=q, steps=T)], deltas=[1e-5], fprs=[0.1]
     )
     lo_mine = t.column("epsilon_lower")[0].as_py()[0]
@@ -227,6 +228,6 @@ def test_grid_lower_bounds_below_every_upper_bound(sigma, q, T):
     assert lo_mine <= up_mine
     assert lo_mine <= prv_up
     assert lo_mine <= ref
-    assert (up_mine - lo_mine) / up_mine <= g.grid.DEFAULT_GAP_TOLERANCE
+    assert (up_mine - lo_mine) / up_mine <= g.engine.DEFAULT_GRID_TOLERANCE
     opt_1e4 = _dp_single(sigma, q, 1e-4, pessimistic=False).self_compose(T).get_epsilon_for_delta(1e-5)
     assert lo_mine >= opt_1e4

@@ -18,14 +18,14 @@ import functools
 from gdpcore import fast_pld
 from gdpcore.accounting import build_pld, loss_pmfs
 from gdpcore.curve import SymmetricCurve, curve_from_loss_pmf
-from gdpcore.fast_pld import SingleStepPLD
 from gdpcore.mechanisms import SubsampledGaussian
+from gdpcore.pmf import LossPMF
 
 __all__ = ["clear_cache", "optimistic_curve", "pessimistic_curve"]
 
 
 @functools.lru_cache(maxsize=16)
-def _single_step(noise_multiplier: float, sampling_rate: float, discretization: float, direction: str) -> SingleStepPLD:
+def _single_step(noise_multiplier: float, sampling_rate: float, discretization: float, direction: str) -> LossPMF:
     """One connect-the-dots (pessimistic) step; cached, with its FFTs, so calibrate_steps only re-composes."""
     return fast_pld.single_step_pld(
         noise_multiplier=noise_multiplier,

@@ -15,6 +15,7 @@ import gdpcore
 from flows.cli import main
 from flows.runners import make_task_runner
 from tasks.evaluate import CURVE_FPRS
+from tasks.grid_table import analyze_grid_table
 from tasks.publish import query_report
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -73,7 +74,7 @@ def test_views_match_gdpcore(swept):
     ]
     assert [c["cell_id"] for c in cells] == [m.content_hash for m in mechs]
     # 1. identical to gdpcore.analyze_grid on the same cells (the code path the chunk task wraps)
-    direct = gdpcore.analyze_grid(mechs, deltas=DELTAS, fprs=sorted(set(CURVE_FPRS) | set(FPRS))).to_pylist()
+    direct = analyze_grid_table(mechs, deltas=DELTAS, fprs=sorted(set(CURVE_FPRS) | set(FPRS))).to_pylist()
     for c, d in zip(cells, direct, strict=True):
         for k in ("mu", "gdp_regret", "advantage", "bayes_security"):
             assert c[k] == d[k], k

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import gdpcore
+from tasks.grid_table import analyze_grid_table
 from tests.robustness.conftest import REPO, base_env
 
 MEMORY_CAP_MIB = 2048  # address space of the whole child: interpreter + numpy/pyarrow/prefect + one cell's budget
@@ -98,6 +99,6 @@ def test_extreme_cells_end_within_budget_with_result_or_reason():
 @pytest.mark.filterwarnings("ignore:.*failed to converge.*")  # dp_accounting's RDP orders at sigma=0.3, q=0.5
 def test_rdp_fallback_epsilon_is_never_nan():
     m = gdpcore.SubsampledGaussian(noise_multiplier=0.3, sampling_rate=0.5, steps=1_000_000)
-    row = gdpcore.analyze_grid([m], deltas=[1e-5, 1e-9], fprs=[0.1]).to_pylist()[0]
+    row = analyze_grid_table([m], deltas=[1e-5, 1e-9], fprs=[0.1]).to_pylist()[0]
     assert row["engine"] == "rdp_fallback"
     assert not any(math.isnan(e) for e in row["epsilon"]), row["epsilon"]  # +inf would be the honest upper bound

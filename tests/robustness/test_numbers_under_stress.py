@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gdpcore
+from tasks.grid_table import analyze_grid_table
 
 DELTAS = [1e-3, 1e-5, 1e-7]
 FPRS = [0.0, 1e-6, 1e-4, 1e-2, 0.1, 0.3, 0.5]
@@ -24,7 +25,7 @@ PATHS = {
     "fixed_coarse": {"discretization": 2e-2},  # one coarse step for every cell
     "budget_1MiB": {"memory_budget_bytes": 2**20},  # finer steps refused: discretization_limited or fallback
     "budget_16KiB": {"memory_budget_bytes": 2**14},  # everything refused: RDP fallback
-    "per_point": {"engine": "per_point"},
+    "per_point": {"shared": False},
 }
 
 
@@ -55,7 +56,7 @@ mechanisms = st.one_of(
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(mech=mechanisms, path=st.sampled_from(sorted(PATHS)))
 def test_published_numbers_never_cross_the_optimistic_bracket(mech, path):
-    row = gdpcore.analyze_grid([mech], deltas=DELTAS, fprs=FPRS, **PATHS[path]).to_pylist()[0]
+    row = analyze_grid_table([mech], deltas=DELTAS, fprs=FPRS, **PATHS[path]).to_pylist()[0]
     ref = gdpcore.analyze(mech, discretization=1e-4)  # pessimistic + optimistic twin, dp_accounting PLDs
     where = f"{mech.to_json()} via {path}: status {row['status'][:80]!r}, engine {row['engine']}"
     assert not math.isnan(row["mu"]), where
@@ -88,5 +89,5 @@ def test_published_numbers_never_cross_the_optimistic_bracket(mech, path):
 def test_the_stressed_paths_are_really_taken(path, engine, status):
     """The budgets above do reach the fallback (so the property covers it), the default does not."""
     m = gdpcore.SubsampledGaussian(noise_multiplier=1.0, sampling_rate=0.01, steps=100)
-    row = gdpcore.analyze_grid([m], deltas=DELTAS, fprs=FPRS, **PATHS[path]).to_pylist()[0]
+    row = analyze_grid_table([m], deltas=DELTAS, fprs=FPRS, **PATHS[path]).to_pylist()[0]
     assert (row["engine"], row["status"].split(":")[0]) == (engine, status)

@@ -1,0 +1,704 @@
+"""The one accounting engine: every pessimistic and optimistic trade-off curve gdpcore reports comes from here.
+
+:func:`produce` turns a mechanism, the numbers a user asks for (epsilon at ``deltas``, mu certified down to
+``alpha_min``, the advantage), an accuracy target and a budget into a pair of symmetric curves with their
+provenance (:class:`Curves`): the pessimistic curve gives every reported number (an upper bound on the privacy
+profile), the optimistic twin the other end of every bracket (a proven lower bound). :class:`Producer` does the
+same for a batch and shares single-step PMFs and their transforms between mechanisms with equal (sigma, q).
+``analyze``, ``analyze_grid``, the calibration evaluator, representations, divergences and claims all read curves
+built here; nothing else in gdpcore builds a composed PMF.
+
+Three policies, each defined once in this module:
+
+* **The ladder** (:func:`ladder_floor`): every discretisation is ``LADDER_TOP * 2^-k`` (4e-3 down to
+  ``LADDER_FINEST`` = 1e-7), so cells with nearby parameters share single steps, and a refinement halves the step
+  (or jumps several rungs at once when the measured error law says so). Calibration walks every other rung.
+* **The twin** (:func:`optimistic_curve`): privacy buckets rounded down (dp_accounting's
+  ``pessimistic_estimate=False`` construction), plus, for schedules of Poisson-subsampled Gaussians, the certified
+  residual shift of :mod:`gdpcore.fast_pld` with a Chernoff tail of ``TWIN_TAIL_FACTOR`` x the smallest delta or FPR
+  read (capped at 1e-10 of it), i.e. a relative slack of 1e-4 on every lower bound. The shift is skipped where its
+  FFT wrap-around slack (``fast_pld.WRAP_TAIL`` = 1e-30 per phase) would exceed 1% of that smallest query.
+* **The planner** (:func:`plan_subsampled_gaussian`, :func:`plan_generic`): the working memory of a computation
+  (single steps, FFT buffers, curve arrays) is estimated in closed form or from the single step's Chernoff window
+  *before* anything large is allocated; a step whose plan exceeds ``Budget.memory_bytes`` is refused, and a time
+  budget stops refinement when the next step would not fit in ``Budget.seconds`` (its cost predicted from the last
+  one). When even the coarsest step is refused, the result is dp_accounting's RDP bound (looser, valid, labelled
+  ``rdp_fallback``).
+
+Accuracy: with ``discretization=None`` (the default) the step is refined until the *certified* gap between the two
+ends - the largest of the relative epsilon gaps at ``deltas``, the relative mu gap and the relative advantage gap -
+is at most ``tolerance`` (default 0.1% for one report, 1% per cell of a batch). Both ends are proven bounds, so the gap is a certified bracket width, not an
+estimate. Poisson-subsampled Gaussians (and schedules of them) use :mod:`gdpcore.fast_pld`'s vectorised
+constructions: the pessimistic step is chosen by a doubling comparison (connect-the-dots error is second order in the
+step: coarse - fine ~ 3 x the error of fine) to an estimated ``ERROR_TARGET_RATIO`` x tolerance, the optimistic step (first
+order) is refined separately until the gap is met. Every other mechanism uses dp_accounting's PLDs and halves one
+common step. A result that cannot meet the target within the budget carries ``status`` "tolerance_not_met: ..." with
+the achieved gap; both ends stay valid bounds.
+
+Round-off: composed PMFs carry a per-atom round-off bound moved to the safe side of each end
+(:mod:`gdpcore.pmf`), so brackets never invert at tiny delta.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from gdpcore import fast_pld
+from gdpcore.accounting import ACCOUNTANT_NAME, build_pld, loss_pmfs
+from gdpcore.curve import SymmetricCurve, curve_from_loss_pmf, curve_from_profile, curve_from_remove_pmf
+from gdpcore.mechanisms import Composed, Mechanism, SelfComposed, SubsampledGaussian
+from gdpcore.pmf import LossPMF
+
+__all__ = [
+    "DEFAULT_DELTAS",
+    "DEFAULT_MEMORY_BUDGET",
+    "DEFAULT_TIME_BUDGET",
+    "DEFAULT_TOLERANCE",
+    "DEFAULT_GRID_TOLERANCE",
+    "ERROR_TARGET_RATIO",
+    "LADDER_FINEST",
+    "LADDER_TOP",
+    "Budget",
+    "Curves",
+    "Producer",
+    "Provenance",
+    "certified_gap",
+    "ladder_floor",
+    "produce",
+]
+
+DEFAULT_TOLERANCE = 1e-3
+"""Target certified gap of one report: relative width of the epsilon, mu and advantage brackets (see
+:func:`certified_gap`). Batches default to ``DEFAULT_GRID_TOLERANCE``."""
+
+DEFAULT_GRID_TOLERANCE = 1e-2
+"""Target certified gap per cell of a batch (sweeps trade a 1% bracket for throughput)."""
+
+DEFAULT_DELTAS = (1e-5, 1e-6, 1e-9)
+"""The deltas a report is read at when the caller names none (also :meth:`PrivacyReport.summary`'s)."""
+
+DEFAULT_MEMORY_BUDGET = 4 * 2**30
+"""Working memory one mechanism may use, bytes (the grid passes a smaller per-cell budget)."""
+
+DEFAULT_TIME_BUDGET = 60.0
+"""Seconds one mechanism may spend refining (a computation already started is not interrupted)."""
+
+ERROR_TARGET_RATIO = 0.2
+"""The pessimistic side is refined until its estimated relative discretisation error (doubling comparison) is at
+most this fraction of the tolerance; the twin, first order in the step, then takes up the rest of the gap."""
+
+LADDER_TOP = 4e-3
+LADDER_FINEST = 1e-7
+GENERIC_START = (
+    1e-4  # first step for mechanisms accounted with dp_accounting (today's default; ladder rung 4e-3 * 2^-5.3)
+)
+
+TWIN_TAIL_FACTOR = 1e-4
+_TWIN_WRAP_MARGIN = 100.0  # shifted twin only if the smallest query >= this x its FFT wrap-around slack
+_CURVE_BYTES_PER_POINT = 96  # profile, suffix sums, vertices, breakpoints (float64)
+_SINGLE_BYTES_PER_POINT = 48  # a single step's grid, divergences, probabilities and scratch
+_GAP_MAX_ROUNDS = 3
+_GAP_WORK_FACTOR = 4  # the optimistic FFT may be at most this many times the pessimistic support (or 2^16 points)
+_GENERIC_MAX_ROUNDS = 6
+_RDP_EPS_POINTS = 400
+_EPS_FLOOR = 1e-3  # epsilons / mus below this are compared absolutely (relative gaps there are meaningless)
+_ADV_FLOOR = 1e-3
+
+
+# -- the ladder -----------------------------------------------------------------------------------------------------
+
+
+def ladder_floor(d: float) -> float:
+    """Largest rung ``LADDER_TOP * 2^-k`` that is <= ``d``, clamped to [LADDER_FINEST, LADDER_TOP]."""
+    k = max(0, math.ceil(math.log2(LADDER_TOP / max(d, 1e-300)) - 1e-9))
+    return max(LADDER_TOP * 2.0**-k, LADDER_FINEST)
+
+
+def start_step(sigma: float, q: float, error: float) -> float:
+    """A priori step for a Poisson-subsampled Gaussian: connect-the-dots error ~ 0.08 (step / s1)^2 relative, with
+    ``s1 = q sqrt(e^{1/sigma^2} - 1)`` the per-step loss spread (measured on DP-SGD grids, docs/references.md)."""
+    s1 = q * math.sqrt(math.expm1(min(1.0 / sigma**2, 700.0)))
+    return ladder_floor(min(s1 * math.sqrt(error / 0.3), 2e-3))
+
+
+# -- budgets, provenance, results -----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Budget:
+    """What one mechanism may use: working memory (checked before allocating) and refinement time."""
+
+    memory_bytes: float = DEFAULT_MEMORY_BUDGET
+    seconds: float = DEFAULT_TIME_BUDGET
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Provenance:
+    """Where a pair of curves comes from and how accurate it is.
+
+    ``status`` is "ok" (gap within tolerance, or a fixed step), "tolerance_not_met: ..." (valid bounds, wider than
+    asked), "discretization_limited: ..." (a finer pessimistic step was refused by the budget), or
+    "over_budget: ..." (RDP fallback: upper bounds only). ``certified_gap`` is the achieved gap
+    (:func:`certified_gap`), ``discretization_error`` the estimated relative error of the pessimistic epsilons
+    (doubling comparison; subsampled Gaussians with a chosen step only).
+    """
+
+    accountant: str
+    engine: str  # "closed_form", "fast_pld", "dp_accounting" or "rdp_fallback"
+    status: str = "ok"
+    discretization: float | None = None
+    discretization_lower: float | None = None
+    discretization_error: float | None = None
+    certified_gap: float | None = None
+    tolerance: float | None = None
+    support_length: int | None = None
+    memory_estimate_bytes: int | None = None
+    seconds: float = 0.0
+    diagnostics: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Curves:
+    """The engine's output: pessimistic and optimistic curves (or an exact mu) and their provenance."""
+
+    pessimistic: SymmetricCurve | None
+    optimistic: SymmetricCurve | None
+    exact_mu: float | None
+    provenance: Provenance
+
+
+# -- the certified gap ----------------------------------------------------------------------------------------------
+
+
+def _rel(upper: float, lower: float, floor: float) -> float:
+    if math.isinf(upper):
+        return 0.0 if math.isinf(lower) else math.inf
+    return max(0.0, upper - lower) / max(abs(upper), floor)
+
+
+def certified_gap(
+    pessimistic: SymmetricCurve,
+    optimistic: SymmetricCurve | None,
+    *,
+    deltas: np.ndarray,
+    alpha_min: float,
+) -> float:
+    """max over the numbers a report states of (upper - lower) / upper: epsilon at each delta, mu, advantage
+    (values below 1e-3 compared absolutely; 0 where both ends are +inf, i.e. beyond e^700). ``inf`` without an
+    optimistic curve."""
+    if optimistic is None:
+        return math.inf
+    gaps = [_rel(pessimistic.advantage, optimistic.advantage, _ADV_FLOOR)]
+    if deltas.size:
+        eu = np.atleast_1d(pessimistic.epsilon_at(deltas))
+        # Both ends beyond the last line (e^eps overflows past 700): [700, inf] is as tight as float64 allows.
+        el = np.atleast_1d(optimistic.epsilon_at(deltas)).astype(float)
+        gaps += [_rel(float(u), float(v), _EPS_FLOOR) for u, v in zip(eu, el, strict=True)]
+    mu_u = pessimistic.mu(alpha_min=alpha_min)[0]
+    mu_l = optimistic.mu(alpha_min=alpha_min)[0]
+    gaps.append(_rel(mu_u, mu_l, _EPS_FLOOR))
+    return float(max(gaps))
+
+
+def optimistic_epsilon(curve: SymmetricCurve, deltas: np.ndarray) -> np.ndarray:
+    """Lower ends of epsilon: where the optimistic profile floors above delta (its lines stop at e^700), the
+    mechanism's epsilon exceeds the last line's epsilon, which is reported instead of +inf."""
+    eps = np.atleast_1d(curve.epsilon_at(deltas)).astype(float)
+    return np.where(np.isinf(eps), curve.eps[-1], eps)
+
+
+# -- the twin -------------------------------------------------------------------------------------------------------
+
+
+def _smallest_query(deltas: np.ndarray, alpha_min: float, pessimistic: SymmetricCurve | None) -> float:
+    # mu is read down to alpha_min, or below it where the curve meets the diagonal first (SymmetricCurve.mu).
+    smallest = float(alpha_min)
+    if pessimistic is not None and pessimistic.fixed_point <= alpha_min:
+        smallest = pessimistic.fixed_point * 1e-6
+    if deltas.size:
+        smallest = min(smallest, float(deltas.min()))
+    return max(smallest, 1e-300)
+
+
+def twin_tail(smallest_query: float) -> float:
+    """Chernoff tail of the residual shift: ``TWIN_TAIL_FACTOR`` x min(smallest delta or FPR read, 1e-10)."""
+    return TWIN_TAIL_FACTOR * min(smallest_query, 1e-10)
+
+
+def optimistic_curve(
+    phases: list[tuple[LossPMF, int]] | None,
+    mechanism: Mechanism,
+    step: float,
+    smallest_query: float,
+    *,
+    tilt_target: float | None = None,
+) -> tuple[SymmetricCurve, str]:
+    """The optimistic twin at ``step`` and its label: a curve whose profile is a proven lower bound.
+
+    ``phases`` are optimistic single steps (``fast_pld.optimistic_single_step_pld``) with their step counts when the
+    mechanism is a schedule of Poisson-subsampled Gaussians; otherwise dp_accounting's privacy buckets are used.
+    """
+    tail = twin_tail(smallest_query)
+    if phases is not None and smallest_query >= _TWIN_WRAP_MARGIN * len(phases) * fast_pld.WRAP_TAIL:
+        pmf, offset, _ = fast_pld.certified_optimistic_composition(phases, tail=tail, tilt_target=tilt_target)
+        return curve_from_remove_pmf(pmf, delta_offset=offset), "privacy buckets + certified residual shift"
+    if phases is not None:
+        target = tilt_target if len(phases) == 1 else None
+        pmf = fast_pld.convolve_pmfs(
+            [fast_pld.optimistic_loss_pmf(single, steps, tilt_target=target) for single, steps in phases]
+        )
+        offset = len(phases) * fast_pld.WRAP_TAIL
+        return curve_from_remove_pmf(pmf, delta_offset=offset), "privacy buckets"
+    remove, _ = loss_pmfs(build_pld(mechanism, discretization=step, pessimistic=False), pessimistic=False)
+    # dp_accounting's self_compose adds its truncation allowance to the infinity mass even for optimistic PMFs;
+    # mass at +inf can only raise delta, so it is dropped to keep this side a lower bound.
+    remove = dataclasses.replace(remove, infinity_mass=0.0)
+    return curve_from_loss_pmf(remove, None), "privacy buckets"
+
+
+# -- mechanism structure --------------------------------------------------------------------------------------------
+
+
+def subsampled_gaussian_phases(mechanism: Mechanism) -> dict[tuple[float, float], int] | None:
+    """{(noise multiplier, q): total steps} when ``mechanism`` is a schedule of Poisson-subsampled Gaussians with
+    q < 1 only (any nesting of Composed / SelfComposed), else None."""
+    if isinstance(mechanism, SubsampledGaussian):
+        if not mechanism.sampling_rate < 1:
+            return None
+        return {(mechanism.noise_multiplier, mechanism.sampling_rate): mechanism.steps}
+    if isinstance(mechanism, SelfComposed):
+        inner = subsampled_gaussian_phases(mechanism.mechanism)
+        return None if inner is None else {k: v * mechanism.count for k, v in inner.items()}
+    if isinstance(mechanism, Composed):
+        out: dict[tuple[float, float], int] = {}
+        for part in mechanism.mechanisms:
+            inner = subsampled_gaussian_phases(part)
+            if inner is None:
+                return None
+            for k, v in inner.items():
+                out[k] = out.get(k, 0) + v
+        return out
+    return None
+
+
+_MAX_FAST_PHASES = 64  # schedules with more distinct (sigma, q) phases go through dp_accounting
+
+
+# -- the producer ---------------------------------------------------------------------------------------------------
+
+
+class _Refused(Exception):
+    """A plan exceeded the budget (message: what and how much)."""
+
+
+class Producer:
+    """Curves for one mechanism or a batch, sharing single steps (and their FFTs) across mechanisms.
+
+    One producer per batch: single steps are cached by (sigma, q, step, direction, side); :meth:`release` drops
+    them (the grid releases after each (sigma, q) group).
+    """
+
+    def __init__(
+        self,
+        *,
+        deltas: Sequence[float] = DEFAULT_DELTAS,
+        alpha_min: float,
+        tolerance: float = DEFAULT_TOLERANCE,
+        budget: Budget | None = None,
+        add_guard: bool = False,
+    ) -> None:
+        self.deltas = np.asarray(deltas, dtype=float).reshape(-1)
+        self.alpha_min = float(alpha_min)
+        self.tolerance = float(tolerance)
+        self.budget = budget or Budget()
+        self.add_guard = add_guard
+        self._single: dict[tuple[float, float, float, str, bool], LossPMF] = {}
+
+    def release(self) -> None:
+        self._single.clear()
+
+    # -- public -----------------------------------------------------------------------------------------------------
+    def produce(
+        self,
+        mechanism: Mechanism,
+        *,
+        discretization: float | None = None,
+        optimistic: bool = True,
+        accountant: str = "auto",
+    ) -> Curves:
+        """Curves of ``mechanism``: refined to the tolerance when ``discretization`` is None, at that step otherwise.
+
+        ``accountant``: "auto" (closed form when exact, else PLD), "pld", or "closed_form".
+        """
+        start = time.perf_counter()
+        exact_mu = mechanism.gaussian_mu()
+        if accountant == "closed_form" and exact_mu is None:
+            raise ValueError(
+                f"accountant='closed_form' needs a composition of plain Gaussian mechanisms, got {mechanism.kind!r}"
+            )
+        if accountant in ("auto", "closed_form") and exact_mu is not None:
+            return Curves(
+                None, None, float(exact_mu), Provenance(accountant="closed_form.gaussian", engine="closed_form")
+            )
+        phases = subsampled_gaussian_phases(mechanism)
+        if phases is not None and len(phases) <= _MAX_FAST_PHASES:
+            out = self._subsampled_gaussian(mechanism, phases, discretization, optimistic, start)
+        else:
+            out = self._generic(mechanism, discretization, optimistic, start)
+        prov = dataclasses.replace(out.provenance, seconds=time.perf_counter() - start)
+        return dataclasses.replace(out, provenance=prov)
+
+    # -- single steps -----------------------------------------------------------------------------------------------
+    def _single_step(self, sigma: float, q: float, d: float, *, side: str = "pessimistic", direction: str = "remove"):
+        key = (sigma, q, d, direction, side == "pessimistic")
+        s = self._single.get(key)
+        if s is None:
+            if side == "pessimistic":
+                s = fast_pld.single_step_pld(
+                    noise_multiplier=sigma, sampling_rate=q, discretization=d, direction=direction
+                )
+            else:
+                s = fast_pld.optimistic_single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d)
+            self._single[key] = s
+        return s
+
+    # -- the planner (subsampled Gaussians) -------------------------------------------------------------------------
+    def plan_subsampled_gaussian(
+        self,
+        phases: dict[tuple[float, float], int],
+        d: float,
+        *,
+        side: str = "pessimistic",
+        max_points: float = math.inf,
+    ) -> tuple[int, int]:
+        """(composed support, working bytes) of one side at step ``d``, estimated before any composition is
+        allocated (single-step lengths in closed form; FFT lengths from the single steps' Chernoff windows).
+        Raises :class:`_Refused` when the plan exceeds the memory budget or ``max_points``."""
+        length_fn = fast_pld.single_step_length if side == "pessimistic" else fast_pld.optimistic_single_step_length
+        single_bytes = 0
+        for sigma, q in phases:
+            n1 = length_fn(noise_multiplier=sigma, sampling_rate=q, discretization=d)
+            single_bytes += _SINGLE_BYTES_PER_POINT * n1
+            if n1 > max_points:
+                raise _Refused(f"{side} single-step support {n1} points at discretization {d:g} > work cap")
+            if single_bytes > self.budget.memory_bytes:
+                raise _Refused(f"{side} single-step support {n1} points at discretization {d:g}")
+        fft_total, support = 0, 0
+        for (sigma, q), steps in phases.items():
+            single = self._single_step(sigma, q, d, side=side)
+            n = fast_pld.fft_length(single, steps)
+            fft_total = max(fft_total, fast_pld.fft_bytes(n))
+            support += n
+        if support > max_points:
+            raise _Refused(f"{side} composed support {support} points at discretization {d:g} > work cap")
+        guard = 2 if (self.add_guard and side == "pessimistic") else 1
+        mem = single_bytes + fft_total * guard + (_CURVE_BYTES_PER_POINT + 16 * (len(phases) > 1)) * support
+        if mem > self.budget.memory_bytes:
+            raise _Refused(f"{side} composed support {support} points at discretization {d:g} (~{mem / 2**20:.0f} MiB)")
+        return support, mem
+
+    # -- subsampled Gaussians (fast_pld) ----------------------------------------------------------------------------
+    _FAST_ACCOUNTANT = (
+        "gdpcore.fast_pld (connect-the-dots, pessimistic; dp_accounting's construction, vectorised; optimistic twin: "
+    )
+
+    def _compose(self, phases: dict[tuple[float, float], int], d: float) -> tuple[SymmetricCurve, int]:
+        parts = [(self._single_step(s, q, d), steps) for (s, q), steps in phases.items()]
+        if len(parts) == 1:
+            single, steps = parts[0]
+            n = fast_pld.fft_length(single, steps)
+            # Reuse a transform already computed for a larger T of this single step when its length is close.
+            reusable = [m for m in single.cached_fft_lengths() if n <= m <= 1.25 * n]
+            remove = fast_pld.compose_loss_pmf(single, steps, fft_len=reusable[0] if reusable else None)
+        else:
+            remove = fast_pld.compose_phases(parts)
+        curve = curve_from_remove_pmf(remove)
+        target = self._tilt_target(remove, curve)
+        if target is not None and len(parts) == 1:
+            single, steps = parts[0]
+            remove = fast_pld.refine_tail(remove, single, steps, fast_pld.tilt_for_loss(single, steps, target))
+            curve = curve_from_remove_pmf(remove)
+        if self.add_guard:
+            adds = [(self._single_step(s, q, d, direction="add"), steps) for (s, q), steps in phases.items()]
+            add = fast_pld.compose_phases(adds)
+            return curve_from_loss_pmf(remove, add), remove.probs.size
+        return curve, remove.probs.size
+
+    def _tilt_target(self, pmf: LossPMF, curve: SymmetricCurve) -> float | None:
+        """The loss around which the tail is recomputed tilted, or None when round-off cannot matter: the
+        allowance (bound x atoms) is below 1e-3 of the smallest delta or FPR the report reads. The target is the
+        pessimistic epsilon at that smallest query (where delta_min and mu's cut-off are read)."""
+        smallest = _smallest_query(self.deltas, self.alpha_min, curve)
+        if pmf.max_roundoff * pmf.probs.size <= 1e-3 * smallest:
+            return None
+        target = float(curve.epsilon_at(smallest))
+        return target if math.isfinite(target) and target > 0 else float(curve.eps[-1])
+
+    def _probe(self, curve: SymmetricCurve) -> np.ndarray:
+        """Epsilon at every asked delta (1e-5 and 1e-9 when none is asked): the numbers whose estimated error the
+        pessimistic refinement controls (mu is left to the certified gap: at huge epsilon it is read at FPRs of
+        1e-67 and jumps between steps)."""
+        ds = self.deltas if self.deltas.size else np.array([1e-5, 1e-9])
+        return np.atleast_1d(curve.epsilon_at(ds))
+
+    def _optimistic_sg(
+        self,
+        mechanism: Mechanism,
+        phases: dict[tuple[float, float], int],
+        d: float,
+        smallest: float,
+        max_points: float,
+        tilt_target: float | None,
+    ) -> tuple[SymmetricCurve, str]:
+        self.plan_subsampled_gaussian(phases, d, side="optimistic", max_points=max_points)
+        parts = [(self._single_step(s, q, d, side="optimistic"), steps) for (s, q), steps in phases.items()]
+        return optimistic_curve(parts, mechanism, d, smallest, tilt_target=tilt_target)
+
+    def _subsampled_gaussian(
+        self, mechanism: Mechanism, phases: dict[tuple[float, float], int], fixed: float | None, optimistic: bool, t0
+    ) -> Curves:
+        budget = self.budget
+        target = ERROR_TARGET_RATIO * self.tolerance
+        d = fixed if fixed is not None else min(start_step(s, q, target) for s, q in phases)
+        coarse: tuple[SymmetricCurve, np.ndarray, float] | None = None
+        err: float | None = None
+        status = "ok"
+        while True:
+            try:
+                support, mem = self.plan_subsampled_gaussian(phases, d)
+            except _Refused as why:
+                if coarse is None:
+                    return self._rdp_fallback(mechanism, f"over_budget: {why} > budget {budget.memory_bytes:.0f} bytes")
+                # The coarser curve is valid (pessimistic), just not shown to meet the estimated error target.
+                pess, _, d = coarse
+                support, mem = pess.eps.size, None
+                status = f"discretization_limited: finer step refused, {why} > budget"
+                break
+            pess, support = self._compose(phases, d)
+            if fixed is not None:
+                break
+            probe = self._probe(pess)
+            if coarse is None:
+                # Comparison at twice the step (about half the cost): the d^2 law makes coarse - fine ~ 3 err(fine).
+                c2, _ = self._compose(phases, min(2 * d, 0.1))
+                coarse = (c2, self._probe(c2), 2 * d)
+            err = _relative_change(coarse[1], probe) / 3.0
+            elapsed = time.perf_counter() - t0
+            if err <= target or d / 2 < LADDER_FINEST or elapsed * 3 > budget.seconds:
+                if err > target:
+                    status = f"tolerance_not_met: estimated error {err:.2e} at step {d:g}"
+                break
+            coarse = (pess, probe, d)
+            d = d / 2
+        accountant = self._FAST_ACCOUNTANT
+        opt: SymmetricCurve | None = None
+        d_low: float | None = None
+        gap: float | None = None
+        if optimistic:
+            opt, twin, d_low, gap = self._refine_twin(mechanism, phases, pess, d, support, fixed is None, t0)
+            accountant += twin + ")"
+            if fixed is None and status == "ok" and gap > self.tolerance:
+                status = f"tolerance_not_met: certified gap {gap:.2e} > tolerance {self.tolerance:g}"
+        else:
+            accountant += "not built)"
+        return Curves(
+            pess,
+            opt,
+            None,
+            Provenance(
+                accountant=accountant,
+                engine="fast_pld",
+                status=status,
+                discretization=d,
+                discretization_lower=d_low,
+                discretization_error=err,
+                certified_gap=gap,
+                tolerance=None if fixed is not None else self.tolerance,
+                support_length=int(support),
+                memory_estimate_bytes=None if mem is None else int(mem),
+            ),
+        )
+
+    def _refine_twin(self, mechanism, phases, pess: SymmetricCurve, d_p: float, support: int, refine: bool, t0):
+        """Optimistic twin and certified gap; with ``refine`` its step is refined until the gap is within tolerance
+        (the twin's error is first order in the step), at most ``_GAP_MAX_ROUNDS`` times, within the budget and a
+        work cap of ``_GAP_WORK_FACTOR`` x the pessimistic support."""
+        smallest = _smallest_query(self.deltas, self.alpha_min, pess)
+        max_points = max(_GAP_WORK_FACTOR * support, 2**16) if refine else math.inf
+        # Tilted tails on the optimistic side too wherever the pessimistic side needed them (same criterion).
+        target = float(pess.epsilon_at(smallest)) if smallest < 1e-6 else None
+        if target is not None and not (math.isfinite(target) and target > 0):
+            target = None
+        best: tuple[SymmetricCurve, str, float, float] | None = None
+        d = d_p
+        for _ in range(_GAP_MAX_ROUNDS if refine else 1):
+            try:
+                # The first round, at the pessimistic step, is bounded by the memory budget only.
+                opt, twin = self._optimistic_sg(
+                    mechanism, phases, d, smallest, max_points if best else math.inf, target
+                )
+            except _Refused:
+                break
+            gap = certified_gap(pess, opt, deltas=self.deltas, alpha_min=self.alpha_min)
+            if best is None or gap < best[3]:
+                best = (opt, twin, d, gap)
+            elapsed = time.perf_counter() - t0
+            if gap <= self.tolerance or d <= LADDER_FINEST or elapsed * 3 > self.budget.seconds:
+                break
+            d_new = ladder_floor(d * 0.8 * self.tolerance / gap) if math.isfinite(gap) else d / 2
+            d = max(min(d_new, d / 2), LADDER_FINEST)
+        if best is None:
+            return None, "not built (over budget)", None, math.inf
+        return best
+
+    # -- every other mechanism (dp_accounting PLDs) -----------------------------------------------------------------
+    def plan_generic(self, mechanism: Mechanism, d: float) -> int:
+        """Working bytes of dp_accounting's composition at step ``d``: each leaf's connect-the-dots support times
+        its repetition count (an upper bound on the composed support), both sides and directions."""
+        points = _generic_points(mechanism, d, 1)
+        mem = int(points * 64 * 4)
+        if mem > self.budget.memory_bytes:
+            raise _Refused(
+                f"composed support up to {points:.3g} points at discretization {d:g} (~{mem / 2**20:.0f} MiB)"
+            )
+        return mem
+
+    def _generic(self, mechanism: Mechanism, fixed: float | None, optimistic: bool, t0) -> Curves:
+        d = fixed if fixed is not None else GENERIC_START
+        best: Curves | None = None
+        for _ in range(1 if fixed is not None else _GENERIC_MAX_ROUNDS):
+            try:
+                mem = self.plan_generic(mechanism, d)
+            except _Refused as why:
+                if best is None:
+                    return self._rdp_fallback(
+                        mechanism, f"over_budget: {why} > budget {self.budget.memory_bytes:.0f} bytes"
+                    )
+                break
+            tic = time.perf_counter()
+            remove, add = loss_pmfs(build_pld(mechanism, discretization=d, pessimistic=True), pessimistic=True)
+            pess = curve_from_loss_pmf(remove, add)
+            diagnostics = {
+                "support_length": float(remove.probs.size),
+                "infinity_mass": remove.infinity_mass,
+                "remove_p_mass": remove.p_mass,
+                # Sum p e^-l of the remove PMF: the mass-consistency check. Values away from 1 flag the truncated
+                # lower tail (never read by the curve construction; see gdpcore.accounting).
+                "remove_q_mass": remove.q_mass,
+                "add_direction_gap": pess.add_direction_gap,
+                "add_excess_mass": 0.0 if add is None else max(0.0, add.p_mass - 1.0),
+            }
+            opt, twin, gap = None, "not built", None
+            if optimistic:
+                smallest = _smallest_query(self.deltas, self.alpha_min, pess)
+                opt, twin = optimistic_curve(None, mechanism, d, smallest)
+                gap = certified_gap(pess, opt, deltas=self.deltas, alpha_min=self.alpha_min)
+            best = Curves(
+                pess,
+                opt,
+                None,
+                Provenance(
+                    accountant=f"{ACCOUNTANT_NAME} (connect-the-dots, pessimistic; optimistic twin: {twin})",
+                    engine="dp_accounting",
+                    discretization=d,
+                    discretization_lower=d if optimistic else None,
+                    certified_gap=gap,
+                    tolerance=None if fixed is not None else self.tolerance,
+                    support_length=int(remove.probs.size),
+                    memory_estimate_bytes=mem,
+                    diagnostics=diagnostics,
+                ),
+            )
+            cost = time.perf_counter() - tic
+            elapsed = time.perf_counter() - t0
+            if (
+                gap is None
+                or gap <= self.tolerance
+                or d / 2 < LADDER_FINEST
+                or elapsed + 2.5 * cost > self.budget.seconds
+            ):
+                break
+            d = ladder_floor(d / 2)
+        assert best is not None
+        prov = best.provenance
+        if fixed is None and optimistic and prov.certified_gap is not None and prov.certified_gap > self.tolerance:
+            prov = dataclasses.replace(
+                prov,
+                status=f"tolerance_not_met: certified gap {prov.certified_gap:.2e} > tolerance {self.tolerance:g}",
+            )
+            best = dataclasses.replace(best, provenance=prov)
+        return best
+
+    # -- the RDP fallback --------------------------------------------------------------------------------------------
+    def _rdp_fallback(self, mechanism: Mechanism, reason: str) -> Curves:
+        """dp_accounting's RDP accountant: delta(eps) upper bounds on an eps grid up to the RDP epsilon at 1e-12;
+        the envelope of their supporting lines is a valid (pessimistic) symmetric curve (seed 000 Thm A.9)."""
+        from dp_accounting import rdp
+
+        acc = rdp.RdpAccountant()
+        acc.compose(_dp_event(mechanism))
+        e_max = max(acc.get_epsilon(1e-12), 1e-3)
+        eps = np.linspace(0.0, e_max, _RDP_EPS_POINTS)
+        delta = np.array([acc.get_delta(float(e)) for e in eps])
+        curve = curve_from_profile(eps, delta)
+        return Curves(
+            curve,
+            None,
+            None,
+            Provenance(
+                accountant="dp_accounting.rdp (RDP fallback; upper bounds, looser than PLD)",
+                engine="rdp_fallback",
+                status=reason + "; numbers are the looser RDP bound (fallback)",
+            ),
+        )
+
+
+def _generic_points(mechanism: Mechanism, d: float, count: int) -> float:
+    if isinstance(mechanism, SelfComposed):
+        return _generic_points(mechanism.mechanism, d, count * mechanism.count)
+    if isinstance(mechanism, Composed):
+        return float(sum(_generic_points(m, d, count) for m in mechanism.mechanisms))
+    remove, _ = loss_pmfs(build_pld(mechanism, discretization=d, pessimistic=True), pessimistic=True)
+    return float(remove.probs.size) * count
+
+
+def _dp_event(mechanism: Mechanism):
+    # Until the kind registry provides to_dp_event for every kind.
+    from gdpcore import claims
+
+    return claims._dp_event(mechanism)  # noqa: SLF001 - temporary, see gdpcore.kinds
+
+
+def _relative_change(a: np.ndarray, b: np.ndarray) -> float:
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    both_inf = np.isinf(a) & np.isinf(b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = np.abs(a - b) / np.maximum(np.abs(b), 1e-12)
+        rel = np.where(both_inf, 0.0, rel)
+        # Tiny epsilons (< 1e-3) are compared absolutely: a relative error there is meaningless and harmless.
+        small = np.maximum(np.abs(a), np.abs(b)) < _EPS_FLOOR
+        rel = np.where(small & ~both_inf, np.abs(a - b) / _EPS_FLOOR, rel)
+    return float(np.nanmax(rel)) if rel.size else 0.0
+
+
+def produce(
+    mechanism: Mechanism,
+    *,
+    deltas: Sequence[float] = DEFAULT_DELTAS,
+    alpha_min: float,
+    tolerance: float = DEFAULT_TOLERANCE,
+    budget: Budget | None = None,
+    discretization: float | None = None,
+    optimistic: bool = True,
+    accountant: str = "auto",
+    add_guard: bool = False,
+) -> Curves:
+    """Curves of one mechanism (see the module docstring); :class:`Producer` for batches."""
+    producer = Producer(deltas=deltas, alpha_min=alpha_min, tolerance=tolerance, budget=budget, add_guard=add_guard)
+    return producer.produce(mechanism, discretization=discretization, optimistic=optimistic, accountant=accountant)
