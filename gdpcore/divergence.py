@@ -105,7 +105,7 @@ def _weight(weight: str | None):
 
 def _one_way(r1: PrivacyReport, r2: PrivacyReport, weight: str | None, tol: float) -> tuple[float, float, float]:
     w, w_tail = _weight(weight)
-    bp = None if r1.exact else r1._pessimistic.eps  # noqa: SLF001
+    bp = None if r1.exact else r1.curve("pessimistic").eps
     lo, hi, arg = certified_sup(
         mechanism_profile(r2),
         mechanism_profile(r1),
@@ -282,6 +282,6 @@ def get_extremal_divergences(m: Any, *, discretization: float = 1e-4) -> dict[st
         "from_perfect_privacy_bound": "exact" if exact else "upper",
         "to_blatant_non_privacy": r_star,
         "to_blatant_non_privacy_bound": "exact" if exact else "lower",
-        "fixed_point": (1.0 - tv) / 2.0 if exact else float(r._pessimistic.fixed_point),  # noqa: SLF001
+        "fixed_point": (1.0 - tv) / 2.0 if exact else float(r.curve("pessimistic").fixed_point),
         "sum": tv / 2.0 + r_star,
     }
