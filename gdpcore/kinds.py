@@ -27,6 +27,11 @@ Every hook is either a callable or :class:`Unsupported` with a reason; :data:`RE
 (:data:`PROPERTIES`), and :func:`evaluate` walks the mechanism tree once (dp_accounting's ``_maybe_compose``). A leaf
 whose hook is unsupported raises :class:`UnsupportedMechanismError` (a ``ValueError``) instead of a wrong number;
 :func:`supports` is the dry run of that walk (dp_accounting's ``PrivacyAccountant.supports``).
+
+Adding a kind takes two edits: a frozen, keyword-only :class:`~gdpcore.mechanisms.Mechanism` subclass whose fields are
+declared with :func:`~gdpcore.mechanisms.param` (validation, JSON round trip, content hash, spec schema, lake columns
+and CLI help follow), and one ``register(KindSpec(...))`` below. ``tests/test_contract.py`` then runs instances from its
+``draw`` hook through every producer and checks every invariant; a missing hook fails :func:`check_kind` first.
 """
 
 from __future__ import annotations
