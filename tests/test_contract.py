@@ -34,15 +34,22 @@ from gdpcore import kinds
 from gdpcore._validation import Choice, Positive
 from gdpcore.accounting import build_pld
 from gdpcore.bayes_security import get_bayes_security_from_report
-from gdpcore.divergence import get_bayes_risk, get_delta_divergence, is_at_least_as_private
+from gdpcore.divergence import (
+    get_bayes_risk,
+    get_delta_divergence,
+    get_extremal_divergences,
+    is_at_least_as_private,
+)
 from gdpcore.gdpt import get_gdp_upper_bound
 from gdpcore.kinds import UnsupportedMechanismError
 from gdpcore.mechanisms import Mechanism, param
 from gdpcore.representations import (
     REPRESENTATIONS,
+    get_delta_from_rdp,
     get_epsilon_from_mechanism,
     get_rdp_and_label,
     get_regret,
+    get_representation_table,
     get_rho_from_mechanism,
 )
 
@@ -240,6 +247,21 @@ def test_analyze_both_sides(kind, i, m):
         assert r.exact and r.mu == pytest.approx(exact, rel=1e-12)
 
 
+@pytest.mark.parametrize(("kind", "i", "m"), [c for c in _case_params("pld_exact") if kinds.exact_mu(c.values[2])])
+def test_pld_bracket_contains_the_closed_form(kind, i, m):
+    """Where a closed form exists it is the truth: the PLD accountant's bracket must contain it."""
+    exact = g.analyze(m)
+    r = g.analyze(m, accountant="pld")
+    assert exact.exact and not r.exact
+    eps_true = np.asarray(exact.epsilon(DELTAS), float)
+    assert np.all(_eps(r, "optimistic") <= eps_true + ROUND) and np.all(eps_true <= _eps(r) + ROUND)
+    assert r.mu_lower - ROUND <= exact.mu <= r.mu + ROUND
+    assert r.advantage_lower - ROUND <= exact.advantage <= r.advantage + ROUND
+    beta_true = np.asarray(exact.fnr(FPRS), float)
+    assert np.all(np.asarray(r.fnr(FPRS)) <= beta_true + ROUND)
+    assert np.all(beta_true <= np.asarray(r.fnr(FPRS, side="optimistic")) + ROUND)
+
+
 @pytest.mark.parametrize(("kind", "i", "m"), _case_params("analyze_grid"))
 def test_analyze_grid_row(kind, i, m):
     assert kinds.supports(m, "analyze_grid")
@@ -265,24 +287,42 @@ def test_analyze_grid_row(kind, i, m):
 @pytest.mark.parametrize(("kind", "i", "m"), _case_params("representations"))
 def test_representation_regrets(kind, i, m):
     r = _report(m)
-    for rep in REPRESENTATIONS:
-        kwargs = {"delta": 1e-5} if rep == "epsilon_delta" else {}
-        if not kinds.supports(m, f"regret.{rep}"):
-            with pytest.raises(UnsupportedMechanismError):
-                get_regret(r, rep, **kwargs)
-            continue
-        res = get_regret(r, rep, **kwargs)
-        assert not math.isnan(res.regret) and not math.isnan(res.regret_lower), rep
-        if math.isinf(res.regret):  # pure_dp of a mechanism that is not pure DP
+    if all(kinds.supports(m, f"regret.{rep}") for rep in REPRESENTATIONS):
+        rows = get_representation_table(r, delta=1e-5)
+        assert [row["representation"] for row in rows] == list(REPRESENTATIONS)
+        assert all(row["mechanism_hash"] == m.content_hash for row in rows)
+        results = [(row["representation"], row["regret"], row["regret_lower"]) for row in rows]
+    else:
+        with pytest.raises(UnsupportedMechanismError):
+            get_representation_table(r, delta=1e-5)
+        results = []
+        for rep in REPRESENTATIONS:
+            kwargs = {"delta": 1e-5} if rep == "epsilon_delta" else {}
+            if not kinds.supports(m, f"regret.{rep}"):
+                with pytest.raises(UnsupportedMechanismError):
+                    get_regret(r, rep, **kwargs)
+                continue
+            res = get_regret(r, rep, **kwargs)
+            results.append((rep, res.regret, res.regret_lower))
+    for rep, regret, regret_lower in results:
+        assert not math.isnan(regret) and not math.isnan(regret_lower), rep
+        if math.isinf(regret):  # pure_dp of a mechanism that is not pure DP
             assert rep == "pure_dp" and math.isinf(get_epsilon_from_mechanism(m))
             continue
-        assert 0.0 <= res.regret_lower <= res.regret <= 0.5 + ROUND, rep
+        assert 0.0 <= regret_lower <= regret <= 0.5 + ROUND, rep
     eps0 = get_epsilon_from_mechanism(m)
     assert eps0 >= float(r.epsilon(0.5, side="optimistic")) - ROUND  # pure eps bounds eps(delta) for every delta
-    rdp, label = get_rdp_and_label(m, orders=[1.5, 2.0, 8.0, 64.0])
+    orders = np.array([1.5, 2.0, 8.0, 64.0])
+    rdp, label = get_rdp_and_label(m, orders=orders)
     assert label in ("exact", "upper") and np.all(rdp >= 0) and np.all(np.diff(rdp) >= -ROUND)  # RDP grows with t
     rho, rlabel = get_rho_from_mechanism(m)
     assert rho >= 0 and rlabel in ("exact", "upper")
+    assert np.all(rdp <= rho * orders * (1 + ROUND) + ROUND)  # rho* = sup_t eps(t)/t
+    # RDP and zCDP are upper bounds too: their implied delta at our lower eps(delta) is never below delta.
+    for delta in (1e-3, 1e-6, 1e-9):
+        lo = float(r.epsilon(delta, side="optimistic"))
+        for curve in (rdp, rho * orders):
+            assert float(get_delta_from_rdp(orders=orders, rdp=curve, epsilon=lo)) >= delta * (1 - ROUND)
 
 
 @pytest.mark.parametrize(("kind", "i", "m"), _case_params("divergence"))
@@ -296,8 +336,12 @@ def test_delta_divergence(kind, i, m):
     for a, b in ((r, ref), (ref, r)):
         res = get_delta_divergence(a, b, symmetric=False)
         assert 0.0 <= res.lower <= res.upper <= 0.5 + ROUND and res.value == res.upper
-    risk = np.asarray(get_bayes_risk(r, np.array([0.0, 0.1, 0.5, 0.9, 1.0])), float)
-    assert np.all((risk >= 0) & (risk <= 0.5 + ROUND))
+    pi = np.array([0.0, 0.1, 0.5, 0.9, 1.0])
+    risk = np.asarray(get_bayes_risk(r, pi), float)
+    assert np.all((risk >= 0) & (risk <= np.minimum(pi, 1 - pi) + ROUND))  # never above the trivial guess
+    ext = get_extremal_divergences(r)
+    assert 0.0 <= ext["from_perfect_privacy"] <= 0.5 and 0.0 <= ext["to_blatant_non_privacy"] <= 0.5
+    assert ext["sum"] == pytest.approx(0.5, abs=ROUND)  # seed 002 Lemma 5, for symmetric curves
 
 
 @pytest.mark.parametrize(("kind", "i", "m"), _case_params("bayes_security"))
