@@ -14,6 +14,8 @@ hook                           what it returns for one mechanism of the kind
 ``rho``                        (zCDP rho* = sup_t eps(t)/t, label, where the sup is attained: "one" / "inf" / "any")
 ``draw``                       a random representative instance (``numpy`` Generator): the contract test's sampler
 ``to_dp_event``                the dp_accounting ``DpEvent`` (named-accountant reproduction, RDP fallback)
+``from_dp_event``              (event, neighbouring) -> the kind's mechanism if ``event`` describes one, else None: the
+                               inverse of ``to_dp_event`` (:func:`mechanism_from_dp_event`), sensitivity 1
 ``exact_mu``                   the exact mu-GDP parameter, or None when this instance has no closed form
 ``clt_mu_squared``             the central-limit mu^2 (Bu et al. 2020; an estimate)
 ``gdp_upper_bound``            an analytic (mu, label) with the mechanism mu-GDP
@@ -84,6 +86,7 @@ __all__ = [
     "kind_names",
     "lake_columns",
     "leaf_kinds",
+    "mechanism_from_dp_event",
     "param_columns",
     "pld",
     "register",
@@ -125,6 +128,7 @@ REQUIRED_HOOKS: tuple[str, ...] = ("draw", "pld", "pure_epsilon", "rdp", "rho")
 parameters what every representation regret needs, ``draw`` what the contract test runs."""
 OPTIONAL_HOOKS: tuple[str, ...] = (
     "to_dp_event",
+    "from_dp_event",
     "exact_mu",
     "clt_mu_squared",
     "gdp_upper_bound",
@@ -151,6 +155,7 @@ class KindSpec:
     clt_mu_squared: Hook = MISSING
     gdp_upper_bound: Hook = MISSING
     subsampled_gaussian_phases: Hook = MISSING
+    from_dp_event: Hook = MISSING
 
     @property
     def name(self) -> str:
@@ -363,7 +368,7 @@ PROPERTIES: dict[str, _Property] = {
         combine=_merge_phases,
     ),
 }
-assert set(PROPERTIES) == set(HOOKS) - {"draw"}
+assert set(PROPERTIES) == set(HOOKS) - {"draw", "from_dp_event"}
 
 PRODUCERS: dict[str, tuple[str, ...]] = {
     "analyze": ("pld",),
@@ -432,7 +437,7 @@ def supports(kind: str | Mechanism, what: str) -> bool:
     for which composite kinds count as supported, or a mechanism, whose every leaf must support it)?"""
     needs = PRODUCERS.get(what, (what,))
     for need in needs:
-        if need not in PROPERTIES:
+        if need not in PROPERTIES and need != "from_dp_event":
             raise ValueError(f"what must be one of {', '.join((*PROPERTIES, *PRODUCERS))}, got {what!r}")
     if isinstance(kind, Mechanism):
         leaves = [get(leaf) for leaf in _leaves(kind)]
@@ -538,6 +543,27 @@ def _relation(rng: np.random.Generator) -> str:
 _NOT_PURE = math.inf  # delta(eps) > 0 for every eps
 
 
+def _sg_from_event(event: dp_accounting.DpEvent, neighbouring: str) -> SubsampledGaussian | None:
+    steps = 1
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        event, steps = event.event, event.count
+    if (
+        neighbouring == "add_remove"
+        and isinstance(event, dp_accounting.PoissonSampledDpEvent)
+        and isinstance(event.event, dp_accounting.GaussianDpEvent)
+    ):
+        return SubsampledGaussian(
+            noise_multiplier=event.event.noise_multiplier, sampling_rate=event.sampling_probability, steps=steps
+        )
+    return None
+
+
+def _rr_from_event(event: dp_accounting.DpEvent, neighbouring: str) -> RandomizedResponse | None:
+    if isinstance(event, dp_accounting.RandomizedResponseDpEvent) and event.num_buckets == 2:
+        return RandomizedResponse(epsilon=math.log(2.0 / event.noise_parameter - 1.0), neighbouring=neighbouring)
+    return None
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # The kinds
 # ---------------------------------------------------------------------------------------------------------------------
@@ -567,6 +593,11 @@ register(
         clt_mu_squared=lambda m: 1.0 / m.noise_multiplier**2,  # exact, not an approximation
         gdp_upper_bound=lambda m: (1.0 / m.noise_multiplier, "exact"),
         subsampled_gaussian_phases=Unsupported("not a Poisson-subsampled Gaussian"),
+        from_dp_event=lambda e, rel: (
+            Gaussian(noise_multiplier=e.noise_multiplier, neighbouring=rel)
+            if isinstance(e, dp_accounting.GaussianDpEvent)
+            else None
+        ),
     )
 )
 
@@ -595,6 +626,9 @@ register(
         # seed 003 Thm 5.1: every eps-DP mechanism is mu-GDP with mu = -2 Phi^-1(1/(1 + e^eps)).
         gdp_upper_bound=lambda m: (closed_form.get_mu_from_pure_dp(epsilon=m.sensitivity / m.scale), "upper"),
         subsampled_gaussian_phases=Unsupported("not a Poisson-subsampled Gaussian"),
+        from_dp_event=lambda e, rel: (
+            Laplace(scale=e.noise_multiplier, neighbouring=rel) if isinstance(e, dp_accounting.LaplaceDpEvent) else None
+        ),
     )
 )
 
@@ -618,6 +652,7 @@ register(
         clt_mu_squared=Unsupported("the CLT accountant applies to (subsampled) Gaussians only"),
         gdp_upper_bound=lambda m: (closed_form.get_mu_from_pure_dp(epsilon=m.epsilon), "exact"),
         subsampled_gaussian_phases=Unsupported("not a Poisson-subsampled Gaussian"),
+        from_dp_event=_rr_from_event,
     )
 )
 
@@ -678,6 +713,7 @@ register(
         subsampled_gaussian_phases=lambda m: (
             {(m.noise_multiplier, m.sampling_rate): m.steps} if m.sampling_rate < 1 else None
         ),
+        from_dp_event=_sg_from_event,
     )
 )
 
@@ -704,6 +740,7 @@ register(
         clt_mu_squared=Unsupported("the CLT accountant applies to (subsampled) Gaussians only"),
         gdp_upper_bound=Unsupported("no analytic GDP bound for the discrete Gaussian here; use analyze()"),
         subsampled_gaussian_phases=Unsupported("not a Poisson-subsampled Gaussian"),
+        from_dp_event=Unsupported("dp_accounting has no DpEvent for the discrete Gaussian"),
     )
 )
 
@@ -737,6 +774,33 @@ register(
         draw=lambda rng: SelfComposed(mechanism=_draw_parts(rng, 1)[0], count=int(rng.integers(2, 6))),
     )
 )
+
+
+def mechanism_from_dp_event(event: dp_accounting.DpEvent, *, neighbouring: str = "add_remove") -> Mechanism:
+    """The mechanism a dp_accounting ``DpEvent`` describes (the inverse of :func:`to_dp_event`).
+
+    DpEvents state noise in units of the sensitivity and carry no neighbouring relation: the result has sensitivity 1
+    and the given ``neighbouring``. Each leaf kind recognises its own events first (a ``SelfComposedDpEvent`` of a
+    ``PoissonSampledDpEvent`` of a Gaussian is one :class:`SubsampledGaussian`); other ``SelfComposedDpEvent`` /
+    ``ComposedDpEvent`` become :class:`SelfComposed` / :class:`Composed`. An event no kind describes raises
+    :class:`UnsupportedMechanismError`.
+    """
+    if not isinstance(event, dp_accounting.DpEvent):
+        raise ValueError(f"event must be a dp_accounting DpEvent, got {event!r}")
+    for name in leaf_kinds():
+        hook = get(name).from_dp_event
+        if callable(hook) and not isinstance(hook, Unsupported):
+            m = hook(event, neighbouring)
+            if m is not None:
+                return m
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        return SelfComposed(
+            mechanism=mechanism_from_dp_event(event.event, neighbouring=neighbouring), count=event.count
+        )
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+        parts = tuple(mechanism_from_dp_event(e, neighbouring=neighbouring) for e in event.events)
+        return Composed(mechanisms=parts)
+    raise UnsupportedMechanismError(f"no registered mechanism kind describes {event!r} under {neighbouring!r}")
 
 
 def draw(kind: str, rng: np.random.Generator) -> Mechanism:

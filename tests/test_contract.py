@@ -200,9 +200,21 @@ def test_to_dp_event_round_trip_or_declared_unsupported(kind, i, m):
         with pytest.raises(UnsupportedMechanismError):
             kinds.to_dp_event(m)
         return
+    assert kinds.supports(m, "from_dp_event"), f"{kind}: to_dp_event without its inverse"
     event = kinds.to_dp_event(m)
     assert isinstance(event, dp_accounting.DpEvent)
     assert kinds.to_dp_event(g.mechanism_from_dict(m.to_dict())) == event  # equal descriptions, equal events
+    # Back from the event (sensitivity 1: events count noise in units of it): the same event and the same release.
+    back = kinds.mechanism_from_dp_event(event, neighbouring=m.neighbouring_relation)
+    assert kinds.to_dp_event(back) == event and back.neighbouring_relation == m.neighbouring_relation
+    orders = np.array([1.5, 4.0, 32.0])
+    np.testing.assert_allclose(
+        get_rdp_and_label(back, orders=orders)[0], get_rdp_and_label(m, orders=orders)[0], rtol=1e-12
+    )
+    assert get_epsilon_from_mechanism(back) == pytest.approx(get_epsilon_from_mechanism(m), rel=1e-12)
+    for d in (1e-3, 1e-6):
+        eps_back = kinds.pld(back, step=1e-3, pessimistic=True).get_epsilon_for_delta(d)
+        assert eps_back == pytest.approx(kinds.pld(m, step=1e-3, pessimistic=True).get_epsilon_for_delta(d), rel=1e-9)
     relation = (
         dp_accounting.NeighboringRelation.REPLACE_ONE
         if m.neighbouring_relation == "replace_one"
@@ -537,6 +549,15 @@ def test_meta_required_hook_cannot_be_declared_unsupported(required):
     assert any("cannot be unsupported" in p for p in kinds.check_kind(spec))
     with pytest.raises(kinds.KindContractError):
         kinds.register(spec)
+
+
+def test_dp_event_no_kind_describes_is_refused():
+    with pytest.raises(UnsupportedMechanismError):
+        kinds.mechanism_from_dp_event(dp_accounting.dp_event.DiscreteLaplaceDpEvent(1.0, 1))
+    with pytest.raises(UnsupportedMechanismError):  # Poisson subsampling is add/remove only
+        kinds.mechanism_from_dp_event(
+            dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(1.0)), neighbouring="replace_one"
+        )
 
 
 def test_meta_unsupported_optional_hook_raises_the_named_error_not_a_number():
