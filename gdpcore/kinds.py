@@ -90,6 +90,7 @@ __all__ = [
     "param_columns",
     "pld",
     "register",
+    "solve_clt_subsampled_gaussian",
     "subsampled_gaussian_phases",
     "supports",
     "to_dp_event",
@@ -490,6 +491,33 @@ def clt_mu_subsampled_gaussian(*, noise_multiplier: float, sampling_rate: float,
     if sampling_rate == 1.0:
         return math.sqrt(steps) / noise_multiplier
     return sampling_rate * math.sqrt(steps * math.expm1(1.0 / noise_multiplier**2))
+
+
+def solve_clt_subsampled_gaussian(
+    mu: float,
+    *,
+    noise_multiplier: float | None = None,
+    sampling_rate: float | None = None,
+    steps: float | None = None,
+) -> float:
+    """The one parameter left as None for which :func:`clt_mu_subsampled_gaussian` equals ``mu`` (real-valued:
+    ``steps`` is not rounded, ``sampling_rate`` may exceed 1; the caller clamps). A starting point for calibration,
+    never an answer: the CLT mu is an estimate."""
+    given = {"noise_multiplier": noise_multiplier, "sampling_rate": sampling_rate, "steps": steps}
+    missing = [k for k, v in given.items() if v is None]
+    if len(missing) != 1:
+        raise ValueError(f"exactly one of noise_multiplier, sampling_rate, steps must be None, got {missing!r}")
+    if not (math.isfinite(mu) and mu > 0):
+        raise ValueError(f"mu must be finite and > 0, got {mu!r}")
+    if noise_multiplier is None:
+        q, t = float(sampling_rate or 0.0), float(steps or 0.0)
+        return math.sqrt(t) / mu if q == 1.0 else 1.0 / math.sqrt(math.log1p(mu**2 / (q * q * t)))
+    sigma = float(noise_multiplier)
+    growth = math.expm1(1.0 / sigma**2)
+    if steps is None:
+        q = float(sampling_rate or 0.0)
+        return mu**2 / (q * q * growth) if q < 1.0 else (mu * sigma) ** 2
+    return mu / math.sqrt(float(steps) * growth)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
