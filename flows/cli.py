@@ -157,20 +157,37 @@ def _analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose epilog is computed when help is shown (the kind list comes from gdpcore's kind
+    registry, whose import is kept out of start-up)."""
+
+    def __init__(self, *args: Any, epilog_factory: Callable[[], str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._epilog_factory = epilog_factory
+
+    def format_help(self) -> str:
+        if self._epilog_factory is not None and self.epilog is None:
+            self.epilog = self._epilog_factory()
+        return super().format_help()
+
+
+def _kinds_epilog() -> str:
+    from gdpcore.kinds import help_text
+
+    return help_text()
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gdp", description="Honest, complete differential-privacy reports.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser(
         "analyze",
         help="privacy report of one mechanism",
         description="e.g. gdp analyze subsampled_gaussian --noise-multiplier 9.4 --sampling-rate 0.32768 --steps 2000",
+        epilog_factory=_kinds_epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "kind",
-        nargs="?",
-        help="mechanism kind: gaussian, laplace, randomized_response, "
-        "subsampled_gaussian, discrete_gaussian (or use --spec)",
-    )
+    p.add_argument("kind", nargs="?", help="mechanism kind (listed below with its parameters), or use --spec")
     p.add_argument("--spec", help="a mechanism as JSON text or a JSON file (any kind, incl. composed)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--accountant", default="auto", choices=("auto", "pld", "closed_form"))

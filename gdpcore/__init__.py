@@ -38,6 +38,7 @@ from gdpcore.divergence import delta_divergence, get_bayes_risk, get_delta_diver
 from gdpcore.fast_pld import subsampled_gaussian_loss_pmf
 from gdpcore.gdpt import bracket_mu, get_delta_from_epsilon_delta, identify_gdp, implies
 from gdpcore.grid import analyze_grid
+from gdpcore.kinds import UnsupportedMechanismError
 from gdpcore.mechanisms import (
     Composed,
     DiscreteGaussian,
@@ -75,6 +76,7 @@ __all__ = [
     "RepresentationRegret",
     "SelfComposed",
     "SubsampledGaussian",
+    "UnsupportedMechanismError",
     "__version__",
     "advantage_calibration_cost",
     "advantage_calibration_tpr_gap_bound",

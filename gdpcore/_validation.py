@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+_T = TypeVar("_T")
+
 __all__ = [
+    "Choice",
+    "Constraint",
+    "Count",
+    "Positive",
+    "Probability",
     "check_choice",
     "check_count",
     "check_open_unit_array",
@@ -67,7 +74,8 @@ def check_count(name: str, value: Any, *, minimum: int = 1) -> int:
     return out
 
 
-def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+def check_choice(name: str, value: Any, choices: tuple[_T, ...]) -> _T:
+    """One of ``choices`` (compared with ==); the error lists them."""
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
     return value
@@ -89,3 +97,71 @@ def check_open_unit_array(name: str, value: Any, *, allow_zero: bool = False, al
         interval = ("[" if allow_zero else "(") + "0, 1" + ("]" if allow_one else ")")
         raise ValueError(f"{name} must be in {interval}, got {first!r}")
     return arr
+
+
+# -- declarative constraints: what a mechanism parameter accepts, stated once ------------------------------------------
+class Constraint:
+    """What a parameter accepts: :meth:`check` validates (raising ``ValueError`` naming the field and the value) and
+    returns the normalised value; :meth:`describe` states the rule in words (for CLI help and spec errors)."""
+
+    type: type = float
+
+    def check(self, name: str, value: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class Positive(Constraint):
+    """A finite real number > 0."""
+
+    type = float
+
+    def check(self, name: str, value: Any) -> float:
+        return check_positive(name, value)
+
+    def describe(self) -> str:
+        return "real > 0"
+
+
+class Probability(Constraint):
+    """A real number in (0, 1]."""
+
+    type = float
+
+    def check(self, name: str, value: Any) -> float:
+        return check_probability(name, value)
+
+    def describe(self) -> str:
+        return "real in (0, 1]"
+
+
+class Count(Constraint):
+    """An integer >= ``minimum`` (integral floats accepted)."""
+
+    type = int
+
+    def __init__(self, minimum: int = 1) -> None:
+        self.minimum = minimum
+
+    def check(self, name: str, value: Any) -> int:
+        return check_count(name, value, minimum=self.minimum)
+
+    def describe(self) -> str:
+        return f"integer >= {self.minimum}"
+
+
+class Choice(Constraint):
+    """One of a fixed tuple of strings."""
+
+    type = str
+
+    def __init__(self, choices: tuple[str, ...]) -> None:
+        self.choices = tuple(choices)
+
+    def check(self, name: str, value: Any) -> str:
+        return check_choice(name, value, self.choices)
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(self.choices)

@@ -27,16 +27,8 @@ import math
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from gdpcore.mechanisms import (
-    Composed,
-    DiscreteGaussian,
-    Gaussian,
-    Laplace,
-    Mechanism,
-    RandomizedResponse,
-    SelfComposed,
-    SubsampledGaussian,
-)
+from gdpcore import kinds
+from gdpcore.mechanisms import Mechanism
 from gdpcore.pmf import LossPMF
 
 __all__ = ["ACCOUNTANT_NAME", "DEFAULT_DISCRETIZATION", "LossPMF", "build_pld", "loss_pmf", "loss_pmfs"]
@@ -45,71 +37,19 @@ DEFAULT_DISCRETIZATION = 1e-4
 ACCOUNTANT_NAME = "dp_accounting.pld"
 
 
-def _single_pld(mechanism: Mechanism, *, step: float, pessimistic: bool) -> pld_lib.PrivacyLossDistribution:
-    # Connect-the-dots is pessimistic only; the optimistic twin uses privacy buckets rounded down.
-    ctd = pessimistic
-    if isinstance(mechanism, Gaussian):
-        # The trade-off curve of a Gaussian depends on the relation only through the stated sensitivity.
-        return pld_lib.from_gaussian_mechanism(
-            mechanism.noise_multiplier * mechanism.sensitivity,
-            sensitivity=mechanism.sensitivity,
-            pessimistic_estimate=pessimistic,
-            value_discretization_interval=step,
-            use_connect_dots=ctd,
-        )
-    if isinstance(mechanism, SubsampledGaussian):
-        single = pld_lib.from_gaussian_mechanism(
-            mechanism.noise_multiplier * mechanism.sensitivity,
-            sensitivity=mechanism.sensitivity,
-            pessimistic_estimate=pessimistic,
-            value_discretization_interval=step,
-            sampling_prob=mechanism.sampling_rate,
-            use_connect_dots=ctd,
-        )
-        return single.self_compose(mechanism.steps) if mechanism.steps > 1 else single
-    if isinstance(mechanism, Laplace):
-        return pld_lib.from_laplace_mechanism(
-            mechanism.scale,
-            sensitivity=mechanism.sensitivity,
-            pessimistic_estimate=pessimistic,
-            value_discretization_interval=step,
-            use_connect_dots=ctd,
-        )
-    if isinstance(mechanism, RandomizedResponse):
-        # Binary RR reporting the truth w.p. e^eps/(1+e^eps) is dp_accounting's RR with noise parameter 2/(1+e^eps).
-        return pld_lib.from_randomized_response(
-            noise_parameter=2.0 / (1.0 + math.exp(mechanism.epsilon)),
-            num_buckets=2,
-            pessimistic_estimate=pessimistic,
-            value_discretization_interval=step,
-        )
-    if isinstance(mechanism, DiscreteGaussian):
-        return pld_lib.from_discrete_gaussian_mechanism(
-            mechanism.sigma,
-            sensitivity=mechanism.sensitivity,
-            pessimistic_estimate=pessimistic,
-            value_discretization_interval=step,
-            use_connect_dots=ctd,
-        )
-    if isinstance(mechanism, SelfComposed):
-        inner = _single_pld(mechanism.mechanism, step=step, pessimistic=pessimistic)
-        return inner.self_compose(mechanism.count) if mechanism.count > 1 else inner
-    if isinstance(mechanism, Composed):
-        plds = [_single_pld(m, step=step, pessimistic=pessimistic) for m in mechanism.mechanisms]
-        out = plds[0]
-        for other in plds[1:]:
-            out = out.compose(other)
-        return out
-    raise ValueError(f"mechanism has unsupported kind {type(mechanism).__name__!r}")
-
-
 def build_pld(
     mechanism: Mechanism, *, discretization: float = DEFAULT_DISCRETIZATION, pessimistic: bool = True
 ) -> pld_lib.PrivacyLossDistribution:
-    """The dp_accounting PLD of ``mechanism`` (connect-the-dots if pessimistic, rounded-down buckets otherwise)."""
+    """The dp_accounting PLD of ``mechanism`` (connect-the-dots if pessimistic, rounded-down buckets otherwise).
+
+    Each kind's construction is declared in the kind registry (:func:`gdpcore.kinds.pld`); compositions are composed
+    there. A kind without one raises :class:`gdpcore.kinds.UnsupportedMechanismError`.
+    """
+    if not isinstance(mechanism, Mechanism):
+        raise ValueError(f"mechanism must be a gdpcore mechanism, got {mechanism!r}")
     if not (isinstance(discretization, float | int) and 0 < discretization <= 0.1 and math.isfinite(discretization)):
         raise ValueError(f"discretization must be in (0, 0.1], got {discretization!r}")
-    return _single_pld(mechanism, step=float(discretization), pessimistic=pessimistic)
+    return kinds.pld(mechanism, step=float(discretization), pessimistic=pessimistic)
 
 
 def loss_pmf(pld: pld_lib.PrivacyLossDistribution, *, pessimistic: bool, direction: str = "remove") -> LossPMF:

@@ -35,22 +35,13 @@ as the independent cross-check (equal at integer orders).
 from __future__ import annotations
 
 import dataclasses
-import math
 
-import dp_accounting
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from gdpcore._validation import check_positive, check_probability
 from gdpcore.closed_form import get_epsilon_from_gdp
-from gdpcore.mechanisms import (
-    Composed,
-    Gaussian,
-    Laplace,
-    Mechanism,
-    RandomizedResponse,
-    SelfComposed,
-    SubsampledGaussian,
-)
+from gdpcore.kinds import UnsupportedMechanismError, clt_mu, to_dp_event
+from gdpcore.mechanisms import Mechanism
 
 __all__ = [
     "CLAIM_STATUSES",
@@ -137,41 +128,21 @@ class ClaimCheck:
         return f"{head}; {repro}; gdpcore's pessimistic eps {self.tight_epsilon:.4g} {verdict}"
 
 
-# -- RDP via dp_accounting -----------------------------------------------------------------------------------------
-class _Unsupported(ValueError):
-    pass
-
-
-def _dp_event(mechanism: Mechanism) -> dp_accounting.DpEvent:
-    if isinstance(mechanism, Gaussian):
-        return dp_accounting.GaussianDpEvent(mechanism.noise_multiplier)
-    if isinstance(mechanism, SubsampledGaussian):
-        event = dp_accounting.PoissonSampledDpEvent(
-            mechanism.sampling_rate, dp_accounting.GaussianDpEvent(mechanism.noise_multiplier)
-        )
-        return dp_accounting.SelfComposedDpEvent(event, mechanism.steps)
-    if isinstance(mechanism, Laplace):
-        # dp_accounting's LaplaceDpEvent takes the scale in units of the L1 sensitivity.
-        return dp_accounting.LaplaceDpEvent(mechanism.scale / mechanism.sensitivity)
-    if isinstance(mechanism, RandomizedResponse):
-        return dp_accounting.RandomizedResponseDpEvent(2.0 / (1.0 + math.exp(mechanism.epsilon)), 2)
-    if isinstance(mechanism, SelfComposed):
-        return dp_accounting.SelfComposedDpEvent(_dp_event(mechanism.mechanism), mechanism.count)
-    if isinstance(mechanism, Composed):
-        return dp_accounting.ComposedDpEvent([_dp_event(m) for m in mechanism.mechanisms])
-    raise _Unsupported(f"dp_accounting's RDP accountant has no event for {type(mechanism).__name__}")
-
-
+# -- RDP via dp_accounting ------------------------------------------------------------------------------------------
+# The mechanism -> DpEvent construction is declared per kind in the registry (gdpcore.kinds.to_dp_event).
 def _rdp_epsilon(mechanism: Mechanism, delta: float) -> tuple[float, str]:
     relation = (
         rdp_privacy_accountant.NeighborRel.REPLACE_ONE
         if mechanism.neighbouring_relation == "replace_one"
         else rdp_privacy_accountant.NeighborRel.ADD_OR_REMOVE_ONE
     )
-    event = _dp_event(mechanism)
+    try:
+        event = to_dp_event(mechanism)
+    except UnsupportedMechanismError as exc:
+        raise UnsupportedMechanismError(f"dp_accounting's RDP accountant cannot take this mechanism: {exc}") from None
     accountant = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
     if not accountant.supports(event):
-        raise _Unsupported(
+        raise UnsupportedMechanismError(
             f"dp_accounting's RDP accountant does not support {type(mechanism).__name__} under "
             f"{mechanism.neighbouring_relation}"
         )
@@ -185,17 +156,7 @@ def _rdp_epsilon(mechanism: Mechanism, delta: float) -> tuple[float, str]:
     return float(eps), detail
 
 
-# -- CLT (Bu et al. 2020; Opacus GaussianAccountant) ----------------------------------------------------------------
-def _clt_mu_squared(mechanism: Mechanism) -> float:
-    if isinstance(mechanism, Gaussian):
-        return 1.0 / mechanism.noise_multiplier**2  # exact, not an approximation
-    if isinstance(mechanism, SubsampledGaussian):
-        return mechanism.sampling_rate**2 * mechanism.steps * math.expm1(1.0 / mechanism.noise_multiplier**2)
-    if isinstance(mechanism, SelfComposed):
-        return mechanism.count * _clt_mu_squared(mechanism.mechanism)
-    if isinstance(mechanism, Composed):
-        return math.fsum(_clt_mu_squared(m) for m in mechanism.mechanisms)
-    raise _Unsupported(f"the CLT accountant applies to (subsampled) Gaussians only, not {type(mechanism).__name__}")
+# -- CLT (Bu et al. 2020; Opacus GaussianAccountant): gdpcore.kinds.clt_mu, declared per kind in the registry -----
 
 
 def get_epsilon_from_named_accountant(
@@ -224,7 +185,7 @@ def get_epsilon_from_named_accountant(
             eps, detail = _rdp_epsilon(mechanism, delta)
             return EpsilonReproduction(family=family, delta=delta, epsilon=eps, bound="upper", detail=detail)
         if family == "clt":
-            mu = math.sqrt(_clt_mu_squared(mechanism))
+            mu = clt_mu(mechanism)
             eps = float(get_epsilon_from_gdp(mu=mu, delta=delta))
             return EpsilonReproduction(
                 family=family,
@@ -233,7 +194,7 @@ def get_epsilon_from_named_accountant(
                 bound="estimate",
                 detail=f"central-limit mu = {mu:.6g} (Bu et al. 2020; an approximation, not a bound)",
             )
-    except _Unsupported as exc:
+    except UnsupportedMechanismError as exc:
         return EpsilonReproduction(family=family, delta=delta, epsilon=None, bound=None, detail=str(exc))
     if tight_epsilon is None:
         from gdpcore.report import analyze  # local: report imports the accounting stack

@@ -105,7 +105,7 @@ def _weight(weight: str | None):
 
 def _one_way(r1: PrivacyReport, r2: PrivacyReport, weight: str | None, tol: float) -> tuple[float, float, float]:
     w, w_tail = _weight(weight)
-    bp = None if r1.exact else r1._pessimistic.eps  # noqa: SLF001
+    bp = None if r1.exact else r1.curve("pessimistic").eps
     lo, hi, arg = certified_sup(
         mechanism_profile(r2),
         mechanism_profile(r1),
@@ -141,8 +141,9 @@ def get_bayes_risk(m: Any, prior: np.ndarray | float, *, discretization: float =
     """Minimum Bayes error R_min(pi) = min_alpha pi alpha + (1 - pi) f(alpha)  (seed 002 Eq. 2), vectorised over pi.
 
     Computed from the trade-off curve itself: the closed form pi Phi(-mu/2 - L/mu) + (1 - pi) Phi(-mu/2 + L/mu),
-    L = log(pi/(1 - pi)), for exact GDP reports (exact); the minimum over the vertices of the accountant's
-    piecewise-linear pessimistic curve otherwise (a *lower* bound on the true R_min: the curve is below the true one).
+    L = log(pi/(1 - pi)), for exact GDP reports (exact); (1 - p)(1 - delta(log(p/(1 - p)))), p = max(pi, 1 - pi), from
+    the accountant's pessimistic profile otherwise (a *lower* bound on the true R_min: that profile is above the true
+    one).
     """
     r = _as_report(m, "m", discretization)
     pi = check_open_unit_array("prior", prior, allow_zero=True, allow_one=True)
@@ -153,23 +154,18 @@ def get_bayes_risk(m: Any, prior: np.ndarray | float, *, discretization: float =
         out = pi * special.ndtr(-mu / 2 - lg / mu) + (1 - pi) * special.ndtr(-mu / 2 + lg / mu)
         out = np.where((pi == 0) | (pi == 1), 0.0, out)
     else:
-        a, b = r.breakpoints()
-        a = np.concatenate([[0.0], a])
-        b = np.concatenate([[1.0], b])
-        # f is convex and piecewise linear: for prior pi the minimising vertex is where the segment slopes cross
-        # -pi/(1 - pi); segment slopes are non-decreasing, so a binary search finds it (checked +-1 vertex).
-        da = np.diff(a)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            slopes = np.where(da > 0, np.diff(b) / np.where(da > 0, da, 1.0), -np.inf)
-        slopes = np.maximum.accumulate(slopes)
+        # Through the profile instead of the curve's vertices: min_alpha c alpha + f(alpha) = -f*(-c) = 1 - delta(eps)
+        # with c = e^eps (delta(eps) = 1 + f*(-e^eps), Dong et al. Prop. 2.12), and R(pi) = R(1 - pi) for a symmetric
+        # curve, so R(pi) = (1 - p)(1 - delta(log(p / (1 - p)))) with p = max(pi, 1 - pi). Searching the vertices
+        # for the one where the slopes cross -pi/(1 - pi) is not robust: in floating point the slopes of a
+        # Gaussian-type curve are not monotone near alpha = 0 (beta == 1.0 over several vertices) nor where the curve
+        # hugs 1 - alpha, and a running maximum of them sent every prior to the vertex (0, 1), i.e. R = 1 - pi.
+        p = np.maximum(pi, 1.0 - pi)
         with np.errstate(divide="ignore"):
-            target = -pi / (1.0 - pi)
-        k = np.searchsorted(slopes, target)
-        best = np.full(pi.shape, np.inf)
-        for shift in (-1, 0, 1):
-            j = np.clip(k + shift, 0, a.size - 1)
-            best = np.minimum(best, pi * a[j] + (1 - pi) * b[j])
-        out = best
+            eps = np.log(p) - np.log1p(-p)
+        finite = np.isfinite(eps)
+        d = np.asarray(r.delta(np.where(finite, eps, 0.0)), dtype=float)
+        out = np.where(finite, (1.0 - p) * (1.0 - np.clip(d, 0.0, 1.0)), 0.0)
     return float(out) if np.ndim(prior) == 0 else out
 
 
@@ -282,6 +278,6 @@ def get_extremal_divergences(m: Any, *, discretization: float = 1e-4) -> dict[st
         "from_perfect_privacy_bound": "exact" if exact else "upper",
         "to_blatant_non_privacy": r_star,
         "to_blatant_non_privacy_bound": "exact" if exact else "lower",
-        "fixed_point": (1.0 - tv) / 2.0 if exact else float(r._pessimistic.fixed_point),  # noqa: SLF001
+        "fixed_point": (1.0 - tv) / 2.0 if exact else float(r.curve("pessimistic").fixed_point),
         "sum": tv / 2.0 + r_star,
     }

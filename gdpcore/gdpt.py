@@ -28,18 +28,9 @@ from collections.abc import Callable
 import numpy as np
 from scipy import special
 
-from gdpcore import closed_form
+from gdpcore import closed_form, kinds
 from gdpcore._validation import check_count, check_positive, check_probability, check_real
-from gdpcore.mechanisms import (
-    Composed,
-    DiscreteGaussian,
-    Gaussian,
-    Laplace,
-    Mechanism,
-    RandomizedResponse,
-    SelfComposed,
-    SubsampledGaussian,
-)
+from gdpcore.mechanisms import Mechanism
 
 __all__ = [
     "GdpIdentification",
@@ -56,7 +47,7 @@ __all__ = [
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 
 
-def _log_delta_mu(mu: np.ndarray, eps: np.ndarray) -> np.ndarray:
+def _log_delta_mu(mu: np.ndarray | float, eps: np.ndarray | float) -> np.ndarray:
     """log delta_mu(eps), vectorised over both arguments (stable in log space; seed 003 Alg. 0)."""
     mu = np.asarray(mu, float)
     eps = np.asarray(eps, float)
@@ -276,25 +267,11 @@ def get_gdp_upper_bound(mechanism: Mechanism) -> tuple[float, str]:
     Gaussian: exact 1/sigma. eps-DP mechanisms (Laplace, randomized response): Thm 5.1, -2 Phi^{-1}(1/(1 + e^eps))
     ("upper"; exact for RR). Subsampled Gaussian: sqrt(T)/sigma (subsampling never hurts; seed 003 Sec. 5.3 shows it
     does not improve the worst-case tail), "upper". Compositions: sqrt(sum mu_i^2) (Dong et al. Cor. 3.3), "upper".
-    Discrete Gaussian: not covered analytically here (raises ValueError).
+    Discrete Gaussian: not covered analytically here (raises :class:`gdpcore.kinds.UnsupportedMechanismError`, a
+    ValueError). Declared per kind in :mod:`gdpcore.kinds`.
     """
-    if isinstance(mechanism, Gaussian):
-        return 1.0 / mechanism.noise_multiplier, "exact"
-    if isinstance(mechanism, Laplace):
-        return closed_form.get_mu_from_pure_dp(epsilon=mechanism.sensitivity / mechanism.scale), "upper"
-    if isinstance(mechanism, RandomizedResponse):
-        return closed_form.get_mu_from_pure_dp(epsilon=mechanism.epsilon), "exact"
-    if isinstance(mechanism, SubsampledGaussian):
-        label = "exact" if mechanism.sampling_rate == 1.0 else "upper"
-        return math.sqrt(mechanism.steps) / mechanism.noise_multiplier, label
-    if isinstance(mechanism, SelfComposed):
-        mu, _ = get_gdp_upper_bound(mechanism.mechanism)
-        return mu * math.sqrt(mechanism.count), "upper"
-    if isinstance(mechanism, Composed):
-        return math.sqrt(sum(get_gdp_upper_bound(m)[0] ** 2 for m in mechanism.mechanisms)), "upper"
-    if isinstance(mechanism, DiscreteGaussian):
-        raise ValueError("mechanism of kind 'discrete_gaussian' has no analytic GDP bound here; use analyze()")
-    raise ValueError(f"mechanism has unsupported kind {type(mechanism).__name__!r}")
+    mu, label = kinds.evaluate(mechanism, "gdp_upper_bound")
+    return float(mu), str(label)
 
 
 def get_delta_from_epsilon_delta(

@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from gdpcore._validation import check_choice, check_count, check_positive, check_probability
+from gdpcore._validation import Choice, Constraint, Count, Positive, Probability
 
 __all__ = [
     "NEIGHBOURING_RELATIONS",
@@ -33,10 +33,13 @@ __all__ = [
     "Gaussian",
     "Laplace",
     "Mechanism",
+    "Param",
     "RandomizedResponse",
     "SelfComposed",
     "SubsampledGaussian",
     "mechanism_from_dict",
+    "param",
+    "parameters",
 ]
 
 NEIGHBOURING_RELATIONS: tuple[str, ...] = ("add_remove", "replace_one")
@@ -44,12 +47,93 @@ NEIGHBOURING_RELATIONS: tuple[str, ...] = ("add_remove", "replace_one")
 # Bumped whenever the serialised form of a mechanism changes meaning; part of every content hash.
 _SCHEMA_VERSION = 1
 
+_PARAM_KEY = "gdpcore.param"
+_NESTED_KEY = "gdpcore.nested"
+
+
+@dataclasses.dataclass(frozen=True)
+class _ParamMeta:
+    doc: str
+    constraint: Constraint
+    lake_column: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One scalar parameter of a mechanism kind, as declared on its class with :func:`param`.
+
+    Everything that lists parameters (the spec schema of ``tasks/spec.py``, the lake's typed parameter columns, the
+    CLI help) is derived from these declarations through :mod:`gdpcore.kinds`.
+    """
+
+    name: str
+    type: type
+    doc: str
+    constraint: Constraint
+    default: Any  # dataclasses.MISSING when required
+    lake_column: str
+
+    @property
+    def required(self) -> bool:
+        return self.default is dataclasses.MISSING
+
+    def describe(self) -> str:
+        """One line: name, rule, default and meaning (for help texts)."""
+        default = "required" if self.required else f"default {self.default!r}"
+        return f"{self.name} ({self.constraint.describe()}; {default}): {self.doc}"
+
+
+def param(doc: str, constraint: Constraint, *, default: Any = dataclasses.MISSING, lake_column: str | None = None):
+    """Declare a scalar mechanism parameter: a dataclass field carrying its meaning and its rule.
+
+    ``lake_column`` renames the parameter's column in the results lake where its name would collide with a result
+    column (randomized response's ``epsilon`` is stored as ``rr_epsilon``).
+    """
+    meta = {_PARAM_KEY: _ParamMeta(doc=doc, constraint=constraint, lake_column=lake_column)}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def _nested(many: bool, doc: str):
+    return dataclasses.field(metadata={_NESTED_KEY: ("many" if many else "one", doc)})
+
+
+def parameters(cls: type[Mechanism]) -> tuple[Param, ...]:
+    """The declared scalar parameters of a mechanism class, in field order (nested mechanisms excluded)."""
+    out = []
+    for f in dataclasses.fields(cls):
+        meta = f.metadata.get(_PARAM_KEY)
+        if meta is None:
+            continue
+        out.append(
+            Param(
+                name=f.name,
+                type=meta.constraint.type,
+                doc=meta.doc,
+                constraint=meta.constraint,
+                default=f.default,
+                lake_column=meta.lake_column or f.name,
+            )
+        )
+    return tuple(out)
+
+
+def nested_fields(cls: type[Mechanism]) -> dict[str, str]:
+    """{field name: "one" | "many"} for the fields of ``cls`` that hold nested mechanisms."""
+    return {f.name: f.metadata[_NESTED_KEY][0] for f in dataclasses.fields(cls) if _NESTED_KEY in f.metadata}
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Mechanism:
-    """Base class. Subclasses declare ``kind`` (the JSON tag) and validate their fields in ``__post_init__``."""
+    """Base class. Subclasses declare ``kind`` (the JSON tag) and their parameters with :func:`param`; declared
+    parameters are validated (and normalised: ``steps=100.0`` becomes ``100``) here, once for every kind."""
 
     kind: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            meta = f.metadata.get(_PARAM_KEY)
+            if meta is not None:
+                object.__setattr__(self, f.name, meta.constraint.check(f.name, getattr(self, f.name)))
 
     # -- serialisation -------------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -76,19 +160,26 @@ class Mechanism:
     # -- structure -------------------------------------------------------------------------------------------------
     @property
     def neighbouring_relation(self) -> str:
-        return self.neighbouring
+        """The neighbouring relation the guarantee is stated for (a leaf kind's ``neighbouring`` parameter)."""
+        value = self.__dict__.get("neighbouring")
+        if not isinstance(value, str):
+            raise TypeError(f"mechanism kind {self.kind!r} declares no 'neighbouring' parameter")
+        return value
 
     def gaussian_mu(self) -> float | None:
         """Exact mu-GDP parameter if the mechanism is a composition of plain Gaussians, else None.
 
-        A Gaussian whose noise std is noise_multiplier x sensitivity is exactly (1/noise_multiplier)-GDP, and mu_i-GDP mechanisms
-        compose to sqrt(sum mu_i^2)-GDP (Dong et al. 2022, Cor. 3.3); seed 000 Sec. 5 "Other algorithms".
+        A Gaussian whose noise std is noise_multiplier x sensitivity is exactly (1/noise_multiplier)-GDP, and mu_i-GDP
+        mechanisms compose to sqrt(sum mu_i^2)-GDP (Dong et al. 2022, Cor. 3.3); seed 000 Sec. 5 "Other algorithms".
+        Dispatched through the kind registry (:func:`gdpcore.kinds.exact_mu`).
         """
-        return None
+        from gdpcore import kinds  # local: the registry imports this module
+
+        return kinds.exact_mu(self)
 
 
-def _check_neighbouring(value: Any) -> str:
-    return check_choice("neighbouring", value, NEIGHBOURING_RELATIONS)
+_SENSITIVITY_DOC = "sensitivity of the released query under the neighbouring relation (noise is in units of it)"
+_RELATION_DOC = "neighbouring relation the guarantee is stated for"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -99,17 +190,9 @@ class Gaussian(Mechanism):
     """
 
     kind: ClassVar[str] = "gaussian"
-    noise_multiplier: float
-    sensitivity: float = 1.0
-    neighbouring: str = "add_remove"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "noise_multiplier", check_positive("noise_multiplier", self.noise_multiplier))
-        object.__setattr__(self, "sensitivity", check_positive("sensitivity", self.sensitivity))
-        _check_neighbouring(self.neighbouring)
-
-    def gaussian_mu(self) -> float:
-        return 1.0 / self.noise_multiplier
+    noise_multiplier: float = param("noise standard deviation in units of the L2 sensitivity", Positive())
+    sensitivity: float = param("L2 " + _SENSITIVITY_DOC, Positive(), default=1.0)
+    neighbouring: str = param(_RELATION_DOC, Choice(NEIGHBOURING_RELATIONS), default="add_remove")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -117,14 +200,9 @@ class Laplace(Mechanism):
     """Laplace mechanism: query + Lap(scale); pure (sensitivity/scale)-DP."""
 
     kind: ClassVar[str] = "laplace"
-    scale: float
-    sensitivity: float = 1.0
-    neighbouring: str = "add_remove"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "scale", check_positive("scale", self.scale))
-        object.__setattr__(self, "sensitivity", check_positive("sensitivity", self.sensitivity))
-        _check_neighbouring(self.neighbouring)
+    scale: float = param("Laplace noise scale b (absolute, not in units of the sensitivity)", Positive())
+    sensitivity: float = param("L1 " + _SENSITIVITY_DOC, Positive(), default=1.0)
+    neighbouring: str = param(_RELATION_DOC, Choice(NEIGHBOURING_RELATIONS), default="add_remove")
 
     @property
     def epsilon(self) -> float:
@@ -139,12 +217,14 @@ class RandomizedResponse(Mechanism):
     """
 
     kind: ClassVar[str] = "randomized_response"
-    epsilon: float
-    neighbouring: str = "replace_one"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon))
-        check_choice("neighbouring", self.neighbouring, ("replace_one",))
+    epsilon: float = param(
+        "pure-DP parameter: the true bit is reported with probability e^eps / (1 + e^eps)",
+        Positive(),
+        lake_column="rr_epsilon",
+    )
+    neighbouring: str = param(
+        _RELATION_DOC + " (one respondent's bit)", Choice(("replace_one",)), default="replace_one"
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -156,24 +236,13 @@ class SubsampledGaussian(Mechanism):
     """
 
     kind: ClassVar[str] = "subsampled_gaussian"
-    noise_multiplier: float
-    sampling_rate: float
-    steps: int
-    sensitivity: float = 1.0
-    neighbouring: str = "add_remove"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "noise_multiplier", check_positive("noise_multiplier", self.noise_multiplier))
-        object.__setattr__(self, "sampling_rate", check_probability("sampling_rate", self.sampling_rate))
-        object.__setattr__(self, "steps", check_count("steps", self.steps))
-        object.__setattr__(self, "sensitivity", check_positive("sensitivity", self.sensitivity))
-        check_choice("neighbouring", self.neighbouring, ("add_remove",))
-
-    def gaussian_mu(self) -> float | None:
-        # With sampling_rate == 1 every step is a plain Gaussian: exactly (sqrt(T)/sigma)-GDP.
-        if self.sampling_rate == 1.0:
-            return self.steps**0.5 / self.noise_multiplier
-        return None
+    noise_multiplier: float = param("noise standard deviation in units of the clipping norm", Positive())
+    sampling_rate: float = param("Poisson sampling probability of each record per step", Probability())
+    steps: int = param("number of composed steps", Count())
+    sensitivity: float = param("clipping norm (L2 sensitivity of one record's contribution)", Positive(), default=1.0)
+    neighbouring: str = param(
+        _RELATION_DOC + " (Poisson subsampling: add_remove only)", Choice(("add_remove",)), default="add_remove"
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -181,14 +250,9 @@ class DiscreteGaussian(Mechanism):
     """Discrete Gaussian mechanism on the integers (Canonne, Kamath, Steinke 2020), integer sensitivity."""
 
     kind: ClassVar[str] = "discrete_gaussian"
-    sigma: float
-    sensitivity: int = 1
-    neighbouring: str = "add_remove"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "sigma", check_positive("sigma", self.sigma))
-        object.__setattr__(self, "sensitivity", check_count("sensitivity", self.sensitivity))
-        _check_neighbouring(self.neighbouring)
+    sigma: float = param("scale parameter of the discrete Gaussian on the integers", Positive())
+    sensitivity: int = param("integer L1 / L2 " + _SENSITIVITY_DOC, Count(), default=1)
+    neighbouring: str = param(_RELATION_DOC, Choice(NEIGHBOURING_RELATIONS), default="add_remove")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -196,7 +260,7 @@ class Composed(Mechanism):
     """Sequential composition of heterogeneous mechanisms sharing one neighbouring relation."""
 
     kind: ClassVar[str] = "composed"
-    mechanisms: tuple[Mechanism, ...]
+    mechanisms: tuple[Mechanism, ...] = _nested(True, "the mechanisms run in sequence")
 
     def __post_init__(self) -> None:
         mechs = self.mechanisms
@@ -220,63 +284,54 @@ class Composed(Mechanism):
     def neighbouring_relation(self) -> str:
         return self.mechanisms[0].neighbouring_relation
 
-    def gaussian_mu(self) -> float | None:
-        mus = [m.gaussian_mu() for m in self.mechanisms]
-        if any(mu is None for mu in mus):
-            return None
-        return float(sum(mu * mu for mu in mus) ** 0.5)  # type: ignore[operator]
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SelfComposed(Mechanism):
     """``count`` sequential runs of the same mechanism."""
 
     kind: ClassVar[str] = "self_composed"
-    mechanism: Mechanism
-    count: int
+    mechanism: Mechanism = _nested(False, "the mechanism run repeatedly")
+    count: int = param("number of runs", Count())
 
     def __post_init__(self) -> None:
         if not isinstance(self.mechanism, Mechanism):
             raise ValueError(f"mechanism must be a mechanism, got {self.mechanism!r}")
-        object.__setattr__(self, "count", check_count("count", self.count))
+        super().__post_init__()
 
     @property
     def neighbouring_relation(self) -> str:
         return self.mechanism.neighbouring_relation
 
-    def gaussian_mu(self) -> float | None:
-        mu = self.mechanism.gaussian_mu()
-        return None if mu is None else mu * self.count**0.5
-
-
-_KINDS: dict[str, type[Mechanism]] = {
-    cls.kind: cls
-    for cls in (Gaussian, Laplace, RandomizedResponse, SubsampledGaussian, DiscreteGaussian, Composed, SelfComposed)
-}
-
 
 def mechanism_from_dict(data: Mapping[str, Any], *, _path: str = "mechanism") -> Mechanism:
-    """Inverse of :meth:`Mechanism.to_dict`. Unknown kinds and fields raise ``ValueError`` naming the path."""
+    """Inverse of :meth:`Mechanism.to_dict`. Unknown kinds and fields raise ``ValueError`` naming the path.
+
+    Kinds are looked up in the registry (:mod:`gdpcore.kinds`), so every registered kind round-trips.
+    """
+    from gdpcore import kinds  # local: the registry imports this module
+
     if not isinstance(data, Mapping):
         raise ValueError(f"{_path} must be a mapping with a 'kind' key, got {data!r}")
     kind = data.get("kind")
-    cls = _KINDS.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        raise ValueError(f"{_path}.kind must be one of {', '.join(map(repr, sorted(_KINDS)))}, got {kind!r}")
+    names = kinds.kind_names()
+    if not (isinstance(kind, str) and kind in names):
+        raise ValueError(f"{_path}.kind must be one of {', '.join(map(repr, sorted(names)))}, got {kind!r}")
+    cls = kinds.get(kind).cls
     field_names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(data) - field_names - {"kind"}
     if unknown:
         raise ValueError(f"{_path} ({kind}) has unknown field(s) {sorted(unknown)!r}; allowed: {sorted(field_names)!r}")
+    nested = nested_fields(cls)
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
         if name == "kind":
             continue
-        if cls is Composed and name == "mechanisms":
+        if nested.get(name) == "many":
             if not isinstance(value, list | tuple):
-                raise ValueError(f"{_path}.mechanisms must be a list, got {value!r}")
-            value = tuple(mechanism_from_dict(v, _path=f"{_path}.mechanisms[{i}]") for i, v in enumerate(value))
-        elif cls is SelfComposed and name == "mechanism":
-            value = mechanism_from_dict(value, _path=f"{_path}.mechanism")
+                raise ValueError(f"{_path}.{name} must be a list, got {value!r}")
+            value = tuple(mechanism_from_dict(v, _path=f"{_path}.{name}[{i}]") for i, v in enumerate(value))
+        elif nested.get(name) == "one":
+            value = mechanism_from_dict(value, _path=f"{_path}.{name}")
         kwargs[name] = value
     try:
         return cls(**kwargs)

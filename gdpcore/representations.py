@@ -64,20 +64,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import special
 
-from gdpcore import closed_form
+from gdpcore import closed_form, kinds
 from gdpcore._validation import check_choice, check_positive, check_probability
-from gdpcore.mechanisms import (
-    Composed,
-    DiscreteGaussian,
-    Gaussian,
-    Laplace,
-    Mechanism,
-    RandomizedResponse,
-    SelfComposed,
-    SubsampledGaussian,
-)
+from gdpcore.mechanisms import Mechanism
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -86,6 +76,7 @@ __all__ = [
     "certified_sup",
     "get_delta_from_rdp",
     "get_epsilon_from_mechanism",
+    "get_rdp_and_label",
     "get_rdp_from_mechanism",
     "get_regret",
     "get_representation_table",
@@ -206,19 +197,9 @@ def get_epsilon_from_mechanism(mechanism: Mechanism) -> float:
 
     Laplace: sensitivity/scale; randomized response: epsilon; compositions add (basic composition is tight for the
     pure-DP parameter: the supports of the worst-case outputs compose). Gaussian-type mechanisms have delta(eps) > 0
-    for every eps and are not pure DP.
+    for every eps and are not pure DP. Declared per kind in :mod:`gdpcore.kinds`.
     """
-    if isinstance(mechanism, Laplace):
-        return mechanism.sensitivity / mechanism.scale
-    if isinstance(mechanism, RandomizedResponse):
-        return mechanism.epsilon
-    if isinstance(mechanism, SelfComposed):
-        return mechanism.count * get_epsilon_from_mechanism(mechanism.mechanism)
-    if isinstance(mechanism, Composed):
-        return float(sum(get_epsilon_from_mechanism(m) for m in mechanism.mechanisms))
-    if isinstance(mechanism, (Gaussian, SubsampledGaussian, DiscreteGaussian)):
-        return math.inf
-    raise ValueError(f"mechanism has unsupported kind {type(mechanism).__name__!r}")
+    return float(kinds.evaluate(mechanism, "pure_epsilon"))
 
 
 def _check_orders(orders: Any) -> np.ndarray:
@@ -236,38 +217,6 @@ def _check_orders(orders: Any) -> np.ndarray:
     return np.unique(arr)
 
 
-def _rdp_laplace(eps0: float, t: np.ndarray) -> np.ndarray:
-    # Mironov 2017 Prop. 6: (1/(t-1)) log(t/(2t-1) e^{(t-1) eps0} + (t-1)/(2t-1) e^{-t eps0}), written stably.
-    c = np.expm1((1.0 - 2.0 * t) * eps0) / (2.0 * t - 1.0)
-    return eps0 + np.log1p((t - 1.0) * c) / (t - 1.0)
-
-
-def _rdp_randomized_response(eps: float, t: np.ndarray) -> np.ndarray:
-    # D_t(Bern(p) || Bern(1-p)) with p = e^eps/(1+e^eps): (1/(t-1)) log(p^t q^{1-t} + q^t p^{1-t}).
-    lp, lq = -np.logaddexp(0.0, -eps), -np.logaddexp(0.0, eps)
-    return np.logaddexp(t * lp + (1 - t) * lq, t * lq + (1 - t) * lp) / (t - 1.0)
-
-
-def _rdp_subsampled_gaussian(q: float, sigma: float, t: np.ndarray) -> np.ndarray:
-    """eps_1(t) = (1/(t-1)) log E_{x~N(0,sigma^2)} [(1 - q + q e^{(2x-1)/(2 sigma^2)})^t] (seed 000 Sec. 2.3),
-    by trapezoidal quadrature in log space on a grid covering both modes (x ~ 0 and x ~ t). The integrand is smooth
-    and Gaussian-tailed, so the trapezoid rule with step sigma/64 is accurate to machine precision."""
-    out = np.empty(t.size)
-    for i, ti in enumerate(t):
-        x_hi = max(0.0, ti) + 40.0 * sigma + 1.0
-        x = np.arange(-40.0 * sigma, x_hi, sigma / 64.0)
-        h = x[1] - x[0]
-        log_phi = -0.5 * (x / sigma) ** 2 - math.log(sigma * math.sqrt(2.0 * math.pi))
-        z = (2.0 * x - 1.0) / (2.0 * sigma**2)
-        # Two branches evaluated everywhere by np.where: clip z so the unused one cannot overflow (z reaches ~1e3
-        # at order 1024 with sigma ~ 1).
-        log_ratio = np.log1p(q * np.expm1(np.minimum(z, 30.0)))
-        log_ratio = np.where(z > 30, math.log(q) + z + np.log1p((1 - q) * np.exp(-np.minimum(z, 700)) / q), log_ratio)
-        log_int = special.logsumexp(log_phi + ti * log_ratio) + math.log(h)
-        out[i] = log_int / (ti - 1.0)
-    return np.maximum(out, 0.0)
-
-
 def get_rdp_from_mechanism(mechanism: Mechanism, *, orders: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
     """RDP curve eps(t) at ``orders`` (all > 1), exact for each mechanism kind, summed over compositions.
 
@@ -276,24 +225,17 @@ def get_rdp_from_mechanism(mechanism: Mechanism, *, orders: Sequence[float] | np
     (times the number of steps). Discrete Gaussian: t Delta^2 / (2 sigma^2), an *upper* bound (Canonne, Kamath, Steinke
     2020: the discrete Gaussian is (Delta^2/(2 sigma^2))-zCDP).
     """
+    return get_rdp_and_label(mechanism, orders=orders)[0]
+
+
+def get_rdp_and_label(
+    mechanism: Mechanism, *, orders: Sequence[float] | np.ndarray | None = None
+) -> tuple[np.ndarray, str]:
+    """(RDP curve at ``orders``, ``"exact"`` or ``"upper"``): upper when any part's RDP is only a bound (discrete
+    Gaussian). Declared per kind in :mod:`gdpcore.kinds`."""
     t = _check_orders(orders)
-    if isinstance(mechanism, Gaussian):
-        return t / (2.0 * mechanism.noise_multiplier**2)
-    if isinstance(mechanism, Laplace):
-        return _rdp_laplace(mechanism.sensitivity / mechanism.scale, t)
-    if isinstance(mechanism, RandomizedResponse):
-        return _rdp_randomized_response(mechanism.epsilon, t)
-    if isinstance(mechanism, SubsampledGaussian):
-        if mechanism.sampling_rate == 1.0:
-            return mechanism.steps * t / (2.0 * mechanism.noise_multiplier**2)
-        return mechanism.steps * _rdp_subsampled_gaussian(mechanism.sampling_rate, mechanism.noise_multiplier, t)
-    if isinstance(mechanism, DiscreteGaussian):
-        return t * mechanism.sensitivity**2 / (2.0 * mechanism.sigma**2)
-    if isinstance(mechanism, SelfComposed):
-        return mechanism.count * get_rdp_from_mechanism(mechanism.mechanism, orders=t)
-    if isinstance(mechanism, Composed):
-        return np.sum([get_rdp_from_mechanism(m, orders=t) for m in mechanism.mechanisms], axis=0)
-    raise ValueError(f"mechanism has unsupported kind {type(mechanism).__name__!r}")
+    values, label = kinds.evaluate(mechanism, "rdp", t)
+    return np.asarray(values, dtype=float), str(label)
 
 
 def get_rho_from_mechanism(mechanism: Mechanism) -> tuple[float, str]:
@@ -315,24 +257,7 @@ def get_rho_from_mechanism(mechanism: Mechanism) -> tuple[float, str]:
 
 def _rho_parts(mechanism: Mechanism) -> list[tuple[float, str, str]]:
     # (rho, label, where the supremum is attained: "one" (t -> 1), "inf" (t -> inf) or "any" (constant ratio))
-    if isinstance(mechanism, Gaussian):
-        return [(1.0 / (2.0 * mechanism.noise_multiplier**2), "exact", "any")]
-    if isinstance(mechanism, SubsampledGaussian):
-        lim = "any" if mechanism.sampling_rate == 1.0 else "inf"
-        return [(mechanism.steps / (2.0 * mechanism.noise_multiplier**2), "exact", lim)]
-    if isinstance(mechanism, Laplace):
-        e0 = mechanism.sensitivity / mechanism.scale
-        return [(e0 + math.expm1(-e0), "exact", "one")]
-    if isinstance(mechanism, RandomizedResponse):
-        e = mechanism.epsilon
-        return [(e * math.tanh(e / 2.0), "exact", "one")]
-    if isinstance(mechanism, DiscreteGaussian):
-        return [(mechanism.sensitivity**2 / (2.0 * mechanism.sigma**2), "upper", "any")]
-    if isinstance(mechanism, SelfComposed):
-        return [(mechanism.count * r, lab, lim) for r, lab, lim in _rho_parts(mechanism.mechanism)]
-    if isinstance(mechanism, Composed):
-        return [p for m in mechanism.mechanisms for p in _rho_parts(m)]
-    raise ValueError(f"mechanism has unsupported kind {type(mechanism).__name__!r}")
+    return kinds.evaluate(mechanism, "rho")
 
 
 def get_delta_from_rdp(
@@ -416,7 +341,7 @@ def mechanism_profile(report: Any) -> Callable[[np.ndarray], np.ndarray]:
     if report.exact:
         mu = float(report.mu)
         return lambda e: np.asarray(closed_form.get_delta_from_gdp(mu=mu, epsilon=np.asarray(e, float)))
-    curve = report._pessimistic  # noqa: SLF001 - the report's own curve
+    curve = report.curve("pessimistic")
     return lambda e: np.asarray(curve.delta_at(np.asarray(e, float)))
 
 
@@ -497,6 +422,7 @@ def get_regret(
         rep = _profile_from_pair(eps0, 0.0)
         name, param, plabel = "epsilon", eps0, "exact"
     elif representation == "epsilon_delta":
+        assert delta is not None  # checked above
         eps0 = float(report.epsilon(delta))
         rep = _profile_from_pair(eps0, float(delta))
         name, param, plabel = "epsilon", eps0, param_label
@@ -507,13 +433,13 @@ def get_regret(
         orders_used = tuple(float(x) for x in t)
         note = "rho* = sup_t eps(t)/t (analytic); profile = min over orders of CKS(t, rho* t, eps)"
     else:  # rdp
-        rdp = get_rdp_from_mechanism(mech, orders=t)
+        rdp, plabel = get_rdp_and_label(mech, orders=t)
         rep = _cks_profile(t, rdp)
-        name, param, plabel = "rdp_curve", math.nan, "exact" if not _has_discrete(mech) else "upper"
+        name, param = "rdp_curve", math.nan
         orders_used = tuple(float(x) for x in t)
         note = f"CKS conversion over {t.size} orders in [{t.min():.6g}, {t.max():.6g}] (grid-dependent)"
 
-    breakpoints = None if exact else report._pessimistic.eps  # noqa: SLF001
+    breakpoints = None if exact else report.curve("pessimistic").eps
     convex = representation in ("pure_dp", "epsilon_delta")
     lo, hi, arg = certified_sup(rep, base, tol=tol, lower_breakpoints=breakpoints, upper_convex=convex)
     return RepresentationRegret(
@@ -529,16 +455,6 @@ def get_regret(
         orders=orders_used,
         note=note,
     )
-
-
-def _has_discrete(mech: Mechanism) -> bool:
-    if isinstance(mech, DiscreteGaussian):
-        return True
-    if isinstance(mech, SelfComposed):
-        return _has_discrete(mech.mechanism)
-    if isinstance(mech, Composed):
-        return any(_has_discrete(m) for m in mech.mechanisms)
-    return False
 
 
 def _cks_profile(t: np.ndarray, rdp: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:

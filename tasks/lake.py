@@ -27,6 +27,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gdpcore import kinds as _kinds
+
 __all__ = [
     "LAKE_SCHEMA_VERSION",
     "MEMBERS_SCHEMA",
@@ -44,18 +46,11 @@ __all__ = [
 LAKE_SCHEMA_VERSION = 1
 """Bumped when a column changes meaning (columns are only ever added; see anchors report 2.6)."""
 
-_PARAM_FIELDS: list[pa.Field] = [
-    pa.field("noise_multiplier", pa.float64()),
-    pa.field("sampling_rate", pa.float64()),
-    pa.field("steps", pa.int64()),
-    pa.field("sensitivity", pa.float64()),
-    pa.field("neighbouring", pa.string()),
-    pa.field("scale", pa.float64()),  # laplace
-    pa.field("sigma", pa.float64()),  # discrete_gaussian
-    pa.field("rr_epsilon", pa.float64()),  # randomized_response's `epsilon` parameter
-]
+# The typed parameter columns of every flat mechanism kind, derived from gdpcore's kind registry (a new kind's
+# parameters get their columns without an edit here; a name clash is renamed by the kind's `lake_column`).
+_ARROW_TYPES = {float: pa.float64(), int: pa.int64(), str: pa.string()}
+_PARAM_FIELDS: list[pa.Field] = [pa.field(col, _ARROW_TYPES[typ]) for col, typ in _kinds.param_columns().items()]
 PARAM_COLUMNS: tuple[str, ...] = tuple(f.name for f in _PARAM_FIELDS)
-_RENAMED_PARAMS = {"epsilon": "rr_epsilon"}
 
 STAGING_SCHEMA = pa.schema(
     [
@@ -171,10 +166,11 @@ def source_hash(root: Path) -> str:
 def param_columns(mechanism: Mapping[str, Any]) -> dict[str, Any]:
     """The typed parameter columns of one flat mechanism dict (absent parameters are null)."""
     out: dict[str, Any] = dict.fromkeys(PARAM_COLUMNS)
+    columns = _kinds.lake_columns(mechanism["kind"])
     for key, value in mechanism.items():
         if key == "kind":
             continue
-        out[_RENAMED_PARAMS.get(key, key)] = value
+        out[columns.get(key, key)] = value
     return out
 
 

@@ -34,6 +34,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, field_validator
 
+from gdpcore import kinds as _kinds
+
 __all__ = [
     "GRID_KINDS",
     "REPRESENTATIONS",
@@ -44,19 +46,13 @@ __all__ = [
     "load_grid_spec",
 ]
 
-# Mechanism kinds whose parameters are scalars (composed / self_composed nest other mechanisms: not grid-able).
-GRID_KINDS: tuple[str, ...] = (
-    "gaussian",
-    "laplace",
-    "randomized_response",
-    "subsampled_gaussian",
-    "discrete_gaussian",
-)
+# Mechanism kinds whose parameters are scalars (composed / self_composed nest other mechanisms: not grid-able), and
+# their integer parameters: derived from gdpcore's kind registry.
+GRID_KINDS: tuple[str, ...] = _kinds.flat_kinds()
 # gdpcore issue 3 contract: PrivacyReport.regret(representation, delta=...).
 REPRESENTATIONS: tuple[str, ...] = ("gdp", "epsilon_delta", "zcdp", "rdp", "pure_dp")
 _INTEGER_PARAMS: dict[str, frozenset[str]] = {
-    "subsampled_gaussian": frozenset({"steps"}),
-    "discrete_gaussian": frozenset({"sensitivity"}),
+    kind: frozenset(p.name for p in _kinds.get(kind).params if p.type is int) for kind in GRID_KINDS
 }
 DEFAULT_MAX_CELLS = 100_000
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
@@ -319,24 +315,8 @@ def _format_validation_error(path: Path, data: Mapping[str, Any], exc: Validatio
 
 def _mechanism_fields(kind: str) -> tuple[set[str], set[str]]:
     """(all parameter names, required parameter names) of a flat gdpcore mechanism kind."""
-    import dataclasses
-
-    import gdpcore
-
-    cls = next(
-        c
-        for c in (
-            gdpcore.Gaussian,
-            gdpcore.Laplace,
-            gdpcore.RandomizedResponse,
-            gdpcore.SubsampledGaussian,
-            gdpcore.DiscreteGaussian,
-        )
-        if c.kind == kind
-    )
-    fields = dataclasses.fields(cls)
-    required = {f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-    return {f.name for f in fields}, required
+    params = _kinds.get(kind).params
+    return {p.name for p in params}, {p.name for p in params if p.required}
 
 
 def _validate_mechanism_values(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str, Any]) -> None:

@@ -130,6 +130,22 @@ def test_bayes_risk_properties():
     assert r[50] == pytest.approx(1 / (1 + math.e), abs=1e-6)
 
 
+def test_bayes_risk_of_gaussian_type_pld_curves():
+    # Regression: on Gaussian-type PLD curves beta rounds to 1.0 over the first vertices, and the slope search over
+    # the vertices sent every prior to the vertex (0, 1): R = 1 - pi, above the trivial min(pi, 1 - pi).
+    pi = np.array([0.0, 1e-6, 0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.999, 1.0])
+    for mech in (SubsampledGaussian(noise_multiplier=1.0, sampling_rate=0.1, steps=50), G1):
+        r = analyze(mech, accountant="pld", optimistic=False)
+        a, b = r.breakpoints()
+        a, b = np.concatenate([[0.0], a]), np.concatenate([[1.0], b])
+        brute = np.array([np.min(p * a + (1 - p) * b) for p in pi])  # the definition: min over the curve's vertices
+        np.testing.assert_allclose(get_bayes_risk(r, pi), brute, atol=1e-12)
+    # The Gaussian through the PLD accountant: a lower bound on its exact Bayes risk, within the discretisation.
+    exact = riskcal_conv.get_bayes_risk_from_gdp(1.0, pi[1:-1])
+    got = get_bayes_risk(r, pi[1:-1])
+    assert np.all(got <= exact + 1e-12) and np.all(exact - got <= 1e-4)
+
+
 def test_dpsgd_pair_calibrated_differently():
     # Seed 002 O6 style: a larger sampling rate at (nearly) the same eps is less private in the Blackwell sense;
     # checked against the Lemma 3 identity Delta(PP||M) = delta(0)/2 and the triangle inequality (Def. 1 property).
