@@ -48,10 +48,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gdpcore import fast_pld
+from gdpcore import fast_pld, kinds
 from gdpcore.accounting import ACCOUNTANT_NAME, build_pld, loss_pmfs
 from gdpcore.curve import SymmetricCurve, curve_from_loss_pmf, curve_from_profile, curve_from_remove_pmf
-from gdpcore.mechanisms import Composed, Mechanism, SelfComposed, SubsampledGaussian
+from gdpcore.kinds import subsampled_gaussian_phases
+from gdpcore.mechanisms import Composed, Mechanism, SelfComposed
 from gdpcore.pmf import LossPMF
 
 __all__ = [
@@ -79,8 +80,8 @@ DEFAULT_TOLERANCE = 1e-3
 DEFAULT_GRID_TOLERANCE = 1e-2
 """Target certified gap per cell of a batch (sweeps trade a 1% bracket for throughput)."""
 
-DEFAULT_DELTAS = (1e-5, 1e-6, 1e-9)
-"""The deltas a report is read at when the caller names none (also :meth:`PrivacyReport.summary`'s)."""
+DEFAULT_DELTAS = (1e-3, 1e-5, 1e-6, 1e-9)
+"""The deltas whose epsilon brackets are controlled when the caller names none."""
 
 DEFAULT_MEMORY_BUDGET = 4 * 2**30
 """Working memory one mechanism may use, bytes (the grid passes a smaller per-cell budget)."""
@@ -264,28 +265,6 @@ def optimistic_curve(
 # -- mechanism structure --------------------------------------------------------------------------------------------
 
 
-def subsampled_gaussian_phases(mechanism: Mechanism) -> dict[tuple[float, float], int] | None:
-    """{(noise multiplier, q): total steps} when ``mechanism`` is a schedule of Poisson-subsampled Gaussians with
-    q < 1 only (any nesting of Composed / SelfComposed), else None."""
-    if isinstance(mechanism, SubsampledGaussian):
-        if not mechanism.sampling_rate < 1:
-            return None
-        return {(mechanism.noise_multiplier, mechanism.sampling_rate): mechanism.steps}
-    if isinstance(mechanism, SelfComposed):
-        inner = subsampled_gaussian_phases(mechanism.mechanism)
-        return None if inner is None else {k: v * mechanism.count for k, v in inner.items()}
-    if isinstance(mechanism, Composed):
-        out: dict[tuple[float, float], int] = {}
-        for part in mechanism.mechanisms:
-            inner = subsampled_gaussian_phases(part)
-            if inner is None:
-                return None
-            for k, v in inner.items():
-                out[k] = out.get(k, 0) + v
-        return out
-    return None
-
-
 _MAX_FAST_PHASES = 64  # schedules with more distinct (sigma, q) phases go through dp_accounting
 
 
@@ -318,6 +297,7 @@ class Producer:
         self.budget = budget or Budget()
         self.add_guard = add_guard
         self._single: dict[tuple[float, float, float, str, bool], LossPMF] = {}
+        self._diagnostics: dict[str, float] = {}
 
     def release(self) -> None:
         self._single.clear()
@@ -336,7 +316,7 @@ class Producer:
         ``accountant``: "auto" (closed form when exact, else PLD), "pld", or "closed_form".
         """
         start = time.perf_counter()
-        exact_mu = mechanism.gaussian_mu()
+        exact_mu = kinds.exact_mu(mechanism)
         if accountant == "closed_form" and exact_mu is None:
             raise ValueError(
                 f"accountant='closed_form' needs a composition of plain Gaussian mechanisms, got {mechanism.kind!r}"
@@ -423,10 +403,13 @@ class Producer:
             single, steps = parts[0]
             remove = fast_pld.refine_tail(remove, single, steps, fast_pld.tilt_for_loss(single, steps, target))
             curve = curve_from_remove_pmf(remove)
+        self._diagnostics = _pmf_diagnostics(remove)
         if self.add_guard:
             adds = [(self._single_step(s, q, d, direction="add"), steps) for (s, q), steps in phases.items()]
             add = fast_pld.compose_phases(adds)
-            return curve_from_loss_pmf(remove, add), remove.probs.size
+            curve = curve_from_loss_pmf(remove, add)
+            self._diagnostics["add_direction_gap"] = curve.add_direction_gap
+            self._diagnostics["add_excess_mass"] = max(0.0, add.p_mass - 1.0)
         return curve, remove.probs.size
 
     def _tilt_target(self, pmf: LossPMF, curve: SymmetricCurve) -> float | None:
@@ -521,6 +504,7 @@ class Producer:
                 tolerance=None if fixed is not None else self.tolerance,
                 support_length=int(support),
                 memory_estimate_bytes=None if mem is None else int(mem),
+                diagnostics=dict(self._diagnostics),
             ),
         )
 
@@ -529,7 +513,9 @@ class Producer:
         (the twin's error is first order in the step), at most ``_GAP_MAX_ROUNDS`` times, within the budget and a
         work cap of ``_GAP_WORK_FACTOR`` x the pessimistic support."""
         smallest = _smallest_query(self.deltas, self.alpha_min, pess)
-        max_points = max(_GAP_WORK_FACTOR * support, 2**16) if refine else math.inf
+        # The work cap scales with the accuracy asked (4x the pessimistic support at a 1% tolerance).
+        cap = _GAP_WORK_FACTOR * max(1.0, DEFAULT_GRID_TOLERANCE / self.tolerance)
+        max_points = max(cap * support, 2**16) if refine else math.inf
         # Tilted tails on the optimistic side too wherever the pessimistic side needed them (same criterion).
         target = float(pess.epsilon_at(smallest)) if smallest < 1e-6 else None
         if target is not None and not (math.isfinite(target) and target > 0):
@@ -583,16 +569,9 @@ class Producer:
             tic = time.perf_counter()
             remove, add = loss_pmfs(build_pld(mechanism, discretization=d, pessimistic=True), pessimistic=True)
             pess = curve_from_loss_pmf(remove, add)
-            diagnostics = {
-                "support_length": float(remove.probs.size),
-                "infinity_mass": remove.infinity_mass,
-                "remove_p_mass": remove.p_mass,
-                # Sum p e^-l of the remove PMF: the mass-consistency check. Values away from 1 flag the truncated
-                # lower tail (never read by the curve construction; see gdpcore.accounting).
-                "remove_q_mass": remove.q_mass,
-                "add_direction_gap": pess.add_direction_gap,
-                "add_excess_mass": 0.0 if add is None else max(0.0, add.p_mass - 1.0),
-            }
+            diagnostics = _pmf_diagnostics(remove)
+            diagnostics["add_direction_gap"] = pess.add_direction_gap
+            diagnostics["add_excess_mass"] = 0.0 if add is None else max(0.0, add.p_mass - 1.0)
             opt, twin, gap = None, "not built", None
             if optimistic:
                 smallest = _smallest_query(self.deltas, self.alpha_min, pess)
@@ -641,7 +620,7 @@ class Producer:
         from dp_accounting import rdp
 
         acc = rdp.RdpAccountant()
-        acc.compose(_dp_event(mechanism))
+        acc.compose(kinds.to_dp_event(mechanism))
         e_max = max(acc.get_epsilon(1e-12), 1e-3)
         eps = np.linspace(0.0, e_max, _RDP_EPS_POINTS)
         delta = np.array([acc.get_delta(float(e)) for e in eps])
@@ -667,11 +646,16 @@ def _generic_points(mechanism: Mechanism, d: float, count: int) -> float:
     return float(remove.probs.size) * count
 
 
-def _dp_event(mechanism: Mechanism):
-    # Until the kind registry provides to_dp_event for every kind.
-    from gdpcore import claims
-
-    return claims._dp_event(mechanism)  # noqa: SLF001 - temporary, see gdpcore.kinds
+def _pmf_diagnostics(remove: LossPMF) -> dict[str, float]:
+    return {
+        "support_length": float(remove.probs.size),
+        "infinity_mass": remove.infinity_mass,
+        "remove_p_mass": remove.p_mass,
+        # Sum p e^-l of the remove PMF: the mass-consistency check. Values away from 1 flag the truncated lower tail
+        # (never read by the curve construction; see gdpcore.accounting).
+        "remove_q_mass": remove.q_mass,
+        "roundoff_per_atom": remove.max_roundoff,
+    }
 
 
 def _relative_change(a: np.ndarray, b: np.ndarray) -> float:

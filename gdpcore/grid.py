@@ -20,7 +20,8 @@ import numpy as np
 
 from gdpcore._validation import check_open_unit_array, check_positive, check_probability
 from gdpcore.curve import curve_from_profile
-from gdpcore.engine import DEFAULT_GRID_TOLERANCE, DEFAULT_TIME_BUDGET, Budget, Producer, subsampled_gaussian_phases
+from gdpcore.engine import DEFAULT_GRID_TOLERANCE, DEFAULT_TIME_BUDGET, Budget, Producer
+from gdpcore.kinds import exact_mu, subsampled_gaussian_phases
 from gdpcore.mechanisms import Mechanism
 from gdpcore.report import DEFAULT_ALPHA_MIN, PrivacyReport
 
@@ -115,7 +116,7 @@ def analyze_grid(
     groups: dict[tuple[float, float], list[int]] = {}
     for i, m in enumerate(mechs):
         phases = subsampled_gaussian_phases(m) if shared else None
-        if phases is not None and len(phases) == 1 and m.gaussian_mu() is None:
+        if phases is not None and len(phases) == 1 and exact_mu(m) is None:
             groups.setdefault(next(iter(phases)), []).append(i)
             continue
         curves = producer().produce(m, discretization=discretization)

@@ -41,6 +41,7 @@ from gdpcore.divergence import (
     is_at_least_as_private,
 )
 from gdpcore.gdpt import get_gdp_upper_bound
+from gdpcore.grid import report_row
 from gdpcore.kinds import UnsupportedMechanismError
 from gdpcore.mechanisms import Mechanism, param
 from gdpcore.representations import (
@@ -72,14 +73,9 @@ IDS = [f"{kind}-{i}" for kind, i, _ in CASES]
 # Cells whose invariant is known to fail on this branch, fixed by the single-curve-producer work (issue 13 item 1);
 # strict: the marker must be removed when the fix lands.
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    ("subsampled_gaussian-2", "analyze"): "inverted eps bracket at delta=1e-12 (lower 251.2179 > upper 251.1559) for "
-    "SubsampledGaussian(noise_multiplier=1.050086509608957, sampling_rate=0.35109913867374065, steps=1897): the "
-    "optimistic twin of analyze (issue 13, fixed by the single curve producer)",
-    (
-        "subsampled_gaussian-2",
-        "reference",
-    ): "same cell: the 'lower' eps 251.2179 at delta=1e-12 is above dp_accounting's "
-    "pessimistic eps at step 1e-5 (251.0630; its delta at 251.2179 is 9.42e-13 < 1e-12), so it is not a lower bound",
+    # Empty. Fixed by the single curve producer (round-off on the safe side, tilted tails): subsampled_gaussian-2 =
+    # SubsampledGaussian(sigma=1.0501, q=0.3511, T=1897) had an inverted eps bracket at delta=1e-12 (lower 251.2179 >
+    # upper 251.1559, and above dp_accounting's pessimistic eps at step 1e-5, 251.0630).
 }
 
 
@@ -277,7 +273,8 @@ def test_pld_bracket_contains_the_closed_form(kind, i, m):
 @pytest.mark.parametrize(("kind", "i", "m"), _case_params("analyze_grid"))
 def test_analyze_grid_row(kind, i, m):
     assert kinds.supports(m, "analyze_grid")
-    row = g.analyze_grid([m], deltas=list(DELTAS), fprs=list(FPRS)).to_pylist()[0]
+    (report,) = g.analyze_grid([m], deltas=list(DELTAS))
+    row = report_row(0, report, deltas=DELTAS, fprs=FPRS)
     assert row["mechanism_hash"] == m.content_hash and row["mechanism_kind"] == kind
     if row["status"] != "ok":
         assert row["status"].startswith(("tolerance_not_met", "over_budget")), row["status"]

@@ -126,6 +126,9 @@ def test_mu_when_the_curve_hugs_the_axes():
     mech = g.SubsampledGaussian(noise_multiplier=1.1, sampling_rate=0.99999, steps=347)
     r = g.analyze(mech, discretization=1e-3)
     assert r.mu_cutoff < r.alpha_min
-    # The mechanism is nearly the plain Gaussian with mu = sqrt(T)/sigma = 16.93; both sides must be near or above.
-    assert r.mu >= r.mu_lower >= 16.9
+    # The mechanism is nearly the plain Gaussian with mu = sqrt(T)/sigma = 16.93 and at least as private (q < 1), so
+    # the true mu is <= 16.93: the lower end must not exceed it (mu is read at FPR ~1e-31 here, where an FFT's
+    # round-off, ~1e-19 per atom, must be budgeted: unbudgeted, this lower end came out at 19.09), and is within 3%.
+    assert r.mu >= 16.9
+    assert 16.93 * 0.97 <= r.mu_lower <= 1.1**-1 * 347**0.5
     assert r.summary()["mu_certified_for_fpr_at_least"] == r.mu_cutoff
