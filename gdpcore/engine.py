@@ -333,11 +333,30 @@ class Producer:
         prov = dataclasses.replace(out.provenance, seconds=time.perf_counter() - start)
         return dataclasses.replace(out, provenance=prov)
 
+    def curve_at(self, mechanism: Mechanism, step: float, *, side: str = "pessimistic") -> SymmetricCurve:
+        """One side's curve at a fixed ``step`` (no refinement, no budget): the calibration evaluator's primitive.
+        Single steps stay cached across calls, so a search over T recomposes only."""
+        phases = subsampled_gaussian_phases(mechanism)
+        if side == "pessimistic":
+            if phases is not None and len(phases) <= _MAX_FAST_PHASES:
+                return self._compose(phases, step)[0]
+            remove, add = loss_pmfs(build_pld(mechanism, discretization=step, pessimistic=True), pessimistic=True)
+            return curve_from_loss_pmf(remove, add)
+        smallest = _smallest_query(self.deltas, self.alpha_min, None)
+        if phases is not None and len(phases) <= _MAX_FAST_PHASES:
+            parts = [(self._single_step(s, q, step, side="optimistic"), steps) for (s, q), steps in phases.items()]
+            return optimistic_curve(parts, mechanism, step, smallest)[0]
+        return optimistic_curve(None, mechanism, step, smallest)[0]
+
     # -- single steps -----------------------------------------------------------------------------------------------
+    _MAX_CACHED_SINGLES = 64
+
     def _single_step(self, sigma: float, q: float, d: float, *, side: str = "pessimistic", direction: str = "remove"):
         key = (sigma, q, d, direction, side == "pessimistic")
         s = self._single.get(key)
         if s is None:
+            if len(self._single) >= self._MAX_CACHED_SINGLES:
+                self._single.clear()
             if side == "pessimistic":
                 s = fast_pld.single_step_pld(
                     noise_multiplier=sigma, sampling_rate=q, discretization=d, direction=direction

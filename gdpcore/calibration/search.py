@@ -21,6 +21,7 @@ from typing import Any, Literal
 from gdpcore.calibration import evaluator
 from gdpcore.calibration.errors import CalibrationSearchError
 from gdpcore.calibration.targets import Target
+from gdpcore.engine import LADDER_FINEST, LADDER_TOP
 
 __all__ = [
     "ADAPTIVE_FLOOR",
@@ -38,11 +39,11 @@ __all__ = [
     "solve_level",
 ]
 
-DISCRETIZATION_LADDER_START = 4e-3
-"""Coarsest discretisation of the coarse-to-fine ladder (each level is 4x finer)."""
+DISCRETIZATION_LADDER_START = LADDER_TOP
+"""Coarsest discretisation of the coarse-to-fine search: the top of the engine's ladder (gdpcore.engine)."""
 
-LADDER_FACTOR = 4.0
-ADAPTIVE_FLOOR = 1e-7  # finest level the adaptive ladder may reach ...
+LADDER_FACTOR = 4.0  # the search walks every other rung of the engine's ladder (LADDER_TOP * 2^-k)
+ADAPTIVE_FLOOR = LADDER_FINEST  # finest level the adaptive ladder may reach ...
 ADAPTIVE_MAX_GRID = 2**20  # ... as long as the next level's profile grid (4x the current one) stays below this
 MAX_EVALS_PER_LEVEL = 60
 
