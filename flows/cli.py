@@ -101,6 +101,12 @@ def _print_report(summary: dict[str, Any]) -> None:
         f"Privacy report: {mech['kind']}({params})",
         f"  accountant      {summary['accountant']}",
         f"  discretization  {summary['discretization'] if summary['discretization'] is not None else 'exact'}",
+        f"  status          {summary['status']}"
+        + (
+            f" (certified gap {summary['certified_gap']:.2g}, tolerance {summary['tolerance']:g})"
+            if summary.get("certified_gap") is not None and summary.get("tolerance") is not None
+            else ""
+        ),
         "",
         f"  mu-GDP          {_fmt(summary['mu']['value'])}   ({summary['mu']['bound']} bound; "
         f"bracket [{_fmt(summary['mu']['lower'])}, {_fmt(summary['mu']['value'])}])",
@@ -138,10 +144,17 @@ def _analyze(args: argparse.Namespace) -> int:
 
     claim = _parse_claim(args.claim)  # before any accounting: a malformed claim fails fast
     mechanism = _mechanism_from_args(args.kind, args.params, args.spec)
-    report = analyze(
-        mechanism, accountant=args.accountant, discretization=args.discretization, alpha_min=args.alpha_min
-    )
     deltas = tuple(args.delta) if args.delta else (1e-5, 1e-6, 1e-9)
+    report = analyze(
+        mechanism,
+        accountant=args.accountant,
+        discretization=args.discretization,
+        alpha_min=args.alpha_min,
+        deltas=tuple(sorted(set(deltas) | {1e-3})),
+        tolerance=args.tolerance,
+        memory_budget_bytes=args.memory_budget_gib * 2**30,
+        time_budget_seconds=args.time_budget,
+    )
     fprs = tuple(args.fpr) if args.fpr else (1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2, 1e-1)
     summary = report.summary(deltas=deltas, fprs=fprs)
     if claim is not None:
@@ -191,7 +204,19 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", help="a mechanism as JSON text or a JSON file (any kind, incl. composed)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--accountant", default="auto", choices=("auto", "pld", "closed_form"))
-    p.add_argument("--discretization", type=float, default=1e-4)
+    p.add_argument(
+        "--discretization",
+        type=float,
+        default=None,
+        help="fixed PLD step (default: refined until the certified bracket is within --tolerance)",
+    )
+    p.add_argument(
+        "--tolerance", type=float, default=1e-3, help="target relative width of the eps/mu/advantage brackets"
+    )
+    p.add_argument(
+        "--memory-budget-gib", type=float, default=4.0, help="working-memory budget, checked before allocating"
+    )
+    p.add_argument("--time-budget", type=float, default=60.0, help="seconds the step refinement may take")
     p.add_argument("--alpha-min", type=float, default=1e-10, dest="alpha_min")
     p.add_argument("--delta", type=float, action="append", help="delta for eps(delta); repeatable")
     p.add_argument("--fpr", type=float, action="append", help="FPR for the TPR table; repeatable")

@@ -285,7 +285,7 @@ class Producer:
     def __init__(
         self,
         *,
-        deltas: Sequence[float] = DEFAULT_DELTAS,
+        deltas: Sequence[float] | np.ndarray = DEFAULT_DELTAS,
         alpha_min: float,
         tolerance: float = DEFAULT_TOLERANCE,
         budget: Budget | None = None,
@@ -693,7 +693,7 @@ def _relative_change(a: np.ndarray, b: np.ndarray) -> float:
 def produce(
     mechanism: Mechanism,
     *,
-    deltas: Sequence[float] = DEFAULT_DELTAS,
+    deltas: Sequence[float] | np.ndarray = DEFAULT_DELTAS,
     alpha_min: float,
     tolerance: float = DEFAULT_TOLERANCE,
     budget: Budget | None = None,

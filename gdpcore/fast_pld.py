@@ -237,6 +237,7 @@ def _int_power(x: np.ndarray, k: int) -> np.ndarray:
             result = base.copy() if result is None else np.multiply(result, base, out=result)
         k >>= 1
         if not k:
+            assert result is not None  # k >= 1 sets it on the first set bit
             return result
         np.multiply(base, base, out=base)
 
@@ -525,7 +526,9 @@ def optimistic_single_step_length(*, noise_multiplier: float, sampling_rate: flo
     return hi - lo + 1
 
 
-def _optimistic_remove_probs(sigma: float, q: float, step: float) -> tuple[int, np.ndarray]:
+def _optimistic_remove_probs(
+    sigma: float, q: float, step: float
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(lowest index, P-mass per loss bucket) of dp_accounting's optimistic privacy-buckets remove PMF.
 
     Mirror image of dp_accounting's convention: P = (1-q) N(0, s^2) + q N(1, s^2), Q = N(0, s^2), loss

@@ -111,6 +111,12 @@ class PrivacyReport:
         return self._exact_mu is not None
 
     @property
+    def _mu_exact(self) -> float:
+        if self._exact_mu is None:
+            raise ValueError("this report has no closed-form mu")
+        return float(self._exact_mu)
+
+    @property
     def bound_types(self) -> dict[str, str]:
         """What each reported number is: "upper", "lower", "estimate" or "exact"."""
         if self.exact:
@@ -147,7 +153,7 @@ class PrivacyReport:
         """Smallest eps >= 0 such that the mechanism is (eps, delta)-DP; vectorised over ``delta`` in (0, 1)."""
         check_open_unit_array("delta", delta)
         if self.exact:
-            return closed_form.get_epsilon_from_gdp(mu=self._exact_mu, delta=delta)
+            return closed_form.get_epsilon_from_gdp(mu=self._mu_exact, delta=delta)
         if side == "optimistic":
             out = optimistic_epsilon(self._curve(side), np.atleast_1d(np.asarray(delta, dtype=float)))
             return float(out[0]) if np.ndim(delta) == 0 else out.reshape(np.shape(delta))
@@ -156,14 +162,14 @@ class PrivacyReport:
     def delta(self, epsilon: np.ndarray | float, *, side: Side = "pessimistic") -> np.ndarray | float:
         """delta(eps): the privacy profile, vectorised; any real eps."""
         if self.exact:
-            return closed_form.get_delta_from_gdp(mu=self._exact_mu, epsilon=epsilon)
+            return closed_form.get_delta_from_gdp(mu=self._mu_exact, epsilon=epsilon)
         return self._curve(side).delta_at(epsilon)
 
     # -- trade-off curve ---------------------------------------------------------------------------------------------
     def fnr(self, fpr: np.ndarray | float, *, side: Side = "pessimistic") -> np.ndarray | float:
         """beta(alpha): the lowest false-negative rate any membership test can reach at false-positive rate alpha."""
         if self.exact:
-            return closed_form.get_beta_from_gdp(mu=self._exact_mu, alpha=fpr)
+            return closed_form.get_beta_from_gdp(mu=self._mu_exact, alpha=fpr)
         return self._curve(side).fnr(fpr)
 
     def tpr(self, fpr: np.ndarray | float, *, side: Side = "pessimistic") -> np.ndarray | float:
@@ -180,7 +186,7 @@ class PrivacyReport:
     def advantage(self) -> float:
         """Maximum membership-inference advantage TPR - FPR = delta(0) = TV distance (seed 000 Eq. 8): upper bound."""
         if self.exact:
-            return closed_form.get_advantage_from_gdp(mu=self._exact_mu)
+            return closed_form.get_advantage_from_gdp(mu=self._mu_exact)
         return self._curve("pessimistic").advantage
 
     @property
@@ -231,7 +237,7 @@ class PrivacyReport:
 
     def _mu_and_alpha(self, side: Side) -> tuple[float, float, float]:
         if self.exact:
-            return float(self._exact_mu), math.nan, 0.0
+            return self._mu_exact, math.nan, 0.0
         key = f"_mu_{side}"
         cached = self.__dict__.get(key)
         if cached is None:
