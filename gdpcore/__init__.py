@@ -35,6 +35,7 @@ from gdpcore.closed_form import (
     get_mu_from_pure_dp,
 )
 from gdpcore.divergence import delta_divergence, get_bayes_risk, get_delta_divergence, is_at_least_as_private
+from gdpcore.engine import Budget, Curves, Producer, Provenance, certified_gap, produce
 from gdpcore.fast_pld import subsampled_gaussian_loss_pmf
 from gdpcore.gdpt import bracket_mu, get_delta_from_epsilon_delta, identify_gdp, implies
 from gdpcore.grid import analyze_grid
@@ -59,6 +60,12 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "Budget",
+    "Curves",
+    "Producer",
+    "Provenance",
+    "certified_gap",
+    "produce",
     "AdvantageCalibrationCost",
     "CalibrationResult",
     "ClaimCheck",

@@ -72,15 +72,17 @@ class DominanceResult:
     bound: str
 
 
-def _as_report(m: Any, name: str, discretization: float) -> PrivacyReport:
+def _as_report(m: Any, name: str, discretization: float | None) -> PrivacyReport:
     if isinstance(m, PrivacyReport):
         return m
     if isinstance(m, Mechanism):
-        return analyze(m, discretization=discretization, optimistic=False)
+        # The engine's default (refined to its tolerance) unless a fixed step is asked for: the same report
+        # gdpcore.analyze(m) returns.
+        return analyze(m, discretization=discretization, optimistic=discretization is None)
     raise ValueError(f"{name} must be a gdpcore mechanism or PrivacyReport, got {m!r}")
 
 
-def _pair(m1: Any, m2: Any, discretization: float) -> tuple[PrivacyReport, PrivacyReport]:
+def _pair(m1: Any, m2: Any, discretization: float | None) -> tuple[PrivacyReport, PrivacyReport]:
     r1 = _as_report(m1, "m1", discretization)
     r2 = _as_report(m2, "m2", discretization)
     a1, a2 = r1.mechanism.neighbouring_relation, r2.mechanism.neighbouring_relation
@@ -137,7 +139,7 @@ def _one_way_tradeoff(r1: PrivacyReport, r2: PrivacyReport, n_alpha: int) -> flo
     return hi
 
 
-def get_bayes_risk(m: Any, prior: np.ndarray | float, *, discretization: float = 1e-4) -> np.ndarray | float:
+def get_bayes_risk(m: Any, prior: np.ndarray | float, *, discretization: float | None = None) -> np.ndarray | float:
     """Minimum Bayes error R_min(pi) = min_alpha pi alpha + (1 - pi) f(alpha)  (seed 002 Eq. 2), vectorised over pi.
 
     Computed from the trade-off curve itself: the closed form pi Phi(-mu/2 - L/mu) + (1 - pi) Phi(-mu/2 + L/mu),
@@ -177,7 +179,7 @@ def get_delta_divergence(
     symmetric: bool = False,
     method: str = "profile",
     tol: float = 1e-9,
-    discretization: float = 1e-4,
+    discretization: float | None = None,
     n_grid: int = 100_001,
 ) -> DivergenceResult:
     """Delta(M1 || M2) (seed 002 Def. 1 / Thm 2 / Cor. 1) with bracket and label.
@@ -236,7 +238,7 @@ def delta_divergence(m1: Any, m2: Any, *, weight: str | None = None, symmetric: 
     return get_delta_divergence(m1, m2, weight=weight, symmetric=symmetric).value
 
 
-def is_at_least_as_private(m1: Any, m2: Any, *, tol: float = 1e-6, discretization: float = 1e-4) -> DominanceResult:
+def is_at_least_as_private(m1: Any, m2: Any, *, tol: float = 1e-6, discretization: float | None = None) -> DominanceResult:
     """Blackwell test (seed 002 Thm 1): is M1 uniformly at least as private as M2, i.e. f1 >= f2 for all alpha,
     delta1 <= delta2 for all eps, R1 >= R2 for all priors? Equivalent to Delta(M2 || M1) = 0.
 
@@ -262,7 +264,7 @@ def is_at_least_as_private(m1: Any, m2: Any, *, tol: float = 1e-6, discretizatio
     )
 
 
-def get_extremal_divergences(m: Any, *, discretization: float = 1e-4) -> dict[str, Any]:
+def get_extremal_divergences(m: Any, *, discretization: float | None = None) -> dict[str, Any]:
     """Divergences from perfect privacy and to blatant non-privacy (seed 002 Lemmas 3-5).
 
     ``from_perfect_privacy`` = Delta(M_PP || M) = TV/2 = delta(0)/2 (upper bound for PLD reports: delta(0) is);

@@ -184,11 +184,14 @@ def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     mech = manifest.build_mechanism()
+    delta = manifest.delta_value
     rep = gdpcore.analyze(
-        mech, discretization=manifest.accounting.discretization, alpha_min=manifest.accounting.alpha_min
+        mech,
+        discretization=manifest.accounting.discretization,
+        alpha_min=manifest.accounting.alpha_min,
+        deltas=sorted({*gdpcore.engine.DEFAULT_DELTAS, delta}),
     )
     labels = rep.bound_types
-    delta = manifest.delta_value
     eps_deltas = sorted({delta, *STANDARD_DELTAS}, reverse=True)
     eps_values = [float(rep.epsilon(d)) for d in eps_deltas]
     fprs = list(STANDARD_FPRS)
@@ -307,7 +310,7 @@ def compute_comparison_row(
         key = row["audit_key"]
         if key not in cache:
             mech = gdpcore.mechanism_from_dict(json.loads(row["mechanism_json"]))
-            cache[key] = gdpcore.analyze(mech, discretization=1e-4, optimistic=False)
+            cache[key] = gdpcore.analyze(mech)
         return cache[key]
 
     r_new, r_old = report(new), report(old)

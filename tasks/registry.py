@@ -16,7 +16,7 @@ A registry is a folder of YAML files (or one YAML file). A file holds one model 
       # phases: [{noise_multiplier: 1.0, sampling_rate: 0.01, steps: 500}, ...]  # heterogeneous schedule
       # opacus_history: [[1.1, 0.01, 1000], [0.9, 0.01, 500]]  # or {history: [...]} (an accountant state_dict)
       # gdpcore: {kind: composed, mechanisms: [...]}                         # any gdpcore mechanism dict
-    accounting: {discretization: 1.0e-4, alpha_min: 1.0e-10}                 # optional
+    accounting: {discretization: 1.0e-4, alpha_min: 1.0e-10}                 # optional (default: refined step)
     mlflow: {registered_model: cifar10-wrn40-4, version: "6"}                # optional (defaults: name, version)
 
 YAML is read with ``yaml.safe_load`` only. Errors are :class:`ManifestError` and name the file and the field, e.g.
@@ -145,7 +145,8 @@ class Claimed(_Strict):
 
 
 class Accounting(_Strict):
-    discretization: PosFloat = 1e-4
+    # None: the engine refines the step until the certified brackets are within its tolerance (gdpcore.analyze).
+    discretization: PosFloat | None = None
     alpha_min: Annotated[float, Field(gt=0, lt=0.5)] = 1e-10
 
 

@@ -80,7 +80,7 @@ def test_cards_and_rows_equal_gdpcore_analyze_with_bound_labels(tiny_registry, t
     reg, _ = tiny_registry
     s = _audit(reg, tmp_path)
     mech = gdpcore.SubsampledGaussian(noise_multiplier=1.0, sampling_rate=100 / 10000, steps=50)
-    rep = gdpcore.analyze(mech, discretization=1e-4)
+    rep = gdpcore.analyze(mech)  # the audit row is this report: the engine's default, refined step
     _, rows = query_report(
         tmp_path / "r.duckdb",
         "SELECT mu, mu_bound, gdp_regret, gdp_regret_bound, epsilon, epsilon_bound, delta, tpr_fprs, "
@@ -95,7 +95,7 @@ def test_cards_and_rows_equal_gdpcore_analyze_with_bound_labels(tiny_registry, t
     assert r[8] == [float(rep.tpr(a)) for a in r[7]] and r[9] == "upper"
     assert r[10] == rep.advantage and r[11] == "upper" and r[12] == rep.bayes_security and r[13] == "lower"
     assert r[14] == ("GDP is a complete description" if rep.gdp_regret < 0.01 else r[14])
-    assert r[15] == rep.accountant and r[16] == 1e-4 and r[18] == mech.content_hash
+    assert r[15] == rep.accountant and r[16] == rep.discretization and r[18] == mech.content_hash
     from tasks.lake import code_version
 
     assert r[17] == code_version()

@@ -52,7 +52,7 @@ def test_tags_description_and_card_artifacts_on_a_real_registry(tiny_registry, t
     assert float(tags["privacy.gdp_regret"]) == pytest.approx(rep.gdp_regret, rel=1e-2)
     assert float(tags["privacy.epsilon"]) == pytest.approx(float(rep.epsilon(1e-5)), rel=1e-5)
     assert tags["privacy.epsilon.bound"] == "upper" and float(tags["privacy.delta"]) == 1e-5
-    assert tags["privacy.accountant"] == rep.accountant and tags["privacy.discretization"] == "0.0001"
+    assert tags["privacy.accountant"] == rep.accountant and tags["privacy.discretization"] == f"{rep.discretization:g}"
     assert tags["privacy.report_uri"] == s.report and tags["privacy.unit"] == "example"
     assert tags["privacy.bayes_security.bound"] == "lower" and tags["privacy.verdict"].startswith("GDP is")
     # the published claim and its re-check (dp_accounting RDP gives 1.136 <= 1.2; the tight bound certifies it)
