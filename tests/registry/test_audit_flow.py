@@ -111,7 +111,7 @@ def test_cards_and_rows_equal_gdpcore_analyze_with_bound_labels(tiny_registry, t
         "Poisson subsampling",
         "delta policy",
         rep.accountant,
-        "discretization 0.0001",
+        f"discretization {rep.discretization:g}",
     ):
         assert caveat in md, caveat
     assert (card / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
