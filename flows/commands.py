@@ -286,12 +286,21 @@ def _audit(args: argparse.Namespace) -> int:
     from tasks.registry import DEFAULT_REGISTRY, registry_files
 
     registry = args.registry or str(DEFAULT_REGISTRY)
-    registry_files(registry)  # a missing registry fails here, before Prefect starts
+    if not registry_files(registry) and not args.allow_empty:  # a missing or empty registry fails before Prefect
+        raise ValueError(
+            f"registry {registry} has no .yaml/.yml file (not mounted?); nothing was written. If it is meant to be "
+            "empty (its models removed from the report), pass --allow-empty"
+        )
     _prefect_env(args.verbose)
     from flows.privacy_audit import privacy_audit
 
     s = privacy_audit(
-        registry=registry, lake=args.lake, report=args.report, cards_dir=args.cards, mlflow_uri=args.mlflow_uri
+        registry=registry,
+        lake=args.lake,
+        report=args.report,
+        cards_dir=args.cards,
+        mlflow_uri=args.mlflow_uri,
+        allow_empty=args.allow_empty,
     )
     print(
         f"audit {s.registry}: {len(s.models)} model versions ({len(s.computed)} computed, {len(s.reused)} "
@@ -393,6 +402,11 @@ def _register() -> None:
         )
         p.add_argument("--mlflow-uri", help="tracking URI: tag the registered model versions (needs gdp-audit[mlflow])")
         p.add_argument("--cards", help="where privacy cards go (default: cards/ next to the report)")
+        p.add_argument(
+            "--allow-empty",
+            action="store_true",
+            help="accept a registry with no valid model version (removes its models from the report)",
+        )
         p.add_argument("-v", "--verbose", action="store_true")
         _add_store_args(p)
 

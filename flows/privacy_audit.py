@@ -74,7 +74,16 @@ def compare_versions(new: dict[str, Any], old: dict[str, Any], against: str, lak
 
 
 def _registry_label(registry: Path) -> str:
-    return registry.resolve().stem if registry.is_file() else registry.resolve().name
+    """The registry's name in the lake (``registry=<label>``): its folder name (file stem), made a safe name."""
+    import re
+
+    raw = registry.resolve().stem if registry.is_file() else registry.resolve().name
+    label = re.sub(r"[^A-Za-z0-9._-]+", "_", raw).lstrip("._-")[:128]
+    return label or "registry"
+
+
+class EmptyRegistryError(ValueError):
+    """A registry with no valid model version: refused unless the caller says an empty registry is intended."""
 
 
 @flow(name="privacy-audit", task_runner=ThreadPoolTaskRunner(max_workers=2))
@@ -85,8 +94,13 @@ def privacy_audit(
     cards_dir: str | None = None,
     mlflow_uri: str | None = None,
     publish: bool = True,
+    allow_empty: bool = False,
 ) -> AuditSummary:
-    """Audit ``registry`` (a folder of YAML manifests or one file; default the sample registry in data/registry)."""
+    """Audit ``registry`` (a folder of YAML manifests or one file; default the sample registry in data/registry).
+
+    A registry with no valid model version (an empty or unmounted folder, every file invalid) raises
+    :class:`EmptyRegistryError` and writes nothing, unless ``allow_empty``: then the registry's models are removed
+    from the report (that is what auditing an empty registry means)."""
     logger = get_run_logger()
     reg = Path(registry) if registry else DEFAULT_REGISTRY
     lake_p = Path(lake or default_lake()).resolve()
@@ -95,6 +109,12 @@ def privacy_audit(
     run_id = str(flow_run.id or "local")
 
     manifests, errors = load_registry(reg)
+    if not manifests and not allow_empty:
+        why = f"{len(errors)} invalid file(s), e.g. {errors[0]}" if errors else "no .yaml/.yml file"
+        raise EmptyRegistryError(
+            f"registry {reg} has no valid model version ({why}); nothing was written. If the registry is meant to be "
+            "empty (its models removed from the report), pass --allow-empty"
+        )
     failed = {e.file + (f" ({e.field})" if e.field else ""): str(e) for e in errors}
     for msg in failed.values():
         logger.error("invalid manifest: %s", msg)

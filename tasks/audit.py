@@ -29,8 +29,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks.lake import atomic_write_parquet, code_version
-from tasks.registry import STANDARD_DELTAS, STANDARD_FPRS, ModelManifest
+from tasks.lake import atomic_write_parquet, code_version, safe_join
+from tasks.registry import STANDARD_DELTAS, STANDARD_FPRS, ModelManifest, is_valid_name
 
 __all__ = [
     "AUDIT_SCHEMA",
@@ -158,15 +158,18 @@ def audit_key(manifest: ModelManifest) -> str:
 
 
 def audit_path(lake: Path, model: str, version: int, key: str) -> Path:
-    return lake / "registry" / "audits" / f"model={model}" / f"version={version}" / f"audit-{key}.parquet"
+    """Where one audit row lives; ``model`` must be a valid name (a Parquet row of a crafted lake may say anything)."""
+    if not is_valid_name(model) or isinstance(version, bool) or not isinstance(version, int):
+        raise ValueError(f"not a model version: {model!r}:{version!r}")
+    return safe_join(lake, "registry", "audits", f"model={model}", f"version={version}", f"audit-{key}.parquet")
 
 
 def comparison_path(lake: Path, key_new: str, key_old: str, against: str) -> Path:
-    return lake / "registry" / "comparisons" / f"cmp-{key_new}-{key_old}-{against}.parquet"
+    return safe_join(lake, "registry", "comparisons", f"cmp-{key_new}-{key_old}-{against}.parquet")
 
 
 def members_path(lake: Path, registry_label: str) -> Path:
-    return lake / "registry" / "members" / f"registry={registry_label}" / "members.parquet"
+    return safe_join(lake, "registry", "members", f"registry={registry_label}", "members.parquet")
 
 
 def _f(x: Any) -> float | None:

@@ -212,7 +212,7 @@ def _grid_rows(mechs: list[Any], settings: EvalSettings) -> list[dict[str, Any]]
         kwargs["discretization"] = settings.discretization
     try:
         return gdpcore.analyze_grid(mechs, **kwargs).to_pylist()
-    except (ValueError, ArithmeticError, RuntimeError) as exc:
+    except (ValueError, ArithmeticError, RuntimeError, MemoryError) as exc:  # a cell too large is an error row
         if len(mechs) == 1:
             return [{"status": f"error: {type(exc).__name__}: {exc}"[:500]}]
     rows: list[dict[str, Any]] = []

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -167,16 +168,33 @@ def param_columns(mechanism: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_COMPONENT = re.compile(r"[A-Za-z0-9=][A-Za-z0-9._=-]{0,199}")
+
+
+def safe_join(root: str | Path, *parts: str) -> Path:
+    """``root / part / ...`` for parts built from names (spec, model, version, keys), refusing anything that is not a
+    plain file-name component (no separator, newline, '..', leading dot) or whose resolved path leaves ``root``."""
+    for part in parts:
+        if not isinstance(part, str) or not _COMPONENT.fullmatch(part):
+            raise ValueError(f"refusing {part!r} as a file name (letters, digits, '.', '_', '-', '=' only)")
+    root = Path(root)
+    path = root.joinpath(*parts)
+    base = root.resolve()
+    if not path.resolve().is_relative_to(base):
+        raise ValueError(f"refusing {path}: it resolves outside {base}")
+    return path
+
+
 def chunk_path(lake: Path, spec_name: str, kind: str, chunk_key: str) -> Path:
-    return lake / "staging" / f"spec={spec_name}" / f"mechanism={kind}" / f"chunk-{chunk_key}.parquet"
+    return safe_join(lake, "staging", f"spec={spec_name}", f"mechanism={kind}", f"chunk-{chunk_key}.parquet")
 
 
 def members_path(lake: Path, spec_name: str) -> Path:
-    return lake / "members" / f"spec={spec_name}" / "members.parquet"
+    return safe_join(lake, "members", f"spec={spec_name}", "members.parquet")
 
 
 def runs_path(lake: Path, spec_name: str, run_id: str) -> Path:
-    return lake / "runs" / f"spec={spec_name}" / f"run-{run_id}.parquet"
+    return safe_join(lake, "runs", f"spec={spec_name}", f"run-{run_id}.parquet")
 
 
 def atomic_write_parquet(table: pa.Table, path: Path, provenance: Mapping[str, Any]) -> int:
