@@ -60,6 +60,15 @@ def calibration_sweep(
     spec = load_calibration_spec(spec_path, force=force)
     lake = str(lake or default_lake())
     report = str(report or default_report())
+    from tasks.locks import spec_lock
+    from tasks.publish import check_writable
+
+    check_writable(Path(lake), "lake")
+    with spec_lock(Path(lake), f"calibration.{spec.name}", on_wait=get_run_logger().warning):
+        return _calibrate_locked(spec, lake, report, workers)
+
+
+def _calibrate_locked(spec: CalibrationSpec, lake: str, report: str, workers: int | None) -> CalibrationSummary:
     ids, eval_key, chunks = plan(spec, lake, workers or default_workers())
     get_run_logger().info(
         "%s: %d cells, %d to calibrate in %d chunks", spec.name, len(ids), sum(c.size for c in chunks), len(chunks)

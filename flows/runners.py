@@ -130,6 +130,76 @@ if ours:
 """
 
 
+_ORPHAN_WATCHDOG = """
+import os, signal, sys, time
+parent, markers = int(sys.argv[1]), [m.encode() for m in sys.argv[2:]]
+seen = {}
+
+def scan():
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) in seen:
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            if ppid != parent:
+                continue
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if any(m in cmd for m in markers):
+            seen[int(d)] = cmd
+
+while os.getppid() == parent:
+    scan()
+    time.sleep(0.25)
+
+def ours(pid, cmd):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read() == cmd
+    except OSError:
+        return False
+
+for sig in (signal.SIGTERM, signal.SIGKILL):
+    live = [p for p, c in seen.items() if ours(p, c)]
+    for p in live:
+        try:
+            os.kill(p, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + 10
+    while live and time.monotonic() < deadline:
+        time.sleep(0.2)
+        live = [p for p in live if ours(p, seen[p])]
+    if not live:
+        break
+"""
+_orphan_watchdog_started = False
+
+
+def start_orphan_watchdog(markers: tuple[str, ...] = ("uvicorn",)) -> None:
+    """From this process's first second on, a tiny watchdog child records every direct child whose command line
+    contains one of ``markers`` (Prefect's ephemeral API server runs as ``python -m uvicorn ...``) and, once this
+    process is gone - SIGKILL included, even during Prefect's ~10 s start-up, before any pid is known here - stops
+    them (SIGTERM, then SIGKILL after 10 s). Linux (/proc) only; a no-op elsewhere. Idempotent."""
+    global _orphan_watchdog_started
+    if _orphan_watchdog_started or not os.path.isdir("/proc"):
+        return
+    import subprocess
+    import sys
+
+    subprocess.Popen(
+        [sys.executable, "-c", _ORPHAN_WATCHDOG, str(os.getpid()), *markers],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        close_fds=True,
+    )
+    _orphan_watchdog_started = True
+
+
 def stop_with_this_process(pid: int, marker: str) -> None:
     """Start a tiny watchdog child that SIGTERMs ``pid`` when this process is gone - even SIGKILLed, when Prefect's
     atexit hook never runs and the ephemeral API server would outlive the flow (measured: orphaned indefinitely).

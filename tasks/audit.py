@@ -20,7 +20,6 @@ import json
 import math
 import os
 import shutil
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -380,16 +379,16 @@ def _registry_snapshot_id(lake: Path) -> str:
 
 
 def _build_registry_snapshot(lake: Path, snap: Path) -> None:
-    import duckdb
+    from tasks.lake import tmp_path
+    from tasks.publish import lake_connection
 
-    tmp = snap.with_name(f".{snap.name}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp = tmp_path(snap)
     tmp.mkdir(parents=True)
-    con = duckdb.connect()
+    con = lake_connection(lake)
     try:
-        members = AUDIT_SCHEMA  # noqa: F841
-        empty_members = MEMBERS_SCHEMA.empty_table()  # noqa: F841 - referenced by name in SQL
-        empty_audits = AUDIT_SCHEMA.empty_table()  # noqa: F841
-        empty_cmp = COMPARISON_SCHEMA.empty_table()  # noqa: F841
+        con.register("empty_members", MEMBERS_SCHEMA.empty_table())  # replacement scans are off (confined)
+        con.register("empty_audits", AUDIT_SCHEMA.empty_table())
+        con.register("empty_cmp", COMPARISON_SCHEMA.empty_table())
         member_files = sorted((lake / "registry" / "members").glob("registry=*/members.parquet"))
         if member_files:
             con.execute(
