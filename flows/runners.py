@@ -132,12 +132,13 @@ if ours:
 
 _ORPHAN_WATCHDOG = """
 import os, signal, sys, time
-parent, markers = int(sys.argv[1]), [m.encode() for m in sys.argv[2:]]
+parent, me = int(sys.argv[1]), os.getpid()
+markers = [m.encode() for m in os.environ.get("GDP_WATCHDOG_MARKERS", "").split(",") if m]
 seen = {}
 
 def scan():
     for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) in seen:
+        if not d.isdigit() or int(d) in seen or int(d) == me:
             continue
         try:
             with open(f"/proc/{d}/stat", "rb") as f:
@@ -190,8 +191,9 @@ def start_orphan_watchdog(markers: tuple[str, ...] = ("uvicorn",)) -> None:
     import subprocess
     import sys
 
-    subprocess.Popen(
-        [sys.executable, "-c", _ORPHAN_WATCHDOG, str(os.getpid()), *markers],
+    subprocess.Popen(  # markers via the environment: in argv they would match the watchdog's own command line
+        [sys.executable, "-c", _ORPHAN_WATCHDOG, str(os.getpid())],
+        env={**os.environ, "GDP_WATCHDOG_MARKERS": ",".join(markers)},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import errno
 import hashlib
 import json
 import math
@@ -318,12 +319,16 @@ def _chunk_cache_key(context: Any, parameters: dict[str, Any]) -> str:
     return f"gdp-chunk-{chunk.key}-{_hash(str(Path(parameters['lake']).resolve()))[:12]}"
 
 
+_PERMANENT_IO = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR})
+
+
 def _transient_io_error(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry only I/O failures (full disk, NFS hiccup, lost file handle); numerical errors are not transient."""
+    """Retry only transient I/O failures (NFS hiccup, lost file handle); a full disk, a read-only or forbidden folder
+    and numerical errors fail at once (retrying a full disk took minutes per chunk)."""
     try:
         state.result()
-    except OSError:
-        return True
+    except OSError as exc:
+        return exc.errno not in _PERMANENT_IO
     except Exception:
         return False
     return False

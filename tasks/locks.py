@@ -89,4 +89,4 @@ def spec_lock(lake: Path, spec_name: str, **kw) -> contextlib.AbstractContextMan
     """One sweep per spec and lake: a second sweep waits, then finds every cell computed and computes nothing."""
     from tasks.lake import safe_join
 
-    return lake_lock(safe_join(Path(lake), "_locks", f"spec={spec_name}.lock"), f"sweep of spec {spec_name}", **kw)
+    return lake_lock(safe_join(Path(lake) / "_locks", f"spec={spec_name}.lock"), f"sweep of spec {spec_name}", **kw)
