@@ -188,17 +188,20 @@ def start_orphan_watchdog(markers: tuple[str, ...] = ("uvicorn",)) -> None:
     global _orphan_watchdog_started
     if _orphan_watchdog_started or not os.path.isdir("/proc"):
         return
-    import subprocess
     import sys
 
-    subprocess.Popen(  # markers via the environment: in argv they would match the watchdog's own command line
-        [sys.executable, "-c", _ORPHAN_WATCHDOG, str(os.getpid())],
-        env={**os.environ, "GDP_WATCHDOG_MARKERS": ",".join(markers)},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        close_fds=True,
-    )
+    # posix_spawn, not Popen: the watchdog outlives this process by design, and a Popen object would warn "still
+    # running" at exit. Markers go via the environment: in argv they would match the watchdog's own command line.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-c", _ORPHAN_WATCHDOG, str(os.getpid())],
+            {**os.environ, "GDP_WATCHDOG_MARKERS": ",".join(markers)},
+            file_actions=[(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)],
+        )
+    finally:
+        os.close(devnull)
     _orphan_watchdog_started = True
 
 

@@ -282,3 +282,35 @@ def test_every_cell_of_a_chunk_gets_a_status_row_even_when_the_accountant_fails(
     table = compute_chunk_table(Chunk("t", "subsampled_gaussian", tuple(mechs), settings), "run")
     status = table.column("status").to_pylist()
     assert table.num_rows == 2 and status[0] == "ok" and status[1].startswith("error: MemoryError"), status
+
+
+# -- done means: the valid manifest beside the hostile ones is audited and published within 60 s ------------------------
+def test_valid_manifest_beside_hostile_ones_is_audited_and_published_within_60_s(tmp_path):
+    """gdp audit on a folder holding the alias bomb, a binary file, a newline name and one valid manifest."""
+    import json
+
+    from tests.robustness.conftest import base_env, gdp, temporaries
+
+    reg = tmp_path / "registry"
+    reg.mkdir()
+    write(reg, "a-bomb.yaml", alias_bomb_manifest())
+    write(reg, "b-binary.yaml", bytes(range(256)) * 4)
+    write(reg, "c-newline.yaml", VALID.replace("name: valid-model", 'name: "okname\\n"'))
+    write(reg, "d-valid.yaml", VALID)
+    lake, report = tmp_path / "lake", tmp_path / "reports" / "r.duckdb"
+    env = base_env(tmp_path / "prefect-home")
+    started = time.perf_counter()
+    res = gdp(["audit", str(reg), "--lake", str(lake), "--report", str(report)], env, timeout=120)
+    elapsed = time.perf_counter() - started
+    assert res.returncode == 1, res.stdout + res.stderr[-3000:]  # 1: some manifests failed, the rest published
+    assert elapsed < 60, elapsed
+    assert "Traceback" not in res.stderr, res.stderr[-3000:]
+    for name in ("a-bomb.yaml", "b-binary.yaml", "c-newline.yaml"):
+        assert f"FAILED {reg / name}" in res.stderr, res.stderr
+    out = gdp(["sql", "SELECT model, version FROM models", "--report", str(report), "--format", "json"], env)
+    assert json.loads(out.stdout) == [{"model": "valid-model", "version": 1}], out.stderr
+    assert not [p for p in lake.rglob("*") if "\n" in str(p) or "okname" in str(p)]
+    # the lake is not poisoned: a later publish works
+    pub = gdp(["publish", "--lake", str(lake), "--report", str(report)], env)
+    assert pub.returncode == 0, pub.stderr[-3000:]
+    assert not temporaries(lake, report.parent)
