@@ -125,8 +125,9 @@ def privacy_audit(
     for m in manifests:
         key = audit_key(m)
         path = audit_path(lake_p, m.name, m.version, key)
-        if path.exists():
-            rows[m.key] = read_audit(path)
+        row = _read_or_quarantine(lake_p, path, read_audit)
+        if row is not None:
+            rows[m.key] = row
             reused.append(m.key)
         else:
             futures[m.key] = audit_model_version.submit(m, str(lake_p), run_id)
@@ -178,8 +179,9 @@ def privacy_audit(
     cmp_rows = []
     for new, old, against in pairs:
         p = comparison_path(lake_p, new["audit_key"], old["audit_key"], against)
-        if p.exists():
-            cmp_rows.append(pq.read_table(p).to_pylist()[0])
+        row = _read_or_quarantine(lake_p, p, lambda path: pq.read_table(path).to_pylist()[0])
+        if row is not None:
+            cmp_rows.append(row)
         else:
             cmp_futures.append(compare_versions.submit(new, old, against, str(lake_p)))
     for fut in cmp_futures:
@@ -245,6 +247,22 @@ def privacy_audit(
         len(failed),
     )
     return summary
+
+
+def _read_or_quarantine(lake: Path, path: Path, read: Any) -> dict[str, Any] | None:
+    """The stored row at ``path``, or None when there is none - or when the file is damaged: it is then moved to
+    ``_quarantine/`` and the row recomputed (a truncated audit file used to fail every later audit)."""
+    if not path.exists():
+        return None
+    try:
+        return read(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, IndexError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        from tasks.lake import quarantine
+
+        quarantine(lake, path, f"unreadable stored row: {type(exc).__name__}: {exc}"[:500])
+        return None
 
 
 def _claim_flags(rows: dict[str, dict[str, Any]]) -> list[str]:

@@ -296,6 +296,15 @@ def _snapshot_counts(snap: Path) -> dict[str, int]:
 def _write_report(report: Path, lake: Path, snap: Path, counts: dict[str, int], published_at: str) -> None:
     report.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_path(report)
+    try:
+        _fill_report(tmp, lake, snap, counts, published_at)
+        os.replace(tmp, report)
+    finally:  # also when building failed (a full disk): no .tmp-* or .wal is left behind
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+
+
+def _fill_report(tmp: Path, lake: Path, snap: Path, counts: dict[str, int], published_at: str) -> None:
     con = lake_connection(lake, tmp)
     try:
         for name in (*_TABLES, "runs", "calibrations"):
@@ -316,11 +325,6 @@ def _write_report(report: Path, lake: Path, snap: Path, counts: dict[str, int], 
         con.execute("CHECKPOINT")
     finally:
         con.close()
-    try:
-        os.replace(tmp, report)
-    finally:
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
-            leftover.unlink(missing_ok=True)
 
 
 def _gc_snapshots(curated: Path, keep: Path) -> list[str]:

@@ -314,3 +314,15 @@ def test_valid_manifest_beside_hostile_ones_is_audited_and_published_within_60_s
     pub = gdp(["publish", "--lake", str(lake), "--report", str(report)], env)
     assert pub.returncode == 0, pub.stderr[-3000:]
     assert not temporaries(lake, report.parent)
+
+
+def test_ten_million_cells_are_refused_even_with_force(tmp_path):
+    """10^7 cells with --force used more than 6 GB while planning."""
+    text = SPEC.replace("noise_multiplier: [1.0]", "noise_multiplier: {linspace: [0.5, 5, 10000]}").replace(
+        "steps: [10]", "steps: {linspace: [10, 10000, 1000]}"
+    )
+    path = write(tmp_path, "spec.yaml", text)
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match=r"grid has 10,000,000 cells .* > 2,000,000, the most one spec can hold"):
+        load_grid_spec(path, force=True)
+    assert time.perf_counter() - started < 1.0

@@ -315,3 +315,38 @@ def test_full_disk_is_not_retried():
     assert not _transient_io_error(None, None, State(OSError(errno.ENOSPC, "No space left on device")))
     assert not _transient_io_error(None, None, State(OSError(errno.EROFS, "Read-only file system")))
     assert _transient_io_error(None, None, State(OSError(errno.EIO, "I/O error")))
+
+
+def test_a_damaged_audit_row_is_quarantined_and_recomputed(tmp_path):
+    from flows.privacy_audit import _read_or_quarantine
+    from tasks.audit import read_audit
+
+    lake = tmp_path / "lake"
+    bad = lake / "registry" / "audits" / "model=m" / "version=1" / "audit-k.parquet"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"PAR1 truncated")
+    assert _read_or_quarantine(lake, bad, read_audit) is None  # None: the flow recomputes this model version
+    assert not bad.exists() and len(list((lake / "_quarantine").rglob("audit-k.parquet"))) == 1
+    assert _read_or_quarantine(lake, bad, read_audit) is None
+
+
+def test_a_failed_publish_leaves_no_report_temporaries(lake_and_report, monkeypatch):
+    """The probe: a publish that failed (full disk) left `.privacy.duckdb.tmp-*` and `.wal` behind."""
+    import errno
+
+    import tasks.publish as publish
+    from tests.robustness.conftest import temporaries
+
+    lake, report, _, _ = lake_and_report
+    before = report.read_bytes()
+    real = publish._fill_report
+
+    def full_disk(tmp, *a, **kw):
+        real(tmp, *a, **kw)
+        Path(str(tmp) + ".wal").write_bytes(b"x")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(publish, "_fill_report", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        publish_lake(lake, report)
+    assert not temporaries(lake, report.parent) and report.read_bytes() == before
