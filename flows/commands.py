@@ -316,14 +316,21 @@ def _demo(args: argparse.Namespace) -> int:
 
 # -- registry audits (issue 7) ----------------------------------------------------------------------------------------
 def _audit(args: argparse.Namespace) -> int:
-    from tasks.registry import DEFAULT_REGISTRY, registry_files
+    from tasks.registry import DEFAULT_REGISTRY, MANIFEST_DEADLINE, load_registry, registry_files
 
     registry = args.registry or str(DEFAULT_REGISTRY)
-    if not registry_files(registry) and not args.allow_empty:  # a missing or empty registry fails before Prefect
-        raise ValueError(
-            f"registry {registry} has no .yaml/.yml file (not mounted?); nothing was written. If it is meant to be "
-            "empty (its models removed from the report), pass --allow-empty"
-        )
+    if not args.allow_empty:  # a missing or empty registry fails here, before Prefect starts and without a traceback
+        if not registry_files(registry):
+            raise ValueError(
+                f"registry {registry} has no .yaml/.yml file (not mounted?); nothing was written. If it is meant to "
+                "be empty (its models removed from the report), pass --allow-empty"
+            )
+        good, errors = load_registry(registry, deadline=MANIFEST_DEADLINE)
+        if not good:
+            raise ValueError(
+                f"registry {registry} has no valid model version ({len(errors)} invalid file(s), e.g. {errors[0]}); "
+                "nothing was written. If it is meant to be empty, pass --allow-empty"
+            )
     _preflight(args)
     _prefect_env(args.verbose)
     from flows.privacy_audit import privacy_audit

@@ -35,7 +35,7 @@ from tasks.audit import (
     write_members,
 )
 from tasks.lake import default_lake, default_report
-from tasks.registry import DEFAULT_REGISTRY, ModelManifest, load_registry
+from tasks.registry import DEFAULT_REGISTRY, MANIFEST_DEADLINE, ModelManifest, load_registry
 
 __all__ = ["AuditSummary", "privacy_audit"]
 
@@ -108,7 +108,7 @@ def privacy_audit(
     cards = Path(cards_dir).resolve() if cards_dir else report_p.parent / "cards"
     run_id = str(flow_run.id or "local")
 
-    manifests, errors = load_registry(reg)
+    manifests, errors = load_registry(reg, deadline=MANIFEST_DEADLINE)  # each file in isolation, with a deadline
     if not manifests and not allow_empty:
         why = f"{len(errors)} invalid file(s), e.g. {errors[0]}" if errors else "no .yaml/.yml file"
         raise EmptyRegistryError(

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,7 +84,11 @@ class ManifestError(ValueError):
     def __init__(self, file: str | Path, field: str, message: str):
         self.file = str(file)
         self.field = field
+        self.message = message
         super().__init__(f"{self.file}: {field}: {message}" if field else f"{self.file}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable: it travels back from the isolated loader's process
+        return (ManifestError, (self.file, self.field, self.message))
 
 
 class _Strict(BaseModel):
@@ -411,12 +416,96 @@ def iter_registry(registry: str | Path) -> Iterator[tuple[Path, list[ModelManife
             yield path, ManifestError(path, "", f"cannot be loaded: {type(exc).__name__}: {str(exc)[:300]}")
 
 
-def load_registry(registry: str | Path) -> tuple[list[ModelManifest], list[ManifestError]]:
-    """Valid manifests and the errors of invalid files; duplicate (name, version) pairs are errors too."""
+def _isolated_worker(loader: str, conn: Any) -> None:
+    """Child side of :func:`iter_registry_isolated`: load each path sent, send back (manifests | ManifestError)."""
+    import importlib
+
+    module, name = loader.split(":")
+    load = getattr(importlib.import_module(module), name)
+    while True:
+        path = conn.recv()
+        if path is None:
+            return
+        try:
+            result: Any = load(path)
+        except ManifestError as exc:
+            result = exc
+        except Exception as exc:
+            result = ManifestError(path, "", f"cannot be loaded: {type(exc).__name__}: {str(exc)[:300]}")
+        conn.send(result)
+
+
+def iter_registry_isolated(
+    registry: str | Path, deadline: float, *, loader: str = "tasks.registry:load_manifest_file"
+) -> Iterator[tuple[Path, list[ModelManifest] | ManifestError]]:
+    """Like :func:`iter_registry`, each file loaded in a child process with ``deadline`` seconds: a file that takes
+    longer (or kills its loader) fails alone - the child is killed and a fresh one loads the remaining files."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    files = registry_files(registry)
+    child = conn = None
+
+    def start() -> None:
+        nonlocal child, conn
+        conn, theirs = ctx.Pipe()
+        child = ctx.Process(target=_isolated_worker, args=(loader, theirs), daemon=True)
+        child.start()
+        theirs.close()
+
+    def stop(kill: bool) -> None:
+        nonlocal child, conn
+        if child is None:
+            return
+        if kill:
+            child.kill()
+        else:
+            try:
+                conn.send(None)
+            except OSError:
+                child.kill()
+        child.join(timeout=10)
+        if child.is_alive():
+            child.kill()
+            child.join()
+        conn.close()
+        child = conn = None
+
+    try:
+        for path in files:
+            if child is None:
+                start()
+            conn.send(path)
+            if conn.poll(deadline):
+                try:
+                    yield path, conn.recv()
+                    continue
+                except (EOFError, OSError):
+                    child.join(timeout=5)
+                    why = f"its loader died (exit code {child.exitcode})"
+            else:
+                why = f"loading took longer than {deadline:g} s"
+            stop(kill=True)
+            yield path, ManifestError(path, "", f"refused: {why}")
+    finally:
+        stop(kill=False)
+
+
+MANIFEST_DEADLINE = float(os.environ.get("GDP_MANIFEST_DEADLINE", "30"))
+"""Seconds one manifest file may take to load and validate when loaded in isolation (``gdp audit``)."""
+
+
+def load_registry(
+    registry: str | Path, *, deadline: float | None = None
+) -> tuple[list[ModelManifest], list[ManifestError]]:
+    """Valid manifests and the errors of invalid files; duplicate (name, version) pairs are errors too.
+
+    With ``deadline`` (seconds), each file is loaded in a child process and fails alone if it takes longer."""
     good: list[ModelManifest] = []
     errors: list[ManifestError] = []
     seen: dict[str, str] = {}
-    for path, result in iter_registry(registry):
+    results = iter_registry(registry) if deadline is None else iter_registry_isolated(registry, deadline)
+    for path, result in results:
         if isinstance(result, ManifestError):
             errors.append(result)
             continue

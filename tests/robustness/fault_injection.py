@@ -69,7 +69,7 @@ class Bench:
         reg.mkdir(exist_ok=True)
         for v in (1, 2):
             (reg / f"m{v}.yaml").write_text(
-                MANIFEST.format(name=f"fi-model-{i}", version=v, sigma=0.9 + 0.1 * v, steps=100 + 50 * i)
+                MANIFEST.format(name=f"fi-model-{i}", version=v, sigma=0.9 + 0.1 * v, steps=100 + 50 * (i + 3))
             )
             self.expected_models.add(f"fi-model-{i}:{v}")
         return ["audit", str(reg), *self.store()]

@@ -326,3 +326,22 @@ def test_ten_million_cells_are_refused_even_with_force(tmp_path):
     with pytest.raises(ValueError, match=r"grid has 10,000,000 cells .* > 2,000,000, the most one spec can hold"):
         load_grid_spec(path, force=True)
     assert time.perf_counter() - started < 1.0
+
+
+def test_each_manifest_loads_in_isolation_with_a_deadline(tmp_path):
+    """A file whose loading hangs or kills its loader fails alone; the files after it are still loaded."""
+    from tasks.registry import iter_registry_isolated
+
+    write(tmp_path, "a-valid.yaml", VALID)
+    write(tmp_path, "b-slow.yaml", VALID.replace("valid-model", "slow-model"))
+    write(tmp_path, "c-crash.yaml", VALID.replace("valid-model", "crash-model"))
+    write(tmp_path, "d-bomb.yaml", alias_bomb_manifest())
+    write(tmp_path, "e-valid.yaml", VALID.replace("version: 1", "version: 2"))
+    started = time.perf_counter()
+    got = dict(iter_registry_isolated(tmp_path, 3.0, loader="tests.robustness._slow_loader:load"))
+    assert time.perf_counter() - started < 45
+    out = {p.name: (r if isinstance(r, ManifestError) else [m.key for m in r]) for p, r in got.items()}
+    assert out["a-valid.yaml"] == ["valid-model:1"] and out["e-valid.yaml"] == ["valid-model:2"]
+    assert "refused: loading took longer than 3 s" in str(out["b-slow.yaml"])
+    assert "refused: its loader died (exit code 3)" in str(out["c-crash.yaml"])
+    assert "alias" in str(out["d-bomb.yaml"]) and out["d-bomb.yaml"].file == str(tmp_path / "d-bomb.yaml")
