@@ -75,7 +75,14 @@ def _calibrate_locked(spec: CalibrationSpec, lake: str, report: str, workers: in
     )
     futures = [calibrate_chunk.submit(c, lake) for c in chunks]
     manifests, failures = [], []
+    stale = []
     for fut in as_completed(futures):
+        res = fut.result(raise_on_failure=False)
+        if not isinstance(res, BaseException) and not (Path(lake) / res["path"]).exists():
+            stale.append(next(c for c in chunks if c.key == res["chunk_key"]))  # cached, file deleted/quarantined
+            continue
+        (failures if isinstance(res, BaseException) else manifests).append(res)
+    for fut in [calibrate_chunk.with_options(refresh_cache=True).submit(c, lake) for c in stale]:
         res = fut.result(raise_on_failure=False)
         (failures if isinstance(res, BaseException) else manifests).append(res)
     record_members(spec, ids, eval_key, lake)

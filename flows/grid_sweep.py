@@ -192,8 +192,8 @@ def evaluate_chunks(
         result = fut.result(raise_on_failure=False)
         if isinstance(result, BaseException) or not fut.state.is_completed():
             failures.append(f"chunk {chunk.short_key}: {result!r}"[:300])
-        elif not (Path(lake) / result.path).exists():
-            stale.append(chunk)
+        elif result.path != _expected(lake, chunk) or not (Path(lake) / result.path).exists():
+            stale.append(chunk)  # a cached manifest of a deleted, quarantined or other spec's file
         else:
             manifests.append(result)
         bar.update(chunk.size)
@@ -206,6 +206,12 @@ def evaluate_chunks(
             else:
                 manifests.append(result)
     return manifests, failures
+
+
+def _expected(lake: str, chunk: Chunk) -> str:
+    from tasks.lake import chunk_path
+
+    return str(chunk_path(Path(lake), chunk.spec_name, chunk.kind, chunk.key).relative_to(Path(lake)))
 
 
 def _runner_name() -> str:

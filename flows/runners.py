@@ -46,7 +46,7 @@ def make_task_runner(kind: str = "process", *, dask_address: str | None = None, 
     if kind == "process":
         from prefect.task_runners import ProcessPoolTaskRunner
 
-        return ProcessPoolTaskRunner(max_workers=workers, initializer=exit_with_parent)
+        return ProcessPoolTaskRunner(max_workers=workers, initializer=exit_with_parent, initargs=(os.getpid(),))
     if dask_address is not None and not dask_address.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
         raise ValueError(f"--dask-address must look like tcp://host:8786, got {dask_address!r}")
     try:
@@ -93,16 +93,21 @@ def share_api_with_workers(kind: str) -> None:
         stop_with_this_process(server.server_process.pid, marker="uvicorn")
 
 
-def exit_with_parent() -> None:
-    """Process-pool worker initializer: exit once the flow process that spawned this worker is gone.
+def exit_with_parent(parent: int | None = None) -> None:
+    """Process-pool worker initializer: exit once the flow process ``parent`` that spawned this worker is gone.
 
     A SIGKILLed flow process runs no cleanup, and its idle pool workers would otherwise wait on their queue forever
     (measured: still alive minutes later, each holding gdpcore's imports). A daemon thread polls the parent pid.
+    The flow passes its own pid: a worker still importing when the flow was killed reaches this initializer already
+    re-parented, and ``os.getppid()`` would then name init - the worker never exited (found by fault injection).
     """
     import threading
     import time
 
-    parent = os.getppid()
+    if parent is None:
+        parent = os.getppid()
+    if os.getppid() != parent:
+        os._exit(0)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -180,9 +185,10 @@ for sig in (signal.SIGTERM, signal.SIGKILL):
 _orphan_watchdog_started = False
 
 
-def start_orphan_watchdog(markers: tuple[str, ...] = ("uvicorn",)) -> None:
+def start_orphan_watchdog(markers: tuple[str, ...] = ("uvicorn", "spawn_main")) -> None:
     """From this process's first second on, a tiny watchdog child records every direct child whose command line
-    contains one of ``markers`` (Prefect's ephemeral API server runs as ``python -m uvicorn ...``) and, once this
+    contains one of ``markers`` (Prefect's ephemeral API server runs as ``python -m uvicorn ...``; multiprocessing's
+    spawned workers - process pool, isolated manifest loader - as ``... spawn_main(...)``) and, once this
     process is gone - SIGKILL included, even during Prefect's ~10 s start-up, before any pid is known here - stops
     them (SIGTERM, then SIGKILL after 10 s). Linux (/proc) only; a no-op elsewhere. Idempotent."""
     global _orphan_watchdog_started

@@ -314,9 +314,13 @@ def compute_chunk_table(chunk: Chunk, run_id: str) -> pa.Table:
 
 
 def _chunk_cache_key(context: Any, parameters: dict[str, Any]) -> str:
-    """Chunk content (cells + settings + gdpcore code version) and the lake it was written to."""
+    """Chunk content (cells + settings + gdpcore code version), the spec it belongs to and the lake it was written to.
+
+    The spec is part of the key: two specs sharing cells have chunks with equal content, and a cache hit across specs
+    returned the *other* spec's file, so the second spec's cells were never written (found by fault injection)."""
     chunk: Chunk = parameters["chunk"]
-    return f"gdp-chunk-{chunk.key}-{_hash(str(Path(parameters['lake']).resolve()))[:12]}"
+    where = _hash([chunk.spec_name, chunk.kind, str(Path(parameters["lake"]).resolve())])[:12]
+    return f"gdp-chunk-{chunk.key}-{where}"
 
 
 _PERMANENT_IO = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR})

@@ -350,3 +350,33 @@ def test_a_failed_publish_leaves_no_report_temporaries(lake_and_report, monkeypa
     with pytest.raises(OSError, match="No space"):
         publish_lake(lake, report)
     assert not temporaries(lake, report.parent) and report.read_bytes() == before
+
+
+def test_chunk_cache_keys_differ_between_specs_sharing_cells(tmp_path):
+    """Found by fault injection: two specs sharing cells have chunks of equal content; the Prefect cache key ignored
+    the spec, so the second spec got the first spec's file back and its own cells were never written."""
+    from tasks.calibrate import CalibrationChunk
+    from tasks.calibrate import _cache_key as calibration_key
+    from tasks.evaluate import Chunk, _chunk_cache_key
+
+    settings = EvalSettings((1e-5,), (0.1,), ("gdp",), None, 1e-10, "test")
+    mechs = (gdpcore.Gaussian(noise_multiplier=1.0).to_json(),)
+    a, b = Chunk("a", "gaussian", mechs, settings), Chunk("b", "gaussian", mechs, settings)
+    assert a.key == b.key  # same content: same file name, in each spec's own folder
+    assert _chunk_cache_key(None, {"chunk": a, "lake": str(tmp_path)}) != _chunk_cache_key(
+        None, {"chunk": b, "lake": str(tmp_path)}
+    )
+    ca = CalibrationChunk(spec_name="a", cells=((0.01, 10),), target=(("target_mu", 1.0),), code_version="t")
+    cb = CalibrationChunk(spec_name="b", cells=((0.01, 10),), target=(("target_mu", 1.0),), code_version="t")
+    assert calibration_key(None, {"chunk": ca, "lake": str(tmp_path)}) != calibration_key(
+        None, {"chunk": cb, "lake": str(tmp_path)}
+    )
+
+
+def test_a_pool_worker_whose_flow_died_during_its_start_up_exits(tmp_path):
+    """Found by fault injection: a worker reaching its initializer after the flow was SIGKILLed took init for its
+    parent and waited forever."""
+    code = "from flows.runners import exit_with_parent; import os; exit_with_parent(os.getppid() + 999999); print('x')"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and res.stdout == ""  # exited in the initializer, before printing
