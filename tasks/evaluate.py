@@ -313,6 +313,34 @@ def compute_chunk_table(chunk: Chunk, run_id: str) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=STAGING_SCHEMA)
 
 
+def error_table(chunk: Chunk, run_id: str, exc: BaseException) -> pa.Table:
+    """One ``error: ...`` row per cell of a chunk whose table could not be built: every cell keeps exactly one row."""
+    import gdpcore
+
+    status = f"error: {type(exc).__name__}: {exc}"[:500]
+    now = dt.datetime.now(dt.UTC)
+    rows = []
+    for mech_json in chunk.mechanisms:
+        data = json.loads(mech_json)
+        data.pop("schema", None)
+        rows.append(
+            {
+                "cell_id": gdpcore.mechanism_from_dict(data).content_hash,
+                "eval_key": chunk.settings.eval_key,
+                "chunk_key": chunk.key,
+                "mechanism_kind": chunk.kind,
+                "mechanism_json": mech_json,
+                "status": status,
+                "alpha_min": chunk.settings.alpha_min,
+                "gdpcore_version": gdpcore.__version__,
+                "code_version": chunk.settings.code_version,
+                "run_id": run_id,
+                "computed_at": now,
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=STAGING_SCHEMA)
+
+
 def _chunk_cache_key(context: Any, parameters: dict[str, Any]) -> str:
     """Chunk content (cells + settings + gdpcore code version), the spec it belongs to and the lake it was written to.
 
@@ -357,7 +385,10 @@ def evaluate_chunk(chunk: Chunk, lake: str) -> ChunkManifest:
     """Evaluate one chunk and write it as one Parquet file (temp + rename); return its manifest."""
     started = time.perf_counter()
     run_id = _run_id()
-    table = compute_chunk_table(chunk, run_id)
+    try:
+        table = compute_chunk_table(chunk, run_id)
+    except (ValueError, ArithmeticError, TypeError, pa.ArrowException) as exc:  # e.g. a value outside int64
+        table = error_table(chunk, run_id, exc)
     path = chunk_path(Path(lake), chunk.spec_name, chunk.kind, chunk.key)
     atomic_write_parquet(
         table,

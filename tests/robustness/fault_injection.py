@@ -8,7 +8,8 @@
    report row per cell), processes of the killed command still alive 20 s later (orphans; the process group is
    checked, so a re-parented Prefect server counts), and ``*.tmp-*`` temporaries left after the re-run.
 2. Two ``gdp publish`` loops on one lake at once, ``--rounds`` each: how many succeed.
-3. A staging chunk truncated to half its size: does the next ``gdp sweep`` recompute it and is the report complete.
+3. Two ``gdp sweep`` of one spec at once (different ``--workers``): every cell stored once.
+4. A staging chunk truncated to half its size: does the next ``gdp sweep`` recompute it and is the report complete.
 
 Prints one JSON object; ``test_fault_injection_figures`` (slow) runs it and asserts the figures the issue asks for.
 """
@@ -200,6 +201,32 @@ def concurrent_publishes(bench: Bench, rounds: int) -> dict[str, Any]:
     }
 
 
+def concurrent_sweeps(bench: Bench) -> dict[str, Any]:
+    """Two sweeps of one new spec at once, with different --workers (before the spec lock: every cell twice)."""
+    import pyarrow.parquet as pq
+
+    args = bench.sweep_args(99)
+    results: list[int] = []
+    threads = [
+        threading.Thread(target=lambda w=w: results.append(bench.run([*args, "--workers", w]).returncode))
+        for w in ("1", "2")
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ids: list[str] = []
+    for p in sorted((bench.lake / "staging" / "spec=fi99").glob("mechanism=*/chunk-*.parquet")):
+        ids += pq.read_table(p, columns=["cell_id"]).column("cell_id").to_pylist()
+    return {
+        "exit_codes": sorted(results),
+        "staging_rows": len(ids),
+        "distinct_cells": len(set(ids)),
+        "expected_cells": bench.expected_cells["fi99"],
+        **bench.check(),
+    }
+
+
 def truncated_chunk(bench: Bench) -> dict[str, Any]:
     spec = next(iter(bench.expected_cells))
     chunk = sorted((bench.lake / "staging" / f"spec={spec}").glob("mechanism=*/chunk-*.parquet"))[0]
@@ -228,6 +255,7 @@ def run(trials: int = 10, rounds: int = 20, seed: int = 16, root: Path | None = 
         bench.root.mkdir(parents=True, exist_ok=True)
         out = {"kill": kill_trials(bench, trials, rng)}
         out["concurrent_publish"] = concurrent_publishes(bench, rounds)
+        out["concurrent_sweeps"] = concurrent_sweeps(bench)
         out["truncated_chunk"] = truncated_chunk(bench)
         return out
 

@@ -345,3 +345,29 @@ def test_each_manifest_loads_in_isolation_with_a_deadline(tmp_path):
     assert "refused: loading took longer than 3 s" in str(out["b-slow.yaml"])
     assert "refused: its loader died (exit code 3)" in str(out["c-crash.yaml"])
     assert "alias" in str(out["d-bomb.yaml"]) and out["d-bomb.yaml"].file == str(tmp_path / "d-bomb.yaml")
+
+
+def test_a_chunk_whose_table_cannot_be_built_still_gives_one_row_per_cell(tmp_path, monkeypatch):
+    """The probe: the chunk failed with OverflowError, `cells` had 0 rows while `members` listed 1."""
+    import pyarrow.parquet as pq
+
+    import gdpcore
+    import tasks.evaluate as evaluate
+    from tasks.evaluate import Chunk, EvalSettings
+
+    settings = EvalSettings((1e-5,), (0.1,), ("gdp",), None, 1e-10, "test")
+    mechs = tuple(gdpcore.Gaussian(noise_multiplier=s).to_json() for s in (1.0, 2.0))
+    chunk = Chunk("t", "gaussian", mechs, settings)
+
+    def overflow(*a, **kw):
+        raise OverflowError("Python int too large to convert to C long")
+
+    monkeypatch.setattr(evaluate, "compute_chunk_table", overflow)
+    manifest = evaluate.evaluate_chunk.fn(chunk, str(tmp_path))
+    table = pq.read_table(tmp_path / manifest.path)
+    assert table.num_rows == 2 and manifest.cells == 2 and manifest.cells_ok == 0
+    assert set(table.column("status").to_pylist()) == {
+        "error: OverflowError: Python int too large to convert to C long"
+    }
+    want = [gdpcore.Gaussian(noise_multiplier=s).content_hash for s in (1.0, 2.0)]
+    assert sorted(table.column("cell_id").to_pylist()) == sorted(want)
