@@ -164,6 +164,11 @@ def kill_trials(bench: Bench, trials: int, rng: random.Random) -> dict[str, Any]
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     return {
         "trials": len(results),
+        "killed_mid_run": sum(not r["finished_before_kill"] for r in results),
+        "killed_by_command": {
+            c: sum(r["command"] == c and not r["finished_before_kill"] for r in results)
+            for c in ("sweep", "publish", "audit")
+        },
         "baseline_seconds": {k: round(v, 1) for k, v in durations.items()},
         "lost": max(r["lost"] for r in results),  # each check covers every trial so far
         "duplicated": max(r["duplicated"] for r in results),
