@@ -441,6 +441,22 @@ def _report_lake(report: Path) -> Path | None:
     return lake if lake.is_absolute() else (report.parent / lake)
 
 
+def _check_no_links(root: Path) -> None:
+    """Refuse a lake folder holding a symbolic link: DuckDB's allow-list compares paths, so a link inside a crafted
+    lake (``curated/x -> /proc/self/environ``) would let the report read what it points at."""
+    if root.is_symlink():
+        raise ValueError(f"refusing the report's lake: {root} is a symbolic link")
+    if not root.exists():
+        return
+    for folder, subdirs, files in os.walk(root, followlinks=False):
+        for name in subdirs + files:
+            if os.path.islink(os.path.join(folder, name)):
+                raise ValueError(
+                    f"refusing the report's lake: {os.path.join(folder, name)} is a symbolic link (a lake holds "
+                    "plain files only)"
+                )
+
+
 def _report_connection(report: Path, *, memory_limit: str, threads: int) -> Any:
     """A private in-memory DuckDB with ``report`` ATTACHed read-only, confined to the report's own lake: its views may
     read the lake's published snapshots (``curated/``, ``registry/published/``) and no other file (a crafted view
@@ -453,6 +469,8 @@ def _report_connection(report: Path, *, memory_limit: str, threads: int) -> Any:
         raise ValueError(f"--threads must be an integer >= 1, got {threads!r}")
     lake = _report_lake(report)
     dirs = [] if lake is None else [lake / "curated", lake / "registry" / "published"]
+    for d in dirs:
+        _check_no_links(d)
     con = duckdb.connect()
     try:
         con.execute(f"SET memory_limit = {_lit(memory_limit)}")

@@ -380,3 +380,15 @@ def test_a_pool_worker_whose_flow_died_during_its_start_up_exits(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and res.stdout == ""  # exited in the initializer, before printing
+
+
+def test_a_symlink_inside_the_reports_lake_is_refused(lake_and_report, tmp_path):
+    """DuckDB's allow-list compares paths: a link in a crafted lake must not open the file it points at."""
+    lake, report, _, _ = lake_and_report
+    snap = next(p for p in (lake / "curated").iterdir() if p.is_dir())
+    (snap / "leak.txt").symlink_to("/proc/self/environ")
+    crafted = _craft(
+        report, tmp_path / "crafted.duckdb", [f"CREATE VIEW leak AS SELECT * FROM read_text('{snap}/leak.txt')"]
+    )
+    with pytest.raises(ValueError, match=r"leak\.txt is a symbolic link"):
+        query_report(crafted, "SELECT * FROM leak")
