@@ -155,12 +155,13 @@ def _snapshot_id(lake: Path) -> str:
     return h.hexdigest()[:20]
 
 
-def _confine(con: Any, directories: list[Path], paths: list[Path]) -> Any:
+def _confine(con: Any, directories: list[Path], paths: list[Path], spill: Path | None = None) -> Any:
     """Limit ``con`` to files under ``directories`` and the files ``paths``: no other local file, no network, no
-    extension install/load, no spilling to a temp folder (``enable_external_access = false`` + allow-lists)."""
+    extension install/load (``enable_external_access = false`` + allow-lists); spill to ``spill`` (a folder inside
+    an allowed directory) or nowhere."""
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
-    con.execute("SET temp_directory = ''")
+    con.execute(f"SET temp_directory = {_lit(spill) if spill is not None else repr('')}")
     dirs = ", ".join(_lit(str(d.resolve()) + os.sep) for d in directories)
     con.execute(f"SET allowed_directories = [{dirs}]")
     if paths:
@@ -175,7 +176,7 @@ def lake_connection(lake: Path, database: Path | None = None) -> Any:
 
     con = duckdb.connect(str(database) if database is not None else ":memory:")
     extra = [database, Path(str(database) + ".wal")] if database is not None else []
-    return _confine(con, [Path(lake)], extra)
+    return _confine(con, [Path(lake)], extra, spill=Path(lake).resolve() / "_duckdb_spill")
 
 
 def _build_snapshot(lake: Path, snap: Path) -> dict[str, int]:
