@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +60,22 @@ class AuditSummary:
     mlflow_missing: list[str] = dataclasses.field(default_factory=list)
 
 
-@task(name="audit-model-version", task_run_name="audit-{manifest.name}-v{manifest.version}")
+AUDIT_DEADLINE = float(os.environ.get("GDP_AUDIT_DEADLINE", "1800"))
+"""Seconds one model version's accounting (or one comparison) may take; past it, that version fails alone."""
+
+
+@task(
+    name="audit-model-version",
+    task_run_name="audit-{manifest.name}-v{manifest.version}",
+    timeout_seconds=AUDIT_DEADLINE,
+)
 def audit_model_version(manifest: ModelManifest, lake: str, run_id: str) -> dict[str, Any]:
     row = compute_audit_row(manifest, run_id)
     write_audit(Path(lake), row)
     return row
 
 
-@task(name="compare-versions")
+@task(name="compare-versions", timeout_seconds=AUDIT_DEADLINE)
 def compare_versions(new: dict[str, Any], old: dict[str, Any], against: str, lake: str) -> dict[str, Any]:
     row = compute_comparison_row(new, old, against)
     write_comparison(Path(lake), row)
