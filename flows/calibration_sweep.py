@@ -60,13 +60,29 @@ def calibration_sweep(
     spec = load_calibration_spec(spec_path, force=force)
     lake = str(lake or default_lake())
     report = str(report or default_report())
+    from tasks.locks import spec_lock
+    from tasks.publish import check_writable
+
+    check_writable(Path(lake), "lake")
+    with spec_lock(Path(lake), f"calibration.{spec.name}", on_wait=get_run_logger().warning):
+        return _calibrate_locked(spec, lake, report, workers)
+
+
+def _calibrate_locked(spec: CalibrationSpec, lake: str, report: str, workers: int | None) -> CalibrationSummary:
     ids, eval_key, chunks = plan(spec, lake, workers or default_workers())
     get_run_logger().info(
         "%s: %d cells, %d to calibrate in %d chunks", spec.name, len(ids), sum(c.size for c in chunks), len(chunks)
     )
     futures = [calibrate_chunk.submit(c, lake) for c in chunks]
     manifests, failures = [], []
+    stale = []
     for fut in as_completed(futures):
+        res = fut.result(raise_on_failure=False)
+        if not isinstance(res, BaseException) and not (Path(lake) / res["path"]).exists():
+            stale.append(next(c for c in chunks if c.key == res["chunk_key"]))  # cached, file deleted/quarantined
+            continue
+        (failures if isinstance(res, BaseException) else manifests).append(res)
+    for fut in [calibrate_chunk.with_options(refresh_cache=True).submit(c, lake) for c in stale]:
         res = fut.result(raise_on_failure=False)
         (failures if isinstance(res, BaseException) else manifests).append(res)
     record_members(spec, ids, eval_key, lake)

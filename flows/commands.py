@@ -25,8 +25,27 @@ DEMO_SPEC = Path(__file__).resolve().parent.parent / "data" / "specs" / "demo.ya
 def _prefect_env(verbose: bool) -> None:
     """Quiet, offline defaults for CLI runs (explicit environment settings win)."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry calls from the local server
+    if not os.environ.get("PREFECT_API_URL"):  # Prefect will start a local server: never let it outlive us
+        from flows.runners import start_orphan_watchdog
+
+        start_orphan_watchdog()
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def _preflight(args: argparse.Namespace, *, prefect: bool = True) -> None:
+    """Fail fast, naming the folder, when the lake, the report's folder or PREFECT_HOME cannot be written - before
+    Prefect's server starts (a read-only PREFECT_HOME used to time out after 60 s, a read-only lake after ~29 s)."""
+    from tasks.lake import default_lake, default_report
+    from tasks.publish import check_writable
+
+    lake = getattr(args, "lake", None)
+    if hasattr(args, "lake"):
+        check_writable(Path(lake or default_lake()), "lake")
+    check_writable(Path(args.report or default_report()).resolve().parent, "report folder")
+    if prefect and not os.environ.get("PREFECT_API_URL"):
+        home = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
+        check_writable(home, "PREFECT_HOME folder (Prefect's local server keeps its database there)")
 
 
 def _add_store_args(p: argparse.ArgumentParser, *, lake: bool = True) -> None:
@@ -75,6 +94,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
     spec = load_grid_spec(args.spec, force=args.force)  # fail fast, before Prefect starts
     _check_workers(args)
+    _preflight(args)
     _prefect_env(args.verbose)  # before the first Prefect import
     from flows.grid_sweep import grid_sweep
 
@@ -100,6 +120,7 @@ def _regret_map(args: argparse.Namespace) -> int:
 
     spec = load_grid_spec(args.spec, force=args.force)
     _check_workers(args)
+    _preflight(args)
     _prefect_env(args.verbose)  # before the first Prefect import
     from flows.regret_map import choose_axes
 
@@ -130,6 +151,7 @@ def _calibration_sweep(args: argparse.Namespace) -> int:
 
     spec = load_calibration_spec(args.spec, force=args.force)
     _check_workers(args)
+    _preflight(args)
     _prefect_env(args.verbose)
     from flows.calibration_sweep import calibration_sweep
 
@@ -149,10 +171,13 @@ def _calibration_sweep(args: argparse.Namespace) -> int:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    _prefect_env(args.verbose)
-    from flows.publish import publish_report
+    """Publishing is one local step: it runs without Prefect (no server to start, none to orphan when killed).
+    Deployments and sweeps publish through the ``publish-report`` flow."""
+    from tasks.lake import default_lake, default_report
+    from tasks.publish import publish_lake
 
-    result = publish_report(lake=args.lake, report=args.report)
+    _preflight(args, prefect=False)
+    result = publish_lake(args.lake or default_lake(), args.report or default_report())
     counts = ", ".join(f"{k}={v:,}" for k, v in result.counts.items())
     print(
         f"published {result.report} (snapshot {result.snapshot}{', reused' if result.reused_snapshot else ''}): "
@@ -207,7 +232,15 @@ def _sql(args: argparse.Namespace) -> int:
     from tasks.lake import default_report
     from tasks.publish import query_report
 
-    columns, rows = query_report(args.report or default_report(), args.query)
+    columns, rows = query_report(
+        args.report or default_report(),
+        args.query,
+        **{
+            k: v
+            for k, v in (("timeout", args.timeout), ("memory_limit", args.memory_limit), ("threads", args.threads))
+            if v is not None
+        },
+    )
     if args.format == "json":
         print(json.dumps([{c: _jsonable(v) for c, v in zip(columns, r, strict=True)} for r in rows], indent=1))
     elif args.format == "csv":
@@ -276,22 +309,39 @@ def _demo(args: argparse.Namespace) -> int:
         "GROUP BY ALL ORDER BY ALL"
     )
     print(f'\n$ gdp sql "{query}"')
-    _sql(argparse.Namespace(report=report, query=query, format="table"))
+    _sql(argparse.Namespace(report=report, query=query, format="table", timeout=None, memory_limit=None, threads=None))
     print(f"\ndemo finished in {time.monotonic() - started:.0f} s")
     return 0
 
 
 # -- registry audits (issue 7) ----------------------------------------------------------------------------------------
 def _audit(args: argparse.Namespace) -> int:
-    from tasks.registry import DEFAULT_REGISTRY, registry_files
+    from tasks.registry import DEFAULT_REGISTRY, MANIFEST_DEADLINE, load_registry, registry_files
 
     registry = args.registry or str(DEFAULT_REGISTRY)
-    registry_files(registry)  # a missing registry fails here, before Prefect starts
+    if not args.allow_empty:  # a missing or empty registry fails here, before Prefect starts and without a traceback
+        if not registry_files(registry):
+            raise ValueError(
+                f"registry {registry} has no .yaml/.yml file (not mounted?); nothing was written. If it is meant to "
+                "be empty (its models removed from the report), pass --allow-empty"
+            )
+        good, errors = load_registry(registry, deadline=MANIFEST_DEADLINE)
+        if not good:
+            raise ValueError(
+                f"registry {registry} has no valid model version ({len(errors)} invalid file(s), e.g. {errors[0]}); "
+                "nothing was written. If it is meant to be empty, pass --allow-empty"
+            )
+    _preflight(args)
     _prefect_env(args.verbose)
     from flows.privacy_audit import privacy_audit
 
     s = privacy_audit(
-        registry=registry, lake=args.lake, report=args.report, cards_dir=args.cards, mlflow_uri=args.mlflow_uri
+        registry=registry,
+        lake=args.lake,
+        report=args.report,
+        cards_dir=args.cards,
+        mlflow_uri=args.mlflow_uri,
+        allow_empty=args.allow_empty,
     )
     print(
         f"audit {s.registry}: {len(s.models)} model versions ({len(s.computed)} computed, {len(s.reused)} "
@@ -361,6 +411,9 @@ def _register() -> None:
             default="table",
             help="output: aligned table (default), CSV, or JSON (a list of row objects)",
         )
+        p.add_argument("--timeout", type=float, help="seconds before the query is interrupted (default 60)")
+        p.add_argument("--memory-limit", help="DuckDB memory limit, e.g. 256MB (default 1GB)")
+        p.add_argument("--threads", type=int, help="DuckDB threads (default 2)")
         _add_store_args(p, lake=False)
 
     def plot_args(p: argparse.ArgumentParser) -> None:
@@ -393,6 +446,11 @@ def _register() -> None:
         )
         p.add_argument("--mlflow-uri", help="tracking URI: tag the registered model versions (needs gdp-audit[mlflow])")
         p.add_argument("--cards", help="where privacy cards go (default: cards/ next to the report)")
+        p.add_argument(
+            "--allow-empty",
+            action="store_true",
+            help="accept a registry with no valid model version (removes its models from the report)",
+        )
         p.add_argument("-v", "--verbose", action="store_true")
         _add_store_args(p)
 

@@ -25,6 +25,8 @@ from flows.publish import publish_report
 from flows.runners import default_workers, runner_from_env
 from tasks.evaluate import Chunk, ChunkManifest, SweepPlan, _transient_io_error, evaluate_chunk, plan_sweep
 from tasks.lake import code_version, default_lake, default_report, remove_spec_temporaries, write_members, write_run
+from tasks.locks import spec_lock
+from tasks.publish import check_writable
 from tasks.spec import GridSpec, load_grid_spec, spec_json
 
 __all__ = ["SweepSummary", "grid_sweep"]
@@ -112,11 +114,23 @@ def run_sweep(
     progress: bool = False,
     workers: int | None = None,
 ) -> SweepSummary:
-    """The body of :func:`grid_sweep`, callable from any flow (its tasks run on that flow's task runner)."""
+    """The body of :func:`grid_sweep`, callable from any flow (its tasks run on that flow's task runner).
+
+    One sweep per (lake, spec) at a time (:func:`tasks.locks.spec_lock`): a second sweep of the same spec waits, then
+    plans against the finished lake and computes nothing twice."""
     logger = get_run_logger()
-    started = dt.datetime.now(dt.UTC)
     lake = str(lake or default_lake())
     report = str(report or default_report())
+    check_writable(Path(lake), "lake")
+    with spec_lock(Path(lake), spec.name, on_wait=logger.warning):
+        return _run_sweep_locked(spec, lake, report, publish=publish, progress=progress, workers=workers)
+
+
+def _run_sweep_locked(
+    spec: GridSpec, lake: str, report: str, *, publish: bool, progress: bool, workers: int | None
+) -> SweepSummary:
+    logger = get_run_logger()
+    started = dt.datetime.now(dt.UTC)
     run_id = str(flow_run.id)
 
     plan = plan_sweep(spec, lake, workers=workers or default_workers())
@@ -178,8 +192,8 @@ def evaluate_chunks(
         result = fut.result(raise_on_failure=False)
         if isinstance(result, BaseException) or not fut.state.is_completed():
             failures.append(f"chunk {chunk.short_key}: {result!r}"[:300])
-        elif not (Path(lake) / result.path).exists():
-            stale.append(chunk)
+        elif result.path != _expected(lake, chunk) or not (Path(lake) / result.path).exists():
+            stale.append(chunk)  # a cached manifest of a deleted, quarantined or other spec's file
         else:
             manifests.append(result)
         bar.update(chunk.size)
@@ -192,6 +206,12 @@ def evaluate_chunks(
             else:
                 manifests.append(result)
     return manifests, failures
+
+
+def _expected(lake: str, chunk: Chunk) -> str:
+    from tasks.lake import chunk_path
+
+    return str(chunk_path(Path(lake), chunk.spec_name, chunk.kind, chunk.key).relative_to(Path(lake)))
 
 
 def _runner_name() -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from tasks.audit import (
     write_members,
 )
 from tasks.lake import default_lake, default_report
-from tasks.registry import DEFAULT_REGISTRY, ModelManifest, load_registry
+from tasks.registry import DEFAULT_REGISTRY, MANIFEST_DEADLINE, ModelManifest, load_registry
 
 __all__ = ["AuditSummary", "privacy_audit"]
 
@@ -59,14 +60,22 @@ class AuditSummary:
     mlflow_missing: list[str] = dataclasses.field(default_factory=list)
 
 
-@task(name="audit-model-version", task_run_name="audit-{manifest.name}-v{manifest.version}")
+AUDIT_DEADLINE = float(os.environ.get("GDP_AUDIT_DEADLINE", "1800"))
+"""Seconds one model version's accounting (or one comparison) may take; past it, that version fails alone."""
+
+
+@task(
+    name="audit-model-version",
+    task_run_name="audit-{manifest.name}-v{manifest.version}",
+    timeout_seconds=AUDIT_DEADLINE,
+)
 def audit_model_version(manifest: ModelManifest, lake: str, run_id: str) -> dict[str, Any]:
     row = compute_audit_row(manifest, run_id)
     write_audit(Path(lake), row)
     return row
 
 
-@task(name="compare-versions")
+@task(name="compare-versions", timeout_seconds=AUDIT_DEADLINE)
 def compare_versions(new: dict[str, Any], old: dict[str, Any], against: str, lake: str) -> dict[str, Any]:
     row = compute_comparison_row(new, old, against)
     write_comparison(Path(lake), row)
@@ -74,7 +83,16 @@ def compare_versions(new: dict[str, Any], old: dict[str, Any], against: str, lak
 
 
 def _registry_label(registry: Path) -> str:
-    return registry.resolve().stem if registry.is_file() else registry.resolve().name
+    """The registry's name in the lake (``registry=<label>``): its folder name (file stem), made a safe name."""
+    import re
+
+    raw = registry.resolve().stem if registry.is_file() else registry.resolve().name
+    label = re.sub(r"[^A-Za-z0-9._-]+", "_", raw).lstrip("._-")[:128]
+    return label or "registry"
+
+
+class EmptyRegistryError(ValueError):
+    """A registry with no valid model version: refused unless the caller says an empty registry is intended."""
 
 
 @flow(name="privacy-audit", task_runner=ThreadPoolTaskRunner(max_workers=2))
@@ -85,8 +103,13 @@ def privacy_audit(
     cards_dir: str | None = None,
     mlflow_uri: str | None = None,
     publish: bool = True,
+    allow_empty: bool = False,
 ) -> AuditSummary:
-    """Audit ``registry`` (a folder of YAML manifests or one file; default the sample registry in data/registry)."""
+    """Audit ``registry`` (a folder of YAML manifests or one file; default the sample registry in data/registry).
+
+    A registry with no valid model version (an empty or unmounted folder, every file invalid) raises
+    :class:`EmptyRegistryError` and writes nothing, unless ``allow_empty``: then the registry's models are removed
+    from the report (that is what auditing an empty registry means)."""
     logger = get_run_logger()
     reg = Path(registry) if registry else DEFAULT_REGISTRY
     lake_p = Path(lake or default_lake()).resolve()
@@ -94,7 +117,13 @@ def privacy_audit(
     cards = Path(cards_dir).resolve() if cards_dir else report_p.parent / "cards"
     run_id = str(flow_run.id or "local")
 
-    manifests, errors = load_registry(reg)
+    manifests, errors = load_registry(reg, deadline=MANIFEST_DEADLINE)  # each file in isolation, with a deadline
+    if not manifests and not allow_empty:
+        why = f"{len(errors)} invalid file(s), e.g. {errors[0]}" if errors else "no .yaml/.yml file"
+        raise EmptyRegistryError(
+            f"registry {reg} has no valid model version ({why}); nothing was written. If the registry is meant to be "
+            "empty (its models removed from the report), pass --allow-empty"
+        )
     failed = {e.file + (f" ({e.field})" if e.field else ""): str(e) for e in errors}
     for msg in failed.values():
         logger.error("invalid manifest: %s", msg)
@@ -105,8 +134,9 @@ def privacy_audit(
     for m in manifests:
         key = audit_key(m)
         path = audit_path(lake_p, m.name, m.version, key)
-        if path.exists():
-            rows[m.key] = read_audit(path)
+        row = _read_or_quarantine(lake_p, path, read_audit)
+        if row is not None:
+            rows[m.key] = row
             reused.append(m.key)
         else:
             futures[m.key] = audit_model_version.submit(m, str(lake_p), run_id)
@@ -158,8 +188,9 @@ def privacy_audit(
     cmp_rows = []
     for new, old, against in pairs:
         p = comparison_path(lake_p, new["audit_key"], old["audit_key"], against)
-        if p.exists():
-            cmp_rows.append(pq.read_table(p).to_pylist()[0])
+        row = _read_or_quarantine(lake_p, p, lambda path: pq.read_table(path).to_pylist()[0])
+        if row is not None:
+            cmp_rows.append(row)
         else:
             cmp_futures.append(compare_versions.submit(new, old, against, str(lake_p)))
     for fut in cmp_futures:
@@ -225,6 +256,22 @@ def privacy_audit(
         len(failed),
     )
     return summary
+
+
+def _read_or_quarantine(lake: Path, path: Path, read: Any) -> dict[str, Any] | None:
+    """The stored row at ``path``, or None when there is none - or when the file is damaged: it is then moved to
+    ``_quarantine/`` and the row recomputed (a truncated audit file used to fail every later audit)."""
+    if not path.exists():
+        return None
+    try:
+        return read(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, IndexError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        from tasks.lake import quarantine
+
+        quarantine(lake, path, f"unreadable stored row: {type(exc).__name__}: {exc}"[:500])
+        return None
 
 
 def _claim_flags(rows: dict[str, dict[str, Any]]) -> list[str]:

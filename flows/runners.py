@@ -46,7 +46,7 @@ def make_task_runner(kind: str = "process", *, dask_address: str | None = None, 
     if kind == "process":
         from prefect.task_runners import ProcessPoolTaskRunner
 
-        return ProcessPoolTaskRunner(max_workers=workers, initializer=exit_with_parent)
+        return ProcessPoolTaskRunner(max_workers=workers, initializer=exit_with_parent, initargs=(os.getpid(),))
     if dask_address is not None and not dask_address.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
         raise ValueError(f"--dask-address must look like tcp://host:8786, got {dask_address!r}")
     try:
@@ -93,16 +93,21 @@ def share_api_with_workers(kind: str) -> None:
         stop_with_this_process(server.server_process.pid, marker="uvicorn")
 
 
-def exit_with_parent() -> None:
-    """Process-pool worker initializer: exit once the flow process that spawned this worker is gone.
+def exit_with_parent(parent: int | None = None) -> None:
+    """Process-pool worker initializer: exit once the flow process ``parent`` that spawned this worker is gone.
 
     A SIGKILLed flow process runs no cleanup, and its idle pool workers would otherwise wait on their queue forever
     (measured: still alive minutes later, each holding gdpcore's imports). A daemon thread polls the parent pid.
+    The flow passes its own pid: a worker still importing when the flow was killed reaches this initializer already
+    re-parented, and ``os.getppid()`` would then name init - the worker never exited (found by fault injection).
     """
     import threading
     import time
 
-    parent = os.getppid()
+    if parent is None:
+        parent = os.getppid()
+    if os.getppid() != parent:
+        os._exit(0)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -128,6 +133,82 @@ if ours:
     except ProcessLookupError:
         pass
 """
+
+
+_ORPHAN_WATCHDOG = """
+import os, signal, sys, time
+parent, me = int(sys.argv[1]), os.getpid()
+markers = [m.encode() for m in os.environ.get("GDP_WATCHDOG_MARKERS", "").split(",") if m]
+seen = {}
+
+def scan():
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) in seen or int(d) == me:
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            if ppid != parent:
+                continue
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if any(m in cmd for m in markers):
+            seen[int(d)] = cmd
+
+while os.getppid() == parent:
+    scan()
+    time.sleep(0.25)
+
+def ours(pid, cmd):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read() == cmd
+    except OSError:
+        return False
+
+for sig in (signal.SIGTERM, signal.SIGKILL):
+    live = [p for p, c in seen.items() if ours(p, c)]
+    for p in live:
+        try:
+            os.kill(p, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + 10
+    while live and time.monotonic() < deadline:
+        time.sleep(0.2)
+        live = [p for p in live if ours(p, seen[p])]
+    if not live:
+        break
+"""
+_orphan_watchdog_started = False
+
+
+def start_orphan_watchdog(markers: tuple[str, ...] = ("uvicorn", "spawn_main")) -> None:
+    """From this process's first second on, a tiny watchdog child records every direct child whose command line
+    contains one of ``markers`` (Prefect's ephemeral API server runs as ``python -m uvicorn ...``; multiprocessing's
+    spawned workers - process pool, isolated manifest loader - as ``... spawn_main(...)``) and, once this
+    process is gone - SIGKILL included, even during Prefect's ~10 s start-up, before any pid is known here - stops
+    them (SIGTERM, then SIGKILL after 10 s). Linux (/proc) only; a no-op elsewhere. Idempotent."""
+    global _orphan_watchdog_started
+    if _orphan_watchdog_started or not os.path.isdir("/proc"):
+        return
+    import sys
+
+    # posix_spawn, not Popen: the watchdog outlives this process by design, and a Popen object would warn "still
+    # running" at exit. Markers go via the environment: in argv they would match the watchdog's own command line.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-c", _ORPHAN_WATCHDOG, str(os.getpid())],
+            {**os.environ, "GDP_WATCHDOG_MARKERS": ",".join(markers)},
+            file_actions=[(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)],
+        )
+    finally:
+        os.close(devnull)
+    _orphan_watchdog_started = True
 
 
 def stop_with_this_process(pid: int, marker: str) -> None:

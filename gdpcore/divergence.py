@@ -238,7 +238,9 @@ def delta_divergence(m1: Any, m2: Any, *, weight: str | None = None, symmetric: 
     return get_delta_divergence(m1, m2, weight=weight, symmetric=symmetric).value
 
 
-def is_at_least_as_private(m1: Any, m2: Any, *, tol: float = 1e-6, discretization: float | None = None) -> DominanceResult:
+def is_at_least_as_private(
+    m1: Any, m2: Any, *, tol: float = 1e-6, discretization: float | None = None
+) -> DominanceResult:
     """Blackwell test (seed 002 Thm 1): is M1 uniformly at least as private as M2, i.e. f1 >= f2 for all alpha,
     delta1 <= delta2 for all eps, R1 >= R2 for all priors? Equivalent to Delta(M2 || M1) = 0.
 

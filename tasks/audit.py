@@ -20,7 +20,6 @@ import json
 import math
 import os
 import shutil
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,8 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks.lake import atomic_write_parquet, code_version
-from tasks.registry import STANDARD_DELTAS, STANDARD_FPRS, ModelManifest
+from tasks.lake import atomic_write_parquet, code_version, safe_join
+from tasks.registry import STANDARD_DELTAS, STANDARD_FPRS, ModelManifest, is_valid_name
 
 __all__ = [
     "AUDIT_SCHEMA",
@@ -158,15 +157,18 @@ def audit_key(manifest: ModelManifest) -> str:
 
 
 def audit_path(lake: Path, model: str, version: int, key: str) -> Path:
-    return lake / "registry" / "audits" / f"model={model}" / f"version={version}" / f"audit-{key}.parquet"
+    """Where one audit row lives; ``model`` must be a valid name (a Parquet row of a crafted lake may say anything)."""
+    if not is_valid_name(model) or isinstance(version, bool) or not isinstance(version, int):
+        raise ValueError(f"not a model version: {model!r}:{version!r}")
+    return safe_join(lake, "registry", "audits", f"model={model}", f"version={version}", f"audit-{key}.parquet")
 
 
 def comparison_path(lake: Path, key_new: str, key_old: str, against: str) -> Path:
-    return lake / "registry" / "comparisons" / f"cmp-{key_new}-{key_old}-{against}.parquet"
+    return safe_join(lake, "registry", "comparisons", f"cmp-{key_new}-{key_old}-{against}.parquet")
 
 
 def members_path(lake: Path, registry_label: str) -> Path:
-    return lake / "registry" / "members" / f"registry={registry_label}" / "members.parquet"
+    return safe_join(lake, "registry", "members", f"registry={registry_label}", "members.parquet")
 
 
 def _f(x: Any) -> float | None:
@@ -380,16 +382,16 @@ def _registry_snapshot_id(lake: Path) -> str:
 
 
 def _build_registry_snapshot(lake: Path, snap: Path) -> None:
-    import duckdb
+    from tasks.lake import tmp_path
+    from tasks.publish import lake_connection
 
-    tmp = snap.with_name(f".{snap.name}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp = tmp_path(snap)
     tmp.mkdir(parents=True)
-    con = duckdb.connect()
+    con = lake_connection(lake)
     try:
-        members = AUDIT_SCHEMA  # noqa: F841
-        empty_members = MEMBERS_SCHEMA.empty_table()  # noqa: F841 - referenced by name in SQL
-        empty_audits = AUDIT_SCHEMA.empty_table()  # noqa: F841
-        empty_cmp = COMPARISON_SCHEMA.empty_table()  # noqa: F841
+        con.register("empty_members", MEMBERS_SCHEMA.empty_table())  # replacement scans are off (confined)
+        con.register("empty_audits", AUDIT_SCHEMA.empty_table())
+        con.register("empty_cmp", COMPARISON_SCHEMA.empty_table())
         member_files = sorted((lake / "registry" / "members").glob("registry=*/members.parquet"))
         if member_files:
             con.execute(

@@ -81,7 +81,9 @@ def cell_id(q: float, t: int, target: tuple[tuple[str, float], ...]) -> str:
 
 
 def chunk_file(lake: Path, spec_name: str, key: str) -> Path:
-    return lake / "calibrations" / f"spec={spec_name}" / f"chunk-{key}.parquet"
+    from tasks.lake import safe_join
+
+    return safe_join(lake, "calibrations", f"spec={spec_name}", f"chunk-{key}.parquet")
 
 
 def plan_calibration(spec: CalibrationSpec, lake: Path, *, workers: int = 2):
@@ -94,7 +96,13 @@ def plan_calibration(spec: CalibrationSpec, lake: Path, *, workers: int = 2):
     root = lake / "calibrations" / f"spec={spec.name}"
     if root.exists():
         for path in sorted(root.glob("chunk-*.parquet")):
-            t = pq.read_table(path, columns=["cell_id", "eval_key"])
+            try:
+                t = pq.read_table(path, columns=["cell_id", "eval_key"])
+            except (OSError, pa.ArrowException, ValueError) as exc:  # truncated or corrupt: recompute its cells
+                from tasks.lake import quarantine
+
+                quarantine(lake, path, f"unreadable calibration chunk: {type(exc).__name__}: {exc}"[:500])
+                continue
             present.update(zip(t.column("cell_id").to_pylist(), t.column("eval_key").to_pylist(), strict=True))
     ids, todo = [], []
     for cell in spec.iter_cells():
@@ -156,8 +164,9 @@ def compute_calibration_table(chunk: CalibrationChunk, run_id: str) -> pa.Table:
 
 
 def _cache_key(context: Any, parameters: dict[str, Any]) -> str:
+    """Chunk content, spec and lake: without the spec, a cache hit returned another spec's file (issue 16)."""
     lake = str(Path(parameters["lake"]).resolve())
-    return f"gdp-calibration-{parameters['chunk'].key}-{_hash(lake)[:12]}"
+    return f"gdp-calibration-{parameters['chunk'].key}-{_hash([parameters['chunk'].spec_name, lake])[:12]}"
 
 
 @task(

@@ -33,7 +33,13 @@ def _disc(row: dict[str, Any]) -> str:
 
 
 def card_dir(root: str | Path, model: str, version: int) -> Path:
-    return Path(root) / model / f"v{version}"
+    """``root/MODEL/vVERSION``; the model name comes from a lake row, so it is checked and the path kept under root."""
+    from tasks.lake import safe_join
+    from tasks.registry import is_valid_name
+
+    if not is_valid_name(model) or isinstance(version, bool) or not isinstance(version, int):
+        raise ValueError(f"not a model version: {model!r}:{version!r}")
+    return safe_join(root, model, f"v{version}")
 
 
 def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_name: str | None = "curve.png") -> str:

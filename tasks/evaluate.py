@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import errno
 import hashlib
 import json
 import math
@@ -213,7 +214,7 @@ def _grid_reports(mechs: list[Any], settings: EvalSettings) -> list[Any]:
         kwargs["discretization"] = settings.discretization
     try:
         return list(gdpcore.analyze_grid(mechs, **kwargs))
-    except (ValueError, ArithmeticError, RuntimeError, MemoryError) as exc:
+    except (ValueError, ArithmeticError, RuntimeError, MemoryError) as exc:  # a cell too large is an error row
         if len(mechs) == 1:
             return [f"error: {type(exc).__name__}: {exc}"[:500]]
     out: list[Any] = []
@@ -317,18 +318,54 @@ def compute_chunk_table(chunk: Chunk, run_id: str) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=STAGING_SCHEMA)
 
 
+def error_table(chunk: Chunk, run_id: str, exc: BaseException) -> pa.Table:
+    """One ``error: ...`` row per cell of a chunk whose table could not be built: every cell keeps exactly one row."""
+    import gdpcore
+
+    status = f"error: {type(exc).__name__}: {exc}"[:500]
+    now = dt.datetime.now(dt.UTC)
+    rows = []
+    for mech_json in chunk.mechanisms:
+        data = json.loads(mech_json)
+        data.pop("schema", None)
+        rows.append(
+            {
+                "cell_id": gdpcore.mechanism_from_dict(data).content_hash,
+                "eval_key": chunk.settings.eval_key,
+                "chunk_key": chunk.key,
+                "mechanism_kind": chunk.kind,
+                "mechanism_json": mech_json,
+                "status": status,
+                "alpha_min": chunk.settings.alpha_min,
+                "gdpcore_version": gdpcore.__version__,
+                "code_version": chunk.settings.code_version,
+                "run_id": run_id,
+                "computed_at": now,
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=STAGING_SCHEMA)
+
+
 def _chunk_cache_key(context: Any, parameters: dict[str, Any]) -> str:
-    """Chunk content (cells + settings + gdpcore code version) and the lake it was written to."""
+    """Chunk content (cells + settings + gdpcore code version), the spec it belongs to and the lake it was written to.
+
+    The spec is part of the key: two specs sharing cells have chunks with equal content, and a cache hit across specs
+    returned the *other* spec's file, so the second spec's cells were never written (found by fault injection)."""
     chunk: Chunk = parameters["chunk"]
-    return f"gdp-chunk-{chunk.key}-{_hash(str(Path(parameters['lake']).resolve()))[:12]}"
+    where = _hash([chunk.spec_name, chunk.kind, str(Path(parameters["lake"]).resolve())])[:12]
+    return f"gdp-chunk-{chunk.key}-{where}"
+
+
+_PERMANENT_IO = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR})
 
 
 def _transient_io_error(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry only I/O failures (full disk, NFS hiccup, lost file handle); numerical errors are not transient."""
+    """Retry only transient I/O failures (NFS hiccup, lost file handle); a full disk, a read-only or forbidden folder
+    and numerical errors fail at once (retrying a full disk took minutes per chunk)."""
     try:
         state.result()
-    except OSError:
-        return True
+    except OSError as exc:
+        return exc.errno not in _PERMANENT_IO
     except Exception:
         return False
     return False
@@ -353,7 +390,10 @@ def evaluate_chunk(chunk: Chunk, lake: str) -> ChunkManifest:
     """Evaluate one chunk and write it as one Parquet file (temp + rename); return its manifest."""
     started = time.perf_counter()
     run_id = _run_id()
-    table = compute_chunk_table(chunk, run_id)
+    try:
+        table = compute_chunk_table(chunk, run_id)
+    except (ValueError, ArithmeticError, TypeError, pa.ArrowException) as exc:  # e.g. a value outside int64
+        table = error_table(chunk, run_id, exc)
     path = chunk_path(Path(lake), chunk.spec_name, chunk.kind, chunk.key)
     atomic_write_parquet(
         table,

@@ -16,9 +16,14 @@ and a re-run rewrites nothing. Only the publish step reads staging and writes ``
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
+import re
+import shutil
+import socket
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -174,29 +179,87 @@ def param_columns(mechanism: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_COMPONENT = re.compile(r"[A-Za-z0-9=][A-Za-z0-9._=-]{0,199}")
+
+
+def safe_join(root: str | Path, *parts: str) -> Path:
+    """``root / part / ...`` for parts built from names (spec, model, version, keys), refusing anything that is not a
+    plain file-name component (no separator, newline, '..', leading dot) or whose resolved path leaves ``root``."""
+    for part in parts:
+        if not isinstance(part, str) or not _COMPONENT.fullmatch(part):
+            raise ValueError(f"refusing {part!r} as a file name (letters, digits, '.', '_', '-', '=' only)")
+    root = Path(root)
+    path = root.joinpath(*parts)
+    base = root.resolve()
+    if not path.resolve().is_relative_to(base):
+        raise ValueError(f"refusing {path}: it resolves outside {base}")
+    return path
+
+
 def chunk_path(lake: Path, spec_name: str, kind: str, chunk_key: str) -> Path:
-    return lake / "staging" / f"spec={spec_name}" / f"mechanism={kind}" / f"chunk-{chunk_key}.parquet"
+    return safe_join(lake, "staging", f"spec={spec_name}", f"mechanism={kind}", f"chunk-{chunk_key}.parquet")
 
 
 def members_path(lake: Path, spec_name: str) -> Path:
-    return lake / "members" / f"spec={spec_name}" / "members.parquet"
+    return safe_join(lake, "members", f"spec={spec_name}", "members.parquet")
 
 
 def runs_path(lake: Path, spec_name: str, run_id: str) -> Path:
-    return lake / "runs" / f"spec={spec_name}" / f"run-{run_id}.parquet"
+    return safe_join(lake, "runs", f"spec={spec_name}", f"run-{run_id}.parquet")
+
+
+_HOST_TAG = re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32] or "host"
+_TMP = re.compile(r"\.tmp-(?:([A-Za-z0-9]*)-(\d+)-)?[0-9a-f]+(?:\.wal)?$")
+STALE_SECONDS = 3600.0
+"""A temporary whose writer cannot be checked (another host, an old-style name) is an orphan after this long."""
+
+
+def tmp_path(path: Path) -> Path:
+    """The hidden temporary a writer of ``path`` uses: ``.<name>.tmp-<host>-<pid>-<random>`` in the same folder.
+
+    Host and pid let a clean-up tell a crashed writer's leftovers from a live writer's work in progress."""
+    return path.with_name(f".{path.name}.tmp-{_HOST_TAG}-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def is_orphan(tmp: Path, *, now: float | None = None) -> bool:
+    """True if ``tmp`` (a name from :func:`tmp_path`) belongs to no live writer: this host's writer pid is gone, or
+    (other host / old name / recycled pid) it has not changed for :data:`STALE_SECONDS`."""
+    m = _TMP.search(tmp.name)
+    if m is None:
+        return False
+    try:
+        age = (time.time() if now is None else now) - tmp.lstat().st_mtime
+    except OSError:
+        return False
+    if age > STALE_SECONDS:
+        return True
+    host, pid = m.group(1), m.group(2)
+    if host == _HOST_TAG and pid is not None:
+        return int(pid) != os.getpid() and not _pid_alive(int(pid))
+    return False
 
 
 def atomic_write_parquet(table: pa.Table, path: Path, provenance: Mapping[str, Any]) -> int:
     """Write ``table`` to ``path`` via a hidden temporary file + ``os.replace``; returns the file size.
 
     The temporary name does not end in ``.parquet``, so lake globs never pick it up; a crash leaves at most a stray
-    ``.tmp-*`` file (removed by the next publish, or the next sweep of the spec: :func:`remove_spec_temporaries`).
+    ``.tmp-*`` file, removed by the next publish or sweep once its writer is gone (:func:`remove_stale_temporaries`).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = dict(table.schema.metadata or {})
     meta[b"gdp.lake_schema_version"] = str(LAKE_SCHEMA_VERSION).encode()
     meta[b"gdp.provenance"] = json.dumps(dict(provenance), sort_keys=True, default=str).encode()
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
+    tmp = tmp_path(path)
     try:
         pq.write_table(table.replace_schema_metadata(meta), tmp, compression="zstd")
         os.replace(tmp, path)
@@ -206,29 +269,78 @@ def atomic_write_parquet(table: pa.Table, path: Path, provenance: Mapping[str, A
     return path.stat().st_size
 
 
-def remove_stale_temporaries(directory: Path) -> int:
-    """Delete ``.*.tmp-*`` leftovers of crashed writers in ``directory`` (recursively); returns how many."""
+def remove_stale_temporaries(directory: Path, *, recursive: bool = True) -> int:
+    """Delete the ``.*.tmp-*`` files and folders of *dead* writers in ``directory``; returns how many.
+
+    A live writer's temporary (this host, pid alive) is left alone, so a publish never deletes the in-flight files
+    of a concurrent sweep or publish (issue 16)."""
     n = 0
-    if directory.exists():
-        for tmp in directory.rglob(".*.tmp-*"):
+    if not directory.exists():
+        return n
+    candidates = directory.rglob(".*.tmp-*") if recursive else directory.glob(".*.tmp-*")
+    for tmp in list(candidates):
+        if not is_orphan(tmp):
+            continue
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
             tmp.unlink(missing_ok=True)
-            n += 1
+        n += 1
     return n
 
 
 def remove_spec_temporaries(lake: Path, spec_name: str, report: Path | None = None) -> int:
-    """Delete what writers SIGKILLed mid-write left for one spec: ``.*.tmp-*`` under its staging, members and runs
-    directories, and ``.<report>.tmp-*`` next to ``report`` (a publisher killed before its rename); returns how many.
+    """Delete what dead writers left for one spec: ``.*.tmp-*`` under its staging, members and runs directories,
+    and ``.<report>.tmp-*`` (+ ``.wal``) next to ``report`` (a publisher killed before its rename); returns how many.
 
-    Called by a sweep before it publishes, so a re-run after a killed run leaves no orphan behind. Only this spec's
-    directories are touched: a concurrent sweep of another spec keeps its in-flight temporaries.
+    Called by a sweep before it publishes, so a re-run after a killed run leaves no orphan behind. Only temporaries
+    whose writer is gone are touched (:func:`is_orphan`): concurrent writers keep theirs.
     """
     n = sum(remove_stale_temporaries(lake / sub / f"spec={spec_name}") for sub in ("staging", "members", "runs"))
-    if report is not None and report.parent.exists():
-        for tmp in report.parent.glob(f".{report.name}.tmp-*"):
-            tmp.unlink(missing_ok=True)
-            n += 1
+    if report is not None:
+        n += remove_report_temporaries(report)
     return n
+
+
+def remove_report_temporaries(report: Path) -> int:
+    n = 0
+    if report.parent.exists():
+        for tmp in report.parent.glob(f".{report.name}.tmp-*"):
+            if is_orphan(tmp):
+                tmp.unlink(missing_ok=True)
+                n += 1
+    return n
+
+
+# -- content checks and quarantine ----------------------------------------------------------------------------------
+def quarantine(lake: Path, path: Path, reason: str) -> Path:
+    """Move a damaged lake file out of every glob the pipeline reads, to ``<lake>/_quarantine/<stamp>/<relpath>``,
+    with a ``.reason`` note next to it; returns the new path. The cells it held are recomputed by the next sweep."""
+    lake = Path(lake)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    try:
+        rel = path.resolve().relative_to(lake.resolve())
+    except ValueError:
+        rel = Path(path.name)
+    dest = lake / "_quarantine" / stamp / rel
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(path, dest)
+    except FileNotFoundError:  # another process quarantined it first
+        return dest
+    dest.with_name(dest.name + ".reason").write_text(reason + "\n", encoding="utf-8")
+    return dest
+
+
+def check_parquet(path: Path) -> str | None:
+    """None if ``path`` is a readable Parquet file (footer, schema and row count consistent), else why not."""
+    try:
+        meta = pq.read_metadata(path)
+        if meta.num_rows < 0 or meta.num_columns < 1:
+            return f"implausible metadata ({meta.num_rows} rows, {meta.num_columns} columns)"
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"[:300]
+    return None
 
 
 def computed_cells(lake: Path, spec_name: str) -> set[tuple[str, str]]:
@@ -238,7 +350,13 @@ def computed_cells(lake: Path, spec_name: str) -> set[tuple[str, str]]:
     if not root.exists():
         return done
     for path in sorted(root.glob("mechanism=*/chunk-*.parquet")):
-        t = pq.read_table(path, columns=["cell_id", "eval_key"])
+        try:  # reads the footer and two whole columns: a truncated or corrupt file fails here
+            t = pq.read_table(path, columns=["cell_id", "eval_key"])
+            if t.num_rows != pq.read_metadata(path).num_rows:
+                raise ValueError("row count differs from the footer")
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            quarantine(lake, path, f"unreadable staging chunk: {type(exc).__name__}: {exc}"[:500])
+            continue  # its cells count as missing: this sweep recomputes them
         done.update(zip(t.column("cell_id").to_pylist(), t.column("eval_key").to_pylist(), strict=True))
     return done
 

@@ -24,11 +24,19 @@ import hashlib
 import os
 import re
 import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
-from tasks.lake import LAKE_SCHEMA_VERSION, code_version, remove_stale_temporaries
+from tasks.lake import (
+    LAKE_SCHEMA_VERSION,
+    check_parquet,
+    code_version,
+    quarantine,
+    remove_report_temporaries,
+    remove_stale_temporaries,
+    tmp_path,
+)
+from tasks.locks import publish_lock
 
 __all__ = ["PublishResult", "VIEWS", "publish_lake", "query_report"]
 
@@ -97,13 +105,46 @@ def _parts(table: str) -> tuple[str, ...]:
     return ("spec",) if table in ("runs", "calibrations") else ("spec", "mechanism")
 
 
+_LAKE_FILES = (
+    "staging/spec=*/mechanism=*/chunk-*.parquet",
+    "calibrations/spec=*/chunk-*.parquet",
+    "members/spec=*/members.parquet",
+    "runs/spec=*/run-*.parquet",
+    "_calibration/members/spec=*/members.parquet",
+    "registry/audits/model=*/version=*/audit-*.parquet",
+    "registry/comparisons/cmp-*.parquet",
+    "registry/members/registry=*/members.parquet",
+)
+
+
+def quarantine_damaged_files(lake: Path) -> list[str]:
+    """Move every lake file whose Parquet footer cannot be read to ``_quarantine/`` (see :func:`tasks.lake.quarantine`)
+    so one truncated chunk cannot block the publish of the whole lake; returns the quarantined files (relative)."""
+    moved = []
+    for pattern in _LAKE_FILES:
+        for path in sorted(lake.glob(pattern)):
+            why = check_parquet(path)
+            if why is not None and path.exists():
+                quarantine(lake, path, f"unreadable at publish: {why}")
+                moved.append(str(path.relative_to(lake)))
+    return moved
+
+
+def _stat_key(path: Path) -> bytes:
+    st = path.stat()
+    return f"{st.st_size}:{st.st_mtime_ns}".encode()
+
+
 def _snapshot_id(lake: Path) -> str:
-    """Content address of what a publish would read: staging file names (content-addressed) + members bytes."""
+    """Address of what a publish would read: each staging file's name, size and mtime (a truncated or rewritten file
+    changes the id, not only a new name) + the bytes of the small members and runs files."""
     h = hashlib.sha256(f"lake-schema-{LAKE_SCHEMA_VERSION};publisher-{code_version()}".encode())
     for path in sorted(lake.glob("staging/spec=*/mechanism=*/chunk-*.parquet")):
         h.update(str(path.relative_to(lake)).encode())
+        h.update(_stat_key(path))
     for path in sorted(lake.glob("calibrations/spec=*/chunk-*.parquet")):
         h.update(str(path.relative_to(lake)).encode())
+        h.update(_stat_key(path))
     for path in (
         sorted(lake.glob("members/spec=*/members.parquet"))
         + sorted(lake.glob("runs/spec=*/run-*.parquet"))
@@ -114,11 +155,41 @@ def _snapshot_id(lake: Path) -> str:
     return h.hexdigest()[:20]
 
 
-def _build_snapshot(lake: Path, snap: Path) -> dict[str, int]:
+def _confine(con: Any, directories: list[Path], paths: list[Path], spill: Path | None = None) -> Any:
+    """Limit ``con`` to files under ``directories`` and the files ``paths``: no other local file, no network, no
+    extension install/load (``enable_external_access = false`` + allow-lists); spill to ``spill`` (a folder inside
+    an allowed directory) or nowhere."""
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute(f"SET temp_directory = {_lit(spill) if spill is not None else repr('')}")
+    dirs = ", ".join(_lit(str(d.resolve()) + os.sep) for d in directories)
+    con.execute(f"SET allowed_directories = [{dirs}]")
+    if paths:
+        con.execute(f"SET allowed_paths = [{', '.join(_lit(p) for p in paths)}]")
+    con.execute("SET enable_external_access = false")
+    return con
+
+
+def lake_connection(lake: Path, database: Path | None = None) -> Any:
+    """The publisher's DuckDB connection: files under ``lake`` (and the ``database`` being written) only."""
     import duckdb
 
-    tmp = snap.with_name(f".{snap.name}.tmp-{uuid.uuid4().hex[:8]}")
-    con = duckdb.connect()
+    con = duckdb.connect(str(database) if database is not None else ":memory:")
+    extra = [database, Path(str(database) + ".wal")] if database is not None else []
+    return _confine(con, [Path(lake)], extra, spill=Path(lake).resolve() / "_duckdb_spill")
+
+
+def _build_snapshot(lake: Path, snap: Path) -> dict[str, int]:
+    from tasks.calibrate import CALIBRATION_SCHEMA
+    from tasks.lake import RUNS_SCHEMA, STAGING_SCHEMA
+
+    tmp = tmp_path(snap)
+    con = lake_connection(lake)
+    # Replacement scans of Python variables are off on a confined connection: register the empty tables by name
+    # (before any query: DuckDB refuses a register while a result is pending).
+    con.register("empty", STAGING_SCHEMA.empty_table())
+    con.register("runs_empty", RUNS_SCHEMA.empty_table())
+    con.register("cal_empty", CALIBRATION_SCHEMA.empty_table())
     try:
         has_staging = any(lake.glob("staging/spec=*/mechanism=*/chunk-*.parquet"))
         has_members = any(lake.glob("members/spec=*/members.parquet"))
@@ -133,7 +204,6 @@ def _build_snapshot(lake: Path, snap: Path) -> dict[str, int]:
         else:  # nothing published yet: an empty table with the staging schema
             from tasks.lake import STAGING_SCHEMA
 
-            empty = STAGING_SCHEMA.empty_table()  # noqa: F841 - referenced by name in SQL below
             con.execute(
                 "CREATE TEMP TABLE live AS SELECT *, NULL::BIGINT AS grid_index, NULL::VARCHAR AS spec, "
                 "NULL::VARCHAR AS mechanism FROM empty"
@@ -163,7 +233,6 @@ def _build_snapshot(lake: Path, snap: Path) -> dict[str, int]:
         runs_out.mkdir(parents=True)
         from tasks.lake import RUNS_SCHEMA
 
-        runs_empty = RUNS_SCHEMA.empty_table()  # noqa: F841 - referenced by name in SQL below
         con.execute(f"COPY (SELECT * FROM runs_empty) TO {_lit(runs_out / 'empty.parquet')} (FORMAT parquet)")
         if any(lake.glob("runs/spec=*/run-*.parquet")):
             runs_sel = f"SELECT * FROM {_read(lake / 'runs' / '**' / '*.parquet', ('spec',))}"
@@ -186,11 +255,9 @@ def _build_snapshot(lake: Path, snap: Path) -> dict[str, int]:
 
 def _build_calibrations(con: Any, lake: Path, out: Path, kv: str) -> int:
     """``calibrations``: each calibration spec's current (sampling_rate, steps) cells (see tasks.calibrate)."""
-    from tasks.calibrate import CALIBRATION_SCHEMA
 
     empty = out / "spec=__empty__"
     empty.mkdir(parents=True)
-    cal_empty = CALIBRATION_SCHEMA.empty_table()  # noqa: F841 - referenced by name in SQL below
     con.execute(
         f"COPY (SELECT *, NULL::BIGINT AS grid_index FROM cal_empty) TO {_lit(empty / 'empty.parquet')} "
         f"(FORMAT parquet, {kv})"
@@ -215,9 +282,7 @@ def _build_calibrations(con: Any, lake: Path, out: Path, kv: str) -> int:
 
 
 def _snapshot_counts(snap: Path) -> dict[str, int]:
-    import duckdb
-
-    con = duckdb.connect()
+    con = lake_connection(snap)
     try:
         return {
             name: con.execute(
@@ -230,11 +295,18 @@ def _snapshot_counts(snap: Path) -> dict[str, int]:
 
 
 def _write_report(report: Path, lake: Path, snap: Path, counts: dict[str, int], published_at: str) -> None:
-    import duckdb
-
     report.parent.mkdir(parents=True, exist_ok=True)
-    tmp = report.with_name(f".{report.name}.tmp-{uuid.uuid4().hex[:8]}")
-    con = duckdb.connect(str(tmp))
+    tmp = tmp_path(report)
+    try:
+        _fill_report(tmp, lake, snap, counts, published_at)
+        os.replace(tmp, report)
+    finally:  # also when building failed (a full disk): no .tmp-* or .wal is left behind
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+
+
+def _fill_report(tmp: Path, lake: Path, snap: Path, counts: dict[str, int], published_at: str) -> None:
+    con = lake_connection(lake, tmp)
     try:
         for name in (*_TABLES, "runs", "calibrations"):
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM {_read(snap / name / '**' / '*.parquet', _parts(name))}")
@@ -254,11 +326,6 @@ def _write_report(report: Path, lake: Path, snap: Path, counts: dict[str, int], 
         con.execute("CHECKPOINT")
     finally:
         con.close()
-    try:
-        os.replace(tmp, report)
-    finally:
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
-            leftover.unlink(missing_ok=True)
 
 
 def _gc_snapshots(curated: Path, keep: Path) -> list[str]:
@@ -273,17 +340,40 @@ def _gc_snapshots(curated: Path, keep: Path) -> list[str]:
         if old != keep:
             shutil.rmtree(old, ignore_errors=True)
             removed.append(old.name)
-    for stray in curated.glob(".*.tmp-*"):
-        shutil.rmtree(stray, ignore_errors=True)
+    remove_stale_temporaries(curated, recursive=False)  # snapshots of publishers that died mid-build
     return removed
 
 
-def publish_lake(lake: str | Path, report: str | Path) -> PublishResult:
-    """Compact ``lake`` into a curated snapshot (reused if nothing changed) and atomically replace ``report``."""
+def publish_lake(lake: str | Path, report: str | Path, *, lock_timeout: float | None = None) -> PublishResult:
+    """Compact ``lake`` into a curated snapshot (reused if nothing changed) and atomically replace ``report``.
+
+    One publisher per lake at a time (:func:`tasks.locks.publish_lock`; a second one waits). Files that cannot be
+    read are quarantined first, and only temporaries of dead writers are removed."""
     lake = Path(lake).resolve()
     report = Path(report).resolve()
-    lake.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(lake / "staging")
+    check_writable(lake, "lake")
+    check_writable(report.parent, "report folder")
+    with publish_lock(lake, timeout=lock_timeout):
+        return _publish_locked(lake, report)
+
+
+def check_writable(folder: Path, what: str) -> None:
+    """Fail fast, naming the folder, when it cannot be created or written (read-only mount, permissions, full disk
+    of inodes): the alternative was a DuckDB traceback after half a minute of retries."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = tmp_path(folder / ".write-probe")
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(f"the {what} {folder} is not writable: {exc.strerror or exc}") from None
+
+
+def _publish_locked(lake: Path, report: Path) -> PublishResult:
+    for sub in ("staging", "members", "runs", "calibrations", "_calibration", "registry"):
+        remove_stale_temporaries(lake / sub)
+    remove_report_temporaries(report)
+    quarantine_damaged_files(lake)
     curated = lake / "curated"
     curated.mkdir(exist_ok=True)
     snap = curated / _snapshot_id(lake)
@@ -326,25 +416,111 @@ def _explain_of_a_select(con: Any, sql: str) -> str:
     return f"EXPLAIN {analyze}{inner}"
 
 
-def query_report(report: str | Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Run one read-only query against ``report``; anything but SELECT/EXPLAIN (incl. COPY, ATTACH, SET) is refused.
+SQL_TIMEOUT_SECONDS = 60.0
+SQL_MEMORY_LIMIT = "1GB"
+SQL_THREADS = 2
+_MEMORY = re.compile(r"^\s*\d+(?:\.\d+)?\s*(?:[KMGT]i?B|B)\s*$", re.IGNORECASE)
 
-    Defence in depth: the statement type is checked before execution, the database is opened ``read_only`` and the
-    configuration is locked, so neither the report nor other files can be written through it.
-    """
+
+def _report_lake(report: Path) -> Path | None:
+    """The lake the report's views read (``report_info.lake``; a relative value is relative to the report's folder),
+    read through a connection that may touch the report file and nothing else."""
     import duckdb
 
-    report = Path(report)
+    con = _confine(duckdb.connect(), [], [report, Path(str(report) + ".wal")])
+    try:
+        con.execute(f"ATTACH {_lit(report)} AS privacy_report (READ_ONLY)")
+        try:
+            row = con.execute("SELECT lake FROM privacy_report.report_info LIMIT 1").fetchone()
+        except duckdb.Error:
+            return None
+    finally:
+        con.close()
+    if not row or not isinstance(row[0], str) or not row[0] or "\x00" in row[0]:
+        return None
+    lake = Path(row[0])
+    return lake if lake.is_absolute() else (report.parent / lake)
+
+
+def _check_no_links(root: Path) -> None:
+    """Refuse a lake folder holding a symbolic link: DuckDB's allow-list compares paths, so a link inside a crafted
+    lake (``curated/x -> /proc/self/environ``) would let the report read what it points at."""
+    if root.is_symlink():
+        raise ValueError(f"refusing the report's lake: {root} is a symbolic link")
+    if not root.exists():
+        return
+    for folder, subdirs, files in os.walk(root, followlinks=False):
+        for name in subdirs + files:
+            if os.path.islink(os.path.join(folder, name)):
+                raise ValueError(
+                    f"refusing the report's lake: {os.path.join(folder, name)} is a symbolic link (a lake holds "
+                    "plain files only)"
+                )
+
+
+def _report_connection(report: Path, *, memory_limit: str, threads: int) -> Any:
+    """A private in-memory DuckDB with ``report`` ATTACHed read-only, confined to the report's own lake: its views may
+    read the lake's published snapshots (``curated/``, ``registry/published/``) and no other file (a crafted view
+    with ``read_text('/proc/self/environ')`` fails), no network, no extensions; memory and threads bounded."""
+    import duckdb
+
+    if not _MEMORY.match(memory_limit):
+        raise ValueError(f"--memory-limit must look like 512MB or 2GB, got {memory_limit!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"--threads must be an integer >= 1, got {threads!r}")
+    lake = _report_lake(report)
+    dirs = [] if lake is None else [lake / "curated", lake / "registry" / "published"]
+    for d in dirs:
+        _check_no_links(d)
+    con = duckdb.connect()
+    try:
+        con.execute(f"SET memory_limit = {_lit(memory_limit)}")
+        con.execute(f"SET threads = {int(threads)}")
+        con.execute("SET max_temp_directory_size = '0B'")
+        _confine(con, dirs, [report, Path(str(report) + ".wal")])
+        con.execute(f"ATTACH {_lit(report)} AS privacy_report (READ_ONLY)")
+        con.execute("USE privacy_report")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def query_report(
+    report: str | Path,
+    sql: str,
+    *,
+    timeout: float = SQL_TIMEOUT_SECONDS,
+    memory_limit: str = SQL_MEMORY_LIMIT,
+    threads: int = SQL_THREADS,
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one read-only query against ``report``; anything but SELECT/EXPLAIN (incl. COPY, ATTACH, SET) is refused.
+
+    Defence in depth: the statement type is checked before execution, the database is ATTACHed ``READ_ONLY``, the
+    connection can read only the report and its lake's published snapshots (a report is data, not code: a shared
+    report cannot make ``gdp sql`` read other files), the configuration is locked, and the query is interrupted
+    after ``timeout`` seconds and bounded to ``memory_limit`` and ``threads``.
+    """
+    import threading
+
+    import duckdb
+
+    report = Path(report).resolve()
     if not report.exists():
         raise ValueError(f"report {str(report)!r} does not exist: run 'gdp sweep SPEC' or 'gdp publish' first")
+    if not (isinstance(timeout, int | float) and not isinstance(timeout, bool) and 0 < timeout < 1e6):
+        raise ValueError(f"--timeout must be a number of seconds > 0, got {timeout!r}")
     # A private in-memory database with the report ATTACHed read-only, not duckdb.connect(report): connections of one
     # process to one path share a cached DuckDB instance, which keeps reading the file it opened first (overlapping
     # readers in a long-lived process never saw a newer publish) and has one configuration (the lock below made a
     # concurrent query_report fail).
-    con = duckdb.connect()
     try:
-        con.execute(f"ATTACH {_lit(report)} AS privacy_report (READ_ONLY)")
-        con.execute("USE privacy_report")
+        con = _report_connection(report, memory_limit=memory_limit, threads=threads)
+    except duckdb.Error as exc:
+        raise ValueError(f"cannot open the report {report}: {exc}") from None
+    timer = threading.Timer(float(timeout), con.interrupt)
+    timer.daemon = True
+    try:
         try:
             statements = con.extract_statements(sql)
         except duckdb.Error as exc:
@@ -356,13 +532,19 @@ def query_report(report: str | Path, sql: str) -> tuple[list[str], list[tuple[An
             raise ValueError(f"the report is read-only: only SELECT queries are allowed, got a {kind} statement")
         if kind == "EXPLAIN":
             sql = _explain_of_a_select(con, sql)
-        con.execute("SET autoinstall_known_extensions = false")
         con.execute("SET lock_configuration = true")
+        timer.start()
         try:
             cur = con.execute(sql)
+            columns = [d[0] for d in cur.description or []]
+            rows = cur.fetchall()
+        except duckdb.InterruptException:
+            raise ValueError(f"query interrupted after the {timeout:g} s time limit (--timeout)") from None
+        except duckdb.OutOfMemoryException as exc:
+            raise ValueError(f"query exceeded the memory limit {memory_limit} (--memory-limit): {exc}") from None
         except duckdb.Error as exc:
             raise ValueError(f"query failed: {exc}") from None
-        columns = [d[0] for d in cur.description or []]
-        return columns, cur.fetchall()
+        return columns, rows
     finally:
+        timer.cancel()
         con.close()

@@ -19,7 +19,8 @@ A registry is a folder of YAML files (or one YAML file). A file holds one model 
     accounting: {discretization: 1.0e-4, alpha_min: 1.0e-10}                 # optional (default: refined step)
     mlflow: {registered_model: cifar10-wrn40-4, version: "6"}                # optional (defaults: name, version)
 
-YAML is read with ``yaml.safe_load`` only. Errors are :class:`ManifestError` and name the file and the field, e.g.
+YAML is read with :func:`tasks.safe_yaml.load_yaml_file` only (size, depth and alias-expansion limits, duplicate
+keys rejected, YAML 1.2 scalars); scalar types are strict (``'7'`` is not a version, ``'yes'`` not a boolean). Errors are :class:`ManifestError` and name the file and the field, e.g.
 ``registry/bad.yaml: models[1].mechanism.dpsgd.steps: Input should be greater than 0``.
 
 Every DP-SGD form is analysed as Poisson subsampling at rate q under add/remove adjacency (gdpcore's
@@ -31,13 +32,26 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from tasks.safe_yaml import YamlError, load_yaml_file
 
 __all__ = [
     "DEFAULT_REGISTRY",
@@ -53,7 +67,15 @@ MANIFEST_SCHEMA_VERSION = 1
 STANDARD_FPRS: tuple[float, ...] = (1e-6, 1e-4, 1e-3, 1e-2, 1e-1)
 STANDARD_DELTAS: tuple[float, ...] = (1e-5, 1e-6, 1e-9)
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+_NAME = re.compile(NAME_PATTERN)  # always used with fullmatch: '$' would also match before a trailing newline
+MAX_STEPS = 10**9  # more DP-SGD steps than any training run; keeps every count inside int64 and the accountant
+MAX_DATASET_SIZE = 10**15
+
+
+def is_valid_name(value: object) -> bool:
+    """A model / registry name usable as a path component and a hive partition value (full match, no newline)."""
+    return isinstance(value, str) and _NAME.fullmatch(value) is not None
 
 
 class ManifestError(ValueError):
@@ -62,16 +84,22 @@ class ManifestError(ValueError):
     def __init__(self, file: str | Path, field: str, message: str):
         self.file = str(file)
         self.field = field
+        self.message = message
         super().__init__(f"{self.file}: {field}: {message}" if field else f"{self.file}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable: it travels back from the isolated loader's process
+        return (ManifestError, (self.file, self.field, self.message))
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Prob = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
-PosInt = Annotated[int, Field(gt=0)]
+# Strict scalars: YAML gives real numbers and booleans, so a quoted '7' or 'yes' is an author's mistake, not a value.
+PosFloat = Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]
+Prob = Annotated[float, Strict(), Field(gt=0, le=1, allow_inf_nan=False)]
+PosInt = Annotated[StrictInt, Field(gt=0, le=2**62)]
+Steps = Annotated[StrictInt, Field(gt=0, le=MAX_STEPS)]
 
 
 class DpSgd(_Strict):
@@ -81,8 +109,8 @@ class DpSgd(_Strict):
     batch_size: PosInt | None = None
     sampling_rate: Prob | None = None
     dataset_size: PosInt | None = None  # defaults to the model's dataset_size
-    steps: PosInt | None = None
-    epochs: PosFloat | None = None
+    steps: Steps | None = None
+    epochs: Annotated[float, Strict(), Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
 
     @model_validator(mode="after")
     def _one_of(self) -> DpSgd:
@@ -104,15 +132,15 @@ class DpSgd(_Strict):
             q = self.batch_size / n  # type: ignore[operator]
             batches_per_epoch = math.ceil(n / self.batch_size)  # type: ignore[operator]
         steps = self.steps if self.steps is not None else round(self.epochs * batches_per_epoch)  # type: ignore[operator]
-        if steps < 1:
-            raise ValueError(f"epochs={self.epochs} gives {steps} steps")
+        if not 1 <= steps <= MAX_STEPS:
+            raise ValueError(f"epochs={self.epochs} gives {steps} steps, outside [1, {MAX_STEPS:,}]")
         return float(self.noise_multiplier), q, int(steps)
 
 
 class MechanismSpec(_Strict):
     dpsgd: DpSgd | None = None
     phases: list[DpSgd] | None = Field(default=None, min_length=1)
-    opacus_history: list[tuple[PosFloat, Prob, PosInt]] | None = Field(default=None, min_length=1)
+    opacus_history: list[tuple[PosFloat, Prob, Steps]] | None = Field(default=None, min_length=1)
     gdpcore: dict[str, Any] | None = None
 
     @field_validator("opacus_history", mode="before")
@@ -141,18 +169,20 @@ class MechanismSpec(_Strict):
 class Claimed(_Strict):
     epsilon: PosFloat
     delta: Prob
-    accountant: str = "unspecified"
+    accountant: StrictStr = "unspecified"
 
 
 class Accounting(_Strict):
-    # None: the engine refines the step until the certified brackets are within its tolerance (gdpcore.analyze).
-    discretization: PosFloat | None = None
-    alpha_min: Annotated[float, Field(gt=0, lt=0.5)] = 1e-10
+    # None (default): the engine refines the step until the certified brackets are within its tolerance
+    # (gdpcore.analyze). A fixed step must lie in [1e-6, 0.1]: below 1e-6 the PLD grid needs more memory than any
+    # machine has (1e-300: 10^300 bins).
+    discretization: Annotated[float, Strict(), Field(ge=1e-6, le=0.1, allow_inf_nan=False)] | None = None
+    alpha_min: Annotated[float, Strict(), Field(gt=0, lt=0.5)] = 1e-10
 
 
 class MlflowRef(_Strict):
-    registered_model: str | None = None
-    version: str | None = None
+    registered_model: StrictStr | None = None
+    version: StrictStr | None = None
 
 
 class DeltaPolicy(_Strict):
@@ -180,15 +210,15 @@ _POWER = re.compile(r"^\s*1\s*/\s*N\s*\^\s*([0-9.]+)\s*$")
 
 
 class ModelManifest(_Strict):
-    name: str
-    version: PosInt
-    description: str = ""
-    privacy_unit: str = "example"
+    name: StrictStr
+    version: Annotated[StrictInt, Field(gt=0, le=2**31)]
+    description: StrictStr = ""
+    privacy_unit: StrictStr = "example"
     neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
-    dataset_size: PosInt
+    dataset_size: Annotated[StrictInt, Field(gt=0, le=MAX_DATASET_SIZE)]
     delta: DeltaPolicy
-    production: bool = False
-    source: str = ""
+    production: StrictBool = False
+    source: StrictStr = ""
     claimed: Claimed | None = None
     mechanism: MechanismSpec
     accounting: Accounting = Accounting()
@@ -199,8 +229,10 @@ class ModelManifest(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME.match(v):
-            raise ValueError(f"must match {_NAME.pattern} (letters, digits, '.', '_', '-'), got {v!r}")
+        if not is_valid_name(v):
+            raise ValueError(
+                f"must be 1-128 of letters, digits, '.', '_', '-' (not starting with one of '._-'), got {v!r}"
+            )
         return v
 
     @field_validator("delta", mode="before")
@@ -288,6 +320,27 @@ def _loc(loc: tuple[Any, ...], prefix: str) -> str:
     return out
 
 
+MAX_MECHANISMS = 10_000
+"""Most mechanisms in one ``gdpcore`` composition (each is accounted for separately; real schedules: < 100)."""
+
+
+def _count_mechanisms(d: Any, depth: int = 0) -> int:
+    """Mechanisms in a gdpcore dict, counted without building them (shared sub-lists count once per use)."""
+    if depth > 64 or not isinstance(d, dict):
+        return 1
+    inner = d.get("mechanisms")
+    if isinstance(inner, list):
+        total = 0
+        for m in inner:
+            total += _count_mechanisms(m, depth + 1)
+            if total > MAX_MECHANISMS:
+                break
+        return max(total, 1)
+    if isinstance(d.get("mechanism"), dict):
+        return _count_mechanisms(d["mechanism"], depth + 1)
+    return 1
+
+
 def _validate(data: Any, file: Path, prefix: str) -> ModelManifest:
     if not isinstance(data, dict):
         raise ManifestError(file, prefix, f"a model version must be a mapping, got {type(data).__name__}")
@@ -299,10 +352,17 @@ def _validate(data: Any, file: Path, prefix: str) -> ModelManifest:
         msg = err["msg"].removeprefix("Value error, ")
         more = f" (and {exc.error_count() - 1} more error(s))" if exc.error_count() > 1 else ""
         raise ManifestError(file, _loc(loc, prefix), msg + more) from None
+    where = _loc(("mechanism", manifest.mechanism.form), prefix)
+    if manifest.mechanism.form == "gdpcore":
+        n = _count_mechanisms(manifest.mechanism.gdpcore)
+        if n > MAX_MECHANISMS:
+            raise ManifestError(file, where, f"{n:,} mechanisms in one composition (at most {MAX_MECHANISMS:,})")
     try:
         mech = manifest.build_mechanism()
     except ValueError as exc:  # gdpcore names the path inside the mechanism dict
-        raise ManifestError(file, _loc(("mechanism", manifest.mechanism.form), prefix), str(exc)) from None
+        raise ManifestError(file, where, str(exc)) from None
+    except (ArithmeticError, TypeError, MemoryError) as exc:  # e.g. a count too large for the accountant
+        raise ManifestError(file, where, f"{type(exc).__name__}: {exc}") from None
     if mech.neighbouring_relation != manifest.neighbouring:
         raise ManifestError(
             file,
@@ -317,15 +377,9 @@ def load_manifest_file(path: str | Path) -> list[ModelManifest]:
     """All model versions in one YAML file; raises :class:`ManifestError` naming file and field."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ManifestError(path, "", f"cannot read: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ManifestError(path, "", f"not valid YAML: {exc}") from None
-    except RecursionError:  # e.g. thousands of nested '[': PyYAML's composer recurses per level
-        raise ManifestError(path, "", "not valid YAML: nested too deeply") from None
+        data = load_yaml_file(path)
+    except YamlError as exc:  # unreadable, too large, not UTF-8, malformed, alias bomb, duplicate key
+        raise ManifestError(path, "", f"not valid YAML ({exc.detail})") from None
     try:
         return _validate_document(data, path)
     except RecursionError:  # e.g. thousands of nested self_composed mechanisms
@@ -360,14 +414,100 @@ def iter_registry(registry: str | Path) -> Iterator[tuple[Path, list[ModelManife
             yield path, load_manifest_file(path)
         except ManifestError as exc:
             yield path, exc
+        except Exception as exc:
+            yield path, ManifestError(path, "", f"cannot be loaded: {type(exc).__name__}: {str(exc)[:300]}")
 
 
-def load_registry(registry: str | Path) -> tuple[list[ModelManifest], list[ManifestError]]:
-    """Valid manifests and the errors of invalid files; duplicate (name, version) pairs are errors too."""
+def _isolated_worker(loader: str, conn: Any) -> None:
+    """Child side of :func:`iter_registry_isolated`: load each path sent, send back (manifests | ManifestError)."""
+    import importlib
+
+    module, name = loader.split(":")
+    load = getattr(importlib.import_module(module), name)
+    while True:
+        path = conn.recv()
+        if path is None:
+            return
+        try:
+            result: Any = load(path)
+        except ManifestError as exc:
+            result = exc
+        except Exception as exc:
+            result = ManifestError(path, "", f"cannot be loaded: {type(exc).__name__}: {str(exc)[:300]}")
+        conn.send(result)
+
+
+def iter_registry_isolated(
+    registry: str | Path, deadline: float, *, loader: str = "tasks.registry:load_manifest_file"
+) -> Iterator[tuple[Path, list[ModelManifest] | ManifestError]]:
+    """Like :func:`iter_registry`, each file loaded in a child process with ``deadline`` seconds: a file that takes
+    longer (or kills its loader) fails alone - the child is killed and a fresh one loads the remaining files."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    files = registry_files(registry)
+    child = conn = None
+
+    def start() -> None:
+        nonlocal child, conn
+        conn, theirs = ctx.Pipe()
+        child = ctx.Process(target=_isolated_worker, args=(loader, theirs), daemon=True)
+        child.start()
+        theirs.close()
+
+    def stop(kill: bool) -> None:
+        nonlocal child, conn
+        if child is None:
+            return
+        if kill:
+            child.kill()
+        else:
+            try:
+                conn.send(None)
+            except OSError:
+                child.kill()
+        child.join(timeout=10)
+        if child.is_alive():
+            child.kill()
+            child.join()
+        conn.close()
+        child = conn = None
+
+    try:
+        for path in files:
+            if child is None:
+                start()
+            conn.send(path)
+            if conn.poll(deadline):
+                try:
+                    yield path, conn.recv()
+                    continue
+                except (EOFError, OSError):
+                    child.join(timeout=5)
+                    why = f"its loader died (exit code {child.exitcode})"
+            else:
+                why = f"loading took longer than {deadline:g} s"
+            stop(kill=True)
+            yield path, ManifestError(path, "", f"refused: {why}")
+    finally:
+        stop(kill=False)
+
+
+MANIFEST_DEADLINE = float(os.environ.get("GDP_MANIFEST_DEADLINE", "30"))
+"""Seconds one manifest file may take to load and validate when loaded in isolation (``gdp audit``)."""
+
+
+def load_registry(
+    registry: str | Path, *, deadline: float | None = None
+) -> tuple[list[ModelManifest], list[ManifestError]]:
+    """Valid manifests and the errors of invalid files; duplicate (name, version) pairs are errors too.
+
+    With ``deadline`` (seconds), each file is loaded in a child process and fails alone if it takes longer."""
     good: list[ModelManifest] = []
     errors: list[ManifestError] = []
     seen: dict[str, str] = {}
-    for path, result in iter_registry(registry):
+    results = iter_registry(registry) if deadline is None else iter_registry_isolated(registry, deadline)
+    for path, result in results:
         if isinstance(result, ManifestError):
             errors.append(result)
             continue

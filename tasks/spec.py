@@ -18,7 +18,8 @@ exponents), both inclusive. Generated values are rounded to 12 significant digit
 the nearest integer for integer parameters (``steps``, discrete ``sensitivity``). Lists are taken literally.
 
 Every error is a ``ValueError`` naming the file, the key and the offending value; loading touches no file but the
-spec, so an invalid spec writes nothing. YAML is read with ``yaml.safe_load`` only.
+spec, so an invalid spec writes nothing. YAML is read with :func:`tasks.safe_yaml.load_yaml_file` only (size, depth and
+alias-expansion limits, duplicate keys rejected, YAML 1.2 scalars: ``1e-5`` is a number).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import hashlib
 import itertools
 import json
 import math
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -55,7 +57,12 @@ _INTEGER_PARAMS: dict[str, frozenset[str]] = {
     kind: frozenset(p.name for p in _kinds.get(kind).params if p.type is int) for kind in GRID_KINDS
 }
 DEFAULT_MAX_CELLS = 100_000
+HARD_MAX_CELLS = 2_000_000
+"""Not even ``--force`` plans more cells than this in one spec (planning holds every cell: ~0.6 kB each)."""
+MAX_INTEGER_PARAM = 10**9
+"""Largest ``steps`` / discrete ``sensitivity``: beyond it the accountant overflows (10^23 steps: OverflowError)."""
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: '$' also matches before a trailing newline
 
 Number = StrictInt | StrictFloat
 Scalar = StrictInt | StrictFloat | str
@@ -63,6 +70,14 @@ Scalar = StrictInt | StrictFloat | str
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_name(v: str) -> str:
+    if not _NAME_RE.fullmatch(v):
+        raise ValueError(
+            f"must be 1-100 of letters, digits, '.', '_', '-' (not starting with one of '._-'), got {_brief(v)}"
+        )
+    return v
 
 
 class Linspace(_Strict):
@@ -112,11 +127,14 @@ class GridSpec(_GridAxes, _Strict):
     fprs: Annotated[list[Number], Field(min_length=1)] = [1e-4, 1e-3, 1e-2, 1e-1]
     representations: Annotated[list[Literal[REPRESENTATIONS]], Field(min_length=1)] = ["gdp"]  # type: ignore[valid-type]
     # None: gdpcore.analyze_grid picks the PLD discretisation per cell to its epsilon tolerance.
-    discretization: Annotated[float, Field(gt=0, le=0.1)] | None = None
+    # gdpcore accepts (0, 0.1]; below 1e-6 the PLD grid needs more memory than any machine has.
+    discretization: Annotated[float, Field(ge=1e-6, le=0.1)] | None = None
     alpha_min: Annotated[float, Field(gt=0, lt=0.5)] = 1e-10
     chunk_size: Annotated[int, Field(ge=1, le=100_000)] | None = None
     max_cells: Annotated[int, Field(ge=1)] = DEFAULT_MAX_CELLS
     plot: PlotSpec | None = None
+
+    _name = field_validator("name")(_check_name)
 
     @field_validator("mechanism")
     @classmethod
@@ -195,6 +213,8 @@ class CalibrationSpec(_GridAxes, _Strict):
     max_cells: Annotated[int, Field(ge=1)] = 10_000
     chunk_size: Annotated[int, Field(ge=1, le=10_000)] | None = None
 
+    _name = field_validator("name")(_check_name)
+
     @field_validator("target")
     @classmethod
     def _one_target(cls, v: CalibrationTarget) -> CalibrationTarget:
@@ -250,21 +270,9 @@ def _brief(value: Any) -> str:
 
 # -- loading ------------------------------------------------------------------------------------------------------------
 def _read_yaml(path: Path) -> Mapping[str, Any]:
-    import yaml
+    from tasks.safe_yaml import load_yaml_file
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read spec: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ValueError(f"{path}:{where}: malformed YAML: {problem}") from None
-    except RecursionError:  # thousands of nested [ or {: PyYAML's composer recurses once per level
-        raise ValueError(f"{path}: malformed YAML: nested too deeply") from None
+    data = load_yaml_file(path)  # YamlError (a ValueError) names the file, and the line where there is one
     if not isinstance(data, Mapping):
         raise ValueError(
             f"{path}: a spec must be a YAML mapping with keys name, mechanism, grid, ...; got {_brief(data)}"
@@ -334,7 +342,16 @@ def _validate_mechanism_values(path: Path, spec: GridSpec | CalibrationSpec, bas
         raise ValueError(
             f"{path}: invalid spec: grid: missing required parameter(s) {', '.join(missing)} of {spec.mechanism}"
         )
-    axes = spec.axes()
+    try:
+        axes = spec.axes()
+    except ValueError as exc:  # e.g. a logspace with a negative end
+        raise ValueError(f"{path}: invalid spec: {exc}") from None
+    for key in _INTEGER_PARAMS.get(spec.mechanism, ()):
+        for i, value in enumerate(axes.get(key, ())):
+            if isinstance(value, int | float) and not isinstance(value, bool) and not abs(value) <= MAX_INTEGER_PARAM:
+                raise ValueError(
+                    f"{path}: invalid spec: grid.{key}[{i}] = {_brief(value)}: must be at most {MAX_INTEGER_PARAM:,}"
+                )
     first = {k: v[0] for k, v in axes.items()}
     for key, values in axes.items():
         for i, value in enumerate(values):
@@ -344,6 +361,9 @@ def _validate_mechanism_values(path: Path, spec: GridSpec | CalibrationSpec, bas
             except ValueError as exc:
                 text = str(exc)
                 msg = text.split("): ", 1)[1] if "): " in text else text
+                blamed = msg.split(" ", 1)[0]  # gdpcore names the parameter first: "sampling_rate must be ..."
+                if blamed != key and blamed in axes:  # the other axis's first value is the bad one
+                    key, i, value = blamed, 0, axes[blamed][0]
                 raise ValueError(f"{path}: invalid spec: grid.{key}[{i}] = {_brief(value)}: {msg[:300]}") from None
 
 
@@ -362,6 +382,12 @@ def _check_size(path: Path, spec: GridSpec | CalibrationSpec, force: bool) -> No
         if size < 1:
             raise ValueError(f"{path}: invalid spec: grid.{key} = {_brief(spec.grid[key])}: the axis has no values")
     n = math.prod(sizes.values())
+    if n > HARD_MAX_CELLS:
+        shape = " x ".join(f"{k}:{s}" for k, s in sizes.items())
+        raise ValueError(
+            f"{path}: grid has {n:,} cells ({shape}) > {HARD_MAX_CELLS:,}, the most one spec can hold even with "
+            "--force; split it into several specs"
+        )
     if n > spec.max_cells and not force:
         shape = " x ".join(f"{k}:{s}" for k, s in sizes.items())
         raise ValueError(

@@ -7,6 +7,8 @@ from __future__ import annotations
 import random
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -134,20 +136,39 @@ def test_leftovers_of_a_killed_writer_are_never_read_and_are_removed(tmp_path):
         settings.eval_key,
     )
     publish_lake(lake, report)
-    # leftovers of writers killed half-way: a chunk, the members file, a run record, a report
-    half = pq.ParquetFile(path).read().slice(0, 1)
-    leftovers = [
-        path.with_name(f".{path.name}.tmp-dead1"),
-        lake / "members" / "spec=left" / ".members.parquet.tmp-dead2",
-        lake / "runs" / "spec=left" / ".run-x.parquet.tmp-dead3",
-        report.with_name(f".{report.name}.tmp-dead4"),
-    ]
-    for p in leftovers:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(half, p)
-    res = publish_lake(lake, report)
-    assert res.counts["cells"] == 2 and res.counts["epsilons"] == 2
-    assert remove_spec_temporaries(lake, "left", report) == 3  # the staging one went with the publish already
+    # leftovers of writers killed half-way (a chunk, the members file, a run record, a report): their names carry
+    # the host and the pid of a writer that is gone; a live writer's temporary (pid alive) must survive (issue 16)
+    from tasks.lake import _HOST_TAG
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        half = pq.ParquetFile(path).read().slice(0, 1)
+
+        def tmp(p: Path, pid: int, n: int) -> Path:
+            return p.with_name(f".{p.name}.tmp-{_HOST_TAG}-{pid}-{n:04x}")
+
+        leftovers = [
+            tmp(path, dead.pid, 1),
+            tmp(lake / "members" / "spec=left" / "members.parquet", dead.pid, 2),
+            tmp(lake / "runs" / "spec=left" / "run-x.parquet", dead.pid, 3),
+            tmp(report, dead.pid, 4),
+            tmp(report, dead.pid, 5).with_name(tmp(report, dead.pid, 5).name + ".wal"),
+        ]
+        in_flight = [tmp(path, live.pid, 6), tmp(report, live.pid, 7)]
+        for p in leftovers + in_flight:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(half, p)
+        res = publish_lake(lake, report)
+        assert res.counts["cells"] == 2 and res.counts["epsilons"] == 2
+        assert temporaries(lake, report.parent) == sorted(in_flight)  # the dead writers' went with the publish
+        assert remove_spec_temporaries(lake, "left", report) == 0
+        assert temporaries(lake, report.parent) == sorted(in_flight)
+    finally:
+        live.kill()
+        live.wait()
+    assert remove_spec_temporaries(lake, "left", report) == 2  # their writer is gone now
     assert not temporaries(lake, report.parent), temporaries(lake, report.parent)
 
 
