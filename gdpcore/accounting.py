@@ -3,7 +3,7 @@
 dp_accounting does the heavy lifting (connect-the-dots discretisation, FFT composition, tail truncation); this
 module only builds the PLD for a mechanism description and exposes its *remove*-direction PMF as plain arrays.
 
-Why only the remove PMF is read (measured, see tests/test_accounting_traps.py):
+Why only the remove PMF is read (measured; docs/references.md M-1, asserted in tests/test_report.py and tests/test_fast_pld.py):
 
 * dp_accounting's composed *add*-direction PMF is not a consistent likelihood ratio at fine discretisation and large
   T: its total mass exceeds 1 (1.0000675 for sigma=0.7, q=0.1, T=2500 at 1e-4), so its delta(0) can exceed 1.
@@ -11,8 +11,8 @@ Why only the remove PMF is read (measured, see tests/test_accounting_traps.py):
   same cell at 1e-4). Its *upper* part (losses >= 0) is untouched: truncated left mass is moved *up* onto the lowest
   kept loss and truncated right mass to +inf, both of which can only raise delta_R(eps) for eps >= 0.
 
-* Even a single connect-the-dots Gaussian PMF has spurious Q-mass in its far lower tail (about 9e-5 at losses in
-  [-10, -6] for sigma=1 at 1e-4), so nothing may be read from the lower tail.
+* Even a single connect-the-dots Gaussian PMF has spurious Q-mass in its far lower tail (about 7e-5 at losses in
+  [-10, -6] for sigma=1 at 1e-4, docs/references.md M-1), so nothing may be read from the lower tail.
 
 The pessimistic trade-off curve (:mod:`gdpcore.curve`) is therefore built from delta_R(eps), eps >= 0, computed on
 the remove PMF's losses above eps, and symmetrised by mirroring (seed 000 Thm A.10 / App. C; Dong et al. Def. F.1).

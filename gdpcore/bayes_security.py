@@ -7,8 +7,8 @@ conversions (seed 004, Cherubin et al., USENIX Security 2024).
   1 - erf(q sqrt(T) / (2 sqrt(2) sigma)) for add/remove (the official code's ``relation="r"``). Both replace the
   Gaussian mixture by one Gaussian (Prop. 4); the rigorous error term is sqrt(T q (1 - q)) / sigma (two Prop. 4 terms,
   Thm 6) - usually vacuous - so the value is labelled ``"estimate"``. Measured error (this module's tests):
-  substitution vs the digest's exact reference at q = 0.001, sigma = 1: +0.0020 / +0.0065 / +0.0143 at 1 / 10 / 50
-  epochs (the paper claims <= 0.01 up to 50 epochs; the digest allows 0.015); add/remove vs the PLD accountant (and
+  substitution vs the exact reference (docs/references.md S004-2) at q = 0.001, sigma = 1: +0.0020 / +0.0065 / +0.0143 at 1 / 10 / 50
+  epochs (the paper claims <= 0.01 up to 50 epochs; the tests allow 0.015); add/remove vs the PLD accountant (and
   prv-accountant): +0.0039 / +0.0123 / +0.0273. The closed form is *optimistic* (too high) for multi-step runs.
 * Planning (Eq. 4 and inverses): q = erfinv(1 - beta*) sqrt(2) sigma / sqrt(T); sigma, T_max and epochs_max alike.
 * Conversions: advantage 1 - beta*; attack success (uniform prior) 1 - beta*/2, in general 1 - beta* min(pi, 1 - pi);

@@ -326,7 +326,7 @@ def curve_from_loss_pmf(remove_pmf, add_pmf=None) -> SymmetricCurve:
     fine discretisation, which can inflate delta_A by at most e. The excess of delta_A over delta_R beyond e is
     ``add_direction_gap``; where it is positive the pointwise max is used, so the curve stays pessimistic even for a
     mechanism whose add direction dominates. For the subsampled Gaussian the remove direction dominates for
-    eps >= 0 and the gap is 0 (tests/test_accounting_traps.py measures it).
+    eps >= 0 and the gap is 0 (tests/test_fast_pld.py::test_composed_epsilon_matches_dp_accounting; docs/references.md M-1).
     """
     remove_pmf = remove_pmf.with_roundoff_allowance()
     if add_pmf is not None:

@@ -122,7 +122,7 @@ def ladder_floor(d: float) -> float:
 
 def start_step(sigma: float, q: float, error: float) -> float:
     """A priori step for a Poisson-subsampled Gaussian: connect-the-dots error ~ 0.08 (step / s1)^2 relative, with
-    ``s1 = q sqrt(e^{1/sigma^2} - 1)`` the per-step loss spread (measured on DP-SGD grids, docs/references.md)."""
+    ``s1 = q sqrt(e^{1/sigma^2} - 1)`` the per-step loss spread (measured on DP-SGD grids, docs/references.md P-1 case D)."""
     s1 = q * math.sqrt(math.expm1(min(1.0 / sigma**2, 700.0)))
     return ladder_floor(min(s1 * math.sqrt(error / 0.3), 2e-3))
 

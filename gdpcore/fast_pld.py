@@ -3,7 +3,7 @@
 Why hand-written (measured on the shared 2-core machine, sigma=1, q=0.01, discretisation 1e-4, 56,541 points):
 
 * dp_accounting builds the single-step connect-the-dots PMF by calling ``inverse_privacy_loss`` once per grid point
-  in a Python list comprehension: 0.28-0.54 s per (sigma, q) here (0.21 s quiet, peer_benchmarks.md Sec. 5), the
+  in a Python list comprehension: 0.28-0.54 s per (sigma, q) here (0.21 s quiet, docs/references.md P-5), the
   dominant cost of a per-point loop. The same grid, truncation bounds and connect-the-dots formula (Doroshenko et
   al. 2022, Alg. 1) evaluated in a few numpy calls take 3-6 ms (about 90x).
 * ``self_compose(1000)`` takes 0.11-0.26 s in dp_accounting (complex FFT of the real PMF on a loose Chernoff

@@ -6,7 +6,7 @@
 * Identification (Thm 4.3 / 4.4, Alg. 4): A is GDP iff delta_A(0) < 1 and lim eps / sqrt(-2 log delta_A(eps)) < inf.
   Numerically this is an *estimate* (:func:`identify_gdp`); for mechanism descriptions the verdict is analytic
   (:func:`get_gdp_upper_bound`).
-* Head bracket (Thm 4.6, the digest's corrected Alg. 2' and Alg. 3): with D <= 1/(sqrt(8 pi) c) and bisection
+* Head bracket (Thm 4.6, App. D Alg. 2 corrected and Alg. 3, docs/references.md S003-5): with D <= 1/(sqrt(8 pi) c) and bisection
   tolerance 1/(4c), the *lower* end uses exact point values G(x_i) = mu_GDP(x_i, delta(x_i)) (bisection lower ends) and
   the *upper* end the staircase G+(x_i) = mu_GDP(x_{i+1}, delta(x_i)) (bisection upper ends). By Thm 4.5
   (0 <= d mu_GDP / d eps <= sqrt(2 pi)/2), U - L <= (sqrt(2 pi)/2) D + 2/(4c) <= 3/(4c) < 1/c. The paper's printed

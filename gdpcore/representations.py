@@ -36,16 +36,16 @@ Grid dependence (seed 000 Sec. 4.1 / App. C.2; the paper does not state its grid
   from 1.001 to 4096) gives 3.383% for Laplace (paper 3.38); dp_accounting's ``DEFAULT_RDP_ORDERS`` gives 3.391%.
 * rho* over a finite grid is *not* a valid zCDP parameter when eps(t)/t is still rising past the largest order: for
   DP-SGD eps_T(t)/t increases towards T/(2 sigma^2) = 11.32 as t -> inf, and a grid capped at 256 or 512 gives the
-  paper-style 3.5883 or 6.9756 - an optimistic rho (the digest prints 6.2473 for 512; dp_accounting's exact
+  paper-style 3.5883 or 6.9756 - an optimistic rho (a recomputation printed 6.2473 for 512, docs/references.md S000-10; dp_accounting's exact
   integer-order value is 6.9756). This module therefore takes rho* from the analytic supremum where
   it is known (:func:`get_rho_from_mechanism`: Gaussian and subsampled Gaussian limits, Laplace/RR KL limit at t -> 1),
   so the DP-SGD zCDP regret sits at its cap (~21.7%, paper 21.80). Laplace: rho* = KL = e^-1, regret 4.81% (the paper
-  prints 4.83; the digest's independent recomputation also gives 4.81).
+  prints 4.83; docs/references.md S000-5: 4.81).
 * dp_accounting 0.6.0's fractional-order RDP of the Poisson-subsampled Gaussian (``_compute_log_a_frac``) is wrong
   for large sampling rates: at q=0.32768, sigma=9.4 it returns 0.0297 at t=1.01 where the true value is 0.000615 (it
   agrees to 1e-13 at integer orders). :func:`get_rdp_from_mechanism` computes that RDP by quadrature instead (checked
   against dp_accounting's exact integer-order expansion in tests). The DP-SGD RDP-curve regret is then 10.76% with
-  :data:`DEFAULT_ORDERS` (10.78% on dp_accounting's default grid; the digest's independent recomputation: 10.7% with
+  :data:`DEFAULT_ORDERS` (10.78% on dp_accounting's default grid; docs/references.md S000-1: 10.7% with
   orders down to 1.01-1.1), and 21.77% (the cap (1 - delta(0))/2) when only integer orders >= 2 are used - or when
   dp_accounting's faulty fractional values are used on its default grid. The paper's 20.80% lies between and cannot
   be reproduced: it depends on an unstated grid (and possibly on that RDP error). Only the integer-order value is

@@ -2,7 +2,7 @@
 
 The numbers come from :func:`gdpcore.analyze_grid` (one row per mechanism). This module only shapes them into the
 lake's staging schema (:data:`tasks.lake.STAGING_SCHEMA`) and adds provenance. A chunk is a few dozen to a few
-thousand cells, so a flow run has hundreds of task runs, not one per cell (anchors report 1.10).
+thousand cells, so a flow run has hundreds of task runs, not one per cell (docs/references.md C-1).
 
 Resumability has two layers:
 

@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 LAKE_SCHEMA_VERSION = 1
-"""Bumped when a column changes meaning (columns are only ever added; see anchors report 2.6)."""
+"""Bumped when a column changes meaning (columns are only ever added; docs/references.md C-2)."""
 
 # The typed parameter columns of every flat mechanism kind, derived from gdpcore's kind registry (a new kind's
 # parameters get their columns without an edit here; a name clash is renamed by the kind's `lake_column`).

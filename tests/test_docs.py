@@ -16,17 +16,7 @@ REFERENCES = ROOT / "docs" / "references.md"
 
 # Files that still carry an old citation because another branch owns them; the fixes are listed for the lead
 # (old text -> new text). Empty this set once they are applied: the test then covers them too.
-NOT_YET_FIXED = {
-    "gdpcore/accounting.py",  # "tests/test_accounting_traps.py" -> docs/references.md M-1
-    "gdpcore/bayes_security.py",  # "the digest's exact reference" -> S004-2
-    "gdpcore/curve.py",  # "tests/test_accounting_traps.py" -> M-1
-    "gdpcore/fast_pld.py",  # "peer_benchmarks.md Sec. 5" -> P-5
-    "gdpcore/gdpt.py",  # "the digest's corrected Alg. 2'" -> S003-5
-    "gdpcore/grid.py",  # "peer_benchmarks case D" -> P-1
-    "gdpcore/representations.py",  # "the digest ..." (3x) -> S000-1, S000-5, S000-10
-    "tasks/evaluate.py",  # "anchors report 1.10" -> C-1
-    "tasks/lake.py",  # "anchors report 2.6" -> C-2
-}
+NOT_YET_FIXED: set[str] = set()  # every file now cites inside the repository
 
 # Material outside the repository. (Built from parts so that this file does not match itself.)
 FORBIDDEN = [
