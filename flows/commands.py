@@ -219,6 +219,17 @@ def _sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from tasks.lake import default_report
+    from tasks.publish import export_report
+
+    report = args.report or str(default_report())
+    counts = export_report(report, args.out, fmt=args.format)
+    total = sum(counts.values())
+    print(f"exported {report} -> {args.out} ({args.format}, {len(counts)} tables, {total:,} rows)")
+    return 0
+
+
 # -- plot -------------------------------------------------------------------------------------------------------------
 def _plot(args: argparse.Namespace) -> int:
     from tasks.lake import default_report
@@ -328,8 +339,11 @@ def _card(args: argparse.Namespace) -> int:
     if not rows:
         raise ValueError(f"no audited model version {args.model!r} in {report}: run 'gdp audit' first")
     _, lake_rows = query_report(report, "SELECT lake FROM report_info")
+    if lake_rows[0][0] is None:
+        raise ValueError(f"{report} is an exported report without its lake: run 'gdp card' on the published report")
     m, v, key = rows[0]
-    row = read_audit(audit_path(Path(lake_rows[0][0]), m, v, key))
+    lake = report.resolve().parent / lake_rows[0][0]  # relative to the report's folder (absolute in old reports)
+    row = read_audit(audit_path(lake, m, v, key))
     if args.out:
         paths = write_card(row, args.out, report_uri=str(report.resolve()))
         print("\n".join(paths.values()))
@@ -360,6 +374,17 @@ def _register() -> None:
             choices=("table", "csv", "json"),
             default="table",
             help="output: aligned table (default), CSV, or JSON (a list of row objects)",
+        )
+        _add_store_args(p, lake=False)
+
+    def export_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("out", metavar="OUT", help="new file (duckdb) or folder (parquet) to write; never overwritten")
+        p.add_argument(
+            "--format",
+            choices=("duckdb", "parquet"),
+            default="duckdb",
+            help="duckdb: one self-contained DuckDB file (default); parquet: a folder from EXPORT DATABASE "
+            "(IMPORT DATABASE restores it)",
         )
         _add_store_args(p, lake=False)
 
@@ -417,6 +442,7 @@ def _register() -> None:
             ),
             "publish": ("compact the lake and atomically rebuild the DuckDB report", publish_args, _publish),
             "sql": ("run a read-only SQL query against the report", sql_args, _sql),
+            "export": ("write the report as one self-contained file (no lake needed)", export_args, _export),
             "plot": ("PNG heat map or trade-off curve from the report", plot_args, _plot),
             "demo": ("tiny regret map on 2 cores, then a sample query", demo_args, _demo),
             "audit": ("audit a model registry: privacy cards, DuckDB rows, MLflow tags", audit_args, _audit),

@@ -104,10 +104,12 @@ def test_views_match_gdpcore(swept):
 
 
 def test_report_views_resolve_from_any_directory(swept, tmp_path, monkeypatch):
+    """Views name the lake relative to the report's folder: any client sets file_search_path to it (issue 15)."""
     _, _, report, _ = swept
     monkeypatch.chdir(tmp_path)
     con = duckdb.connect(str(report), read_only=True)
     try:
+        con.execute(f"SET file_search_path = '{report.parent}'")
         assert con.execute("SELECT count(*) FROM cells").fetchone()[0] == 8
     finally:
         con.close()
@@ -185,6 +187,7 @@ def test_publish_is_atomic_for_open_readers(tiny_spec, tmp_path):
     lake, report = tmp_path / "lake", tmp_path / "reports" / "r.duckdb"
     _sweep(tiny_spec(), lake, report)
     reader = duckdb.connect(str(report), read_only=True)
+    reader.execute(f"SET file_search_path = '{report.parent}'")  # views name the lake relative to the report
     try:
         old = reader.execute("SELECT list_sort(list(steps)) FROM cells").fetchone()[0]
         _sweep(tiny_spec(steps=300), lake, report)  # republishes while the reader holds the old file open
