@@ -302,7 +302,12 @@ def _audit(args: argparse.Namespace) -> int:
     from flows.privacy_audit import privacy_audit
 
     s = privacy_audit(
-        registry=registry, lake=args.lake, report=args.report, cards_dir=args.cards, mlflow_uri=args.mlflow_uri
+        registry=registry,
+        lake=args.lake,
+        report=args.report,
+        cards_dir=args.cards,
+        mlflow_uri=args.mlflow_uri,
+        report_uri=args.report_uri,
     )
     print(
         f"audit {s.registry}: {len(s.models)} model versions ({len(s.computed)} computed, {len(s.reused)} "
@@ -322,7 +327,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _card(args: argparse.Namespace) -> int:
     from tasks.audit import audit_path, read_audit
-    from tasks.cards import hf_yaml_block, render_markdown, write_card
+    from tasks.cards import hf_yaml_block, merge_into_readme, render_markdown, write_card
     from tasks.lake import default_report
     from tasks.publish import query_report
 
@@ -344,14 +349,23 @@ def _card(args: argparse.Namespace) -> int:
     m, v, key = rows[0]
     lake = report.resolve().parent / lake_rows[0][0]  # relative to the report's folder (absolute in old reports)
     row = read_audit(audit_path(lake, m, v, key))
-    if args.out:
-        paths = write_card(row, args.out, report_uri=str(report.resolve()))
+    uri = args.report_uri or os.environ.get("GDP_REPORT_URI") or None  # never a local path by default
+    if args.hf_readme:
+        print(merge_into_readme(args.hf_readme, row, report_uri=uri))
+    elif args.out:
+        paths = write_card(row, args.out, report_uri=uri)
         print("\n".join(paths.values()))
     elif args.format == "yaml":
-        print(hf_yaml_block(row, report_uri=str(report.resolve())), end="")
+        print(hf_yaml_block(row, report_uri=uri), end="")
     else:
-        print(render_markdown(row, report_uri=str(report.resolve()), png_name=None), end="")
+        print(render_markdown(row, report_uri=uri, png_name=None), end="")
     return 0
+
+
+_REPORT_URI_HELP = (
+    "where readers find the report (e.g. s3://bucket/privacy.duckdb), named in cards and MLflow tags "
+    "(default $GDP_REPORT_URI; no local path is published otherwise)"
+)
 
 
 def _register() -> None:
@@ -418,6 +432,7 @@ def _register() -> None:
         )
         p.add_argument("--mlflow-uri", help="tracking URI: tag the registered model versions (needs gdp-audit[mlflow])")
         p.add_argument("--cards", help="where privacy cards go (default: cards/ next to the report)")
+        p.add_argument("--report-uri", help=_REPORT_URI_HELP)
         p.add_argument("-v", "--verbose", action="store_true")
         _add_store_args(p)
 
@@ -425,6 +440,13 @@ def _register() -> None:
         p.add_argument("model", metavar="MODEL[:VERSION]", help="model name, optionally :version (default newest)")
         p.add_argument("--format", choices=("md", "yaml"), default="md", help="Markdown card or HF model-card YAML")
         p.add_argument("--out", help="write card.md, curve.png and model_card.yaml under OUT/MODEL/vVERSION/")
+        p.add_argument(
+            "--hf-readme",
+            metavar="README.md",
+            help="merge the privacy metadata into this Hugging Face model card's front matter (keeps its keys; "
+            "needs gdp-audit[hf])",
+        )
+        p.add_argument("--report-uri", help=_REPORT_URI_HELP)
         _add_store_args(p, lake=False)
 
     SUBCOMMANDS.update(

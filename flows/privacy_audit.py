@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,7 @@ def privacy_audit(
     cards_dir: str | None = None,
     mlflow_uri: str | None = None,
     publish: bool = True,
+    report_uri: str | None = None,
 ) -> AuditSummary:
     """Audit ``registry`` (a folder of YAML manifests or one file; default the sample registry in data/registry)."""
     logger = get_run_logger()
@@ -93,6 +95,9 @@ def privacy_audit(
     report_p = Path(report or default_report()).resolve()
     cards = Path(cards_dir).resolve() if cards_dir else report_p.parent / "cards"
     run_id = str(flow_run.id or "local")
+    # Where readers find the report (s3://..., https://...): cards and MLflow tags name it only when configured, never
+    # a local path of the auditing machine.
+    report_uri = report_uri or os.environ.get("GDP_REPORT_URI") or None
 
     manifests, errors = load_registry(reg)
     failed = {e.file + (f" ({e.field})" if e.field else ""): str(e) for e in errors}
@@ -175,7 +180,7 @@ def privacy_audit(
             )
 
     # -- cards ----------------------------------------------------------------------------------------------------
-    from tasks.cards import card_dir, write_card
+    from tasks.cards import card_dir, card_stamp, write_card
 
     card_paths: dict[str, dict[str, str]] = {}
     written = []
@@ -184,10 +189,14 @@ def privacy_audit(
         d = card_dir(cards, m.name, m.version)
         stamp = d / "audit_key"
         files = {"markdown": str(d / "card.md"), "png": str(d / "curve.png"), "hf_yaml": str(d / "model_card.yaml")}
-        if stamp.exists() and stamp.read_text() == row["audit_key"] and all(Path(f).exists() for f in files.values()):
+        if (
+            stamp.exists()
+            and stamp.read_text() == card_stamp(row, report_uri)
+            and all(Path(f).exists() for f in files.values())
+        ):
             card_paths[m.key] = files
         else:
-            card_paths[m.key] = write_card(row, cards, report_uri=str(report_p))
+            card_paths[m.key] = write_card(row, cards, report_uri=report_uri)
             written.append(m.key)
 
     if publish:
@@ -213,7 +222,7 @@ def privacy_audit(
         from tasks.mlflow_tags import publish_to_mlflow
 
         targets = [(*by_key[k].mlflow_target(), rows[k], card_paths[k]) for k in summary.models]
-        res = publish_to_mlflow(mlflow_uri, targets, report_uri=str(report_p), flow_run=run_id)
+        res = publish_to_mlflow(mlflow_uri, targets, report_uri=report_uri, flow_run=_flow_run_link())
         summary.mlflow_tagged, summary.mlflow_missing = res.tagged, res.missing
 
     _artifacts(summary, rows)
@@ -241,6 +250,15 @@ def _claim_flags(rows: dict[str, dict[str, Any]]) -> list[str]:
             what.append(status + ("" if repro is None else f" ({r['claimed_accountant']} gives {repro:.4g})"))
         flags.append(f"{key}: claimed eps={r['claimed_epsilon']:g} at delta={r['claimed_delta']:g}: " + "; ".join(what))
     return flags
+
+
+def _flow_run_link() -> str | None:
+    """The flow run's page on a persistent Prefect UI the user configured ($PREFECT_UI_URL), else None: a link into
+    the temporary server a CLI run starts would point nowhere once the run ends."""
+    ui = os.environ.get("PREFECT_UI_URL")
+    if not ui or flow_run.id is None:
+        return None
+    return f"{ui.rstrip('/')}/runs/flow-run/{flow_run.id}"
 
 
 def _artifacts(s: AuditSummary, rows: dict[str, dict[str, Any]]) -> None:

@@ -15,13 +15,25 @@ import yaml
 
 from tasks.formatting import format_number
 
-__all__ = ["card_dir", "hf_yaml_block", "render_markdown", "write_card"]
+__all__ = [
+    "DEFINITION",
+    "card_dir",
+    "card_stamp",
+    "hf_card_metadata",
+    "hf_yaml_block",
+    "merge_into_readme",
+    "render_markdown",
+    "write_card",
+]
+
+# One vocabulary for MLflow tags (tasks.mlflow_tags) and the HF ``differential_privacy`` block: the definition below,
+# neighbouring relations as the manifests spell them (add_remove / replace_one), the same bound labels.
+DEFINITION = "mu-GDP"
 
 _NEIGHBOURING_TEXT = {
     "add_remove": "adding or removing one {unit} (add/remove adjacency)",
     "replace_one": "replacing one {unit} by another (replace-one adjacency)",
 }
-_HF_NEIGHBOURING = {"add_remove": "add-or-remove-one", "replace_one": "replace-one"}
 
 
 def _g(x: Any, digits: int = 4) -> str:
@@ -108,11 +120,11 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
     ]
     if row.get("source"):
         lines.append(f"\nSource: {row['source']}")
+    query = f"SELECT * FROM model_privacy WHERE model = '{row['model']}' AND version = {row['version']}"
     if report_uri:
-        lines.append(
-            f"\nFull report (SQL): `{report_uri}` — `SELECT * FROM model_privacy WHERE model = "
-            f"'{row['model']}' AND version = {row['version']}`"
-        )
+        lines.append(f"\nFull report (SQL): `{report_uri}` — `{query}`")
+    else:
+        lines.append(f"\nFull report: the gdp-audit DuckDB report — `{query}`")
     if png_name:
         lines.append(f"\n![trade-off curve]({png_name})")
     return "\n".join(lines) + "\n"
@@ -121,7 +133,7 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
 def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str, Any]:
     """The nested ``differential_privacy`` record (anchors_ecosystem 3.2 / 3.6 field set)."""
     return {
-        "definition": "mu-GDP",
+        "definition": DEFINITION,
         "dp_flavor": "other (f-DP / Gaussian DP)",
         "mu": round(float(row["mu"]), 6),
         "mu_bound": row["mu_bound"],
@@ -142,7 +154,7 @@ def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str
         "advantage": {"value": round(float(row["advantage"]), 6), "bound": row["advantage_bound"]},
         "bayes_security": {"value": round(float(row["bayes_security"]), 6), "bound": row["bayes_security_bound"]},
         "privacy_unit": row["privacy_unit"],
-        "neighboring_relation": _HF_NEIGHBOURING.get(row["neighbouring"], row["neighbouring"]),
+        "neighboring_relation": row["neighbouring"],
         "sampling": "poisson" if "subsampled" in row["mechanism_json"] else "none",
         "accountant": row["accountant"],
         "discretization": row["discretization"],
@@ -173,14 +185,62 @@ def _hf_claim(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def hf_card_metadata(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str, Any]:
+    """Model-card metadata: the ``differential-privacy`` tag and the ``differential_privacy`` record."""
+    return {"tags": ["differential-privacy"], "differential_privacy": hf_record(row, report_uri=report_uri)}
+
+
 def hf_yaml_block(row: dict[str, Any], *, report_uri: str | None = None) -> str:
-    """A model-card YAML header to paste (custom ``differential_privacy:`` key)."""
-    body = yaml.safe_dump(
-        {"tags": ["differential-privacy"], "differential_privacy": hf_record(row, report_uri=report_uri)},
-        sort_keys=False,
-        default_flow_style=False,
-    )
+    """A model-card YAML header to paste, rendered by huggingface_hub's ``ModelCardData`` when the ``hf`` extra is
+    installed (plain PyYAML with the same keys otherwise)."""
+    meta = hf_card_metadata(row, report_uri=report_uri)
+    try:
+        from huggingface_hub import ModelCardData
+    except ImportError:
+        body = yaml.safe_dump(meta, sort_keys=False, default_flow_style=False)
+    else:
+        body = ModelCardData(**meta).to_yaml() + "\n"
     return f"---\n{body}---\n"
+
+
+def merge_into_readme(readme: str | Path, row: dict[str, Any], *, report_uri: str | None = None) -> Path:
+    """Merge the privacy metadata into a Hugging Face ``README.md`` (model card) with huggingface_hub's card classes.
+
+    The front matter keeps every key it had (``tags`` gains ``differential-privacy``; ``differential_privacy`` is
+    replaced), the card text is kept as it is; a missing README is created. The result is written aside, loaded
+    back with ``ModelCard.load`` and checked before it replaces the file. Needs ``pip install 'gdp-audit[hf]'``.
+    """
+    try:
+        from huggingface_hub import ModelCard, ModelCardData
+    except ImportError:
+        raise ValueError("--hf-readme needs huggingface_hub: pip install 'gdp-audit[hf]'") from None
+    import os
+    import uuid
+
+    readme = Path(readme)
+    if readme.exists():
+        card = ModelCard.load(readme)
+        data = card.data.to_dict()
+        text = card.text
+    else:
+        data, text = {}, f"\n# {row['model']}\n"
+    meta = hf_card_metadata(row, report_uri=report_uri)
+    tags = list(data.get("tags") or [])
+    data["tags"] = tags + [t for t in meta["tags"] if t not in tags]
+    data["differential_privacy"] = meta["differential_privacy"]
+    new = ModelCard(f"---\n{ModelCardData(**data).to_yaml()}\n---\n{text}")
+    expected = ModelCardData(**data).to_dict()
+    readme.parent.mkdir(parents=True, exist_ok=True)
+    tmp = readme.with_name(f".{readme.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        new.save(tmp)
+        back = ModelCard.load(tmp)
+        if back.data.to_dict() != expected or back.text != text:
+            raise RuntimeError(f"{readme}: the merged model card does not load back as written")
+        os.replace(tmp, readme)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return readme
 
 
 def plot_card_curve(row: dict[str, Any], path: Path) -> Path:
@@ -226,6 +286,14 @@ def plot_card_curve(row: dict[str, Any], path: Path) -> Path:
     return path
 
 
+CARD_FORMAT = "card-v2"  # bump when the card's layout changes: existing cards are then rewritten
+
+
+def card_stamp(row: dict[str, Any], report_uri: str | None) -> str:
+    """What a written card depends on besides the audit row's content: audit key, layout, report URI."""
+    return " ".join(x for x in (row["audit_key"], CARD_FORMAT, report_uri) if x)
+
+
 def write_card(row: dict[str, Any], root: str | Path, *, report_uri: str | None = None) -> dict[str, str]:
     """Write card.md, curve.png and model_card.yaml under ``root/<model>/v<version>/``; returns their paths."""
     out = card_dir(root, row["model"], row["version"])
@@ -235,7 +303,7 @@ def write_card(row: dict[str, Any], root: str | Path, *, report_uri: str | None 
     md.write_text(render_markdown(row, report_uri=report_uri), encoding="utf-8")
     hf = out / "model_card.yaml"
     hf.write_text(hf_yaml_block(row, report_uri=report_uri), encoding="utf-8")
-    (out / "audit_key").write_text(row["audit_key"], encoding="utf-8")
+    (out / "audit_key").write_text(card_stamp(row, report_uri), encoding="utf-8")
     return {"markdown": str(md), "png": str(png), "hf_yaml": str(hf)}
 
 
