@@ -16,6 +16,7 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
 from flows.grid_sweep import _key
+from flows.naming import run_name
 from flows.publish import publish_report
 from flows.runners import default_workers, runner_from_env
 from tasks.calibrate import calibrate_chunk, plan_calibration
@@ -49,7 +50,7 @@ def record_members(spec: CalibrationSpec, ids: list[str], eval_key: str, lake: s
     return write_members(Path(lake) / "_calibration", spec.name, spec.spec_hash, ids, eval_key)
 
 
-@flow(name="calibration-sweep", task_runner=runner_from_env())
+@flow(name="calibration-sweep", task_runner=runner_from_env(), flow_run_name=run_name("calibration", "spec_path"))
 def calibration_sweep(
     spec_path: str,
     lake: str | None = None,

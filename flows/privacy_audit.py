@@ -24,6 +24,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from flows.naming import run_name
 from tasks.audit import (
     audit_key,
     audit_path,
@@ -78,7 +79,11 @@ def _registry_label(registry: Path) -> str:
     return registry.resolve().stem if registry.is_file() else registry.resolve().name
 
 
-@flow(name="privacy-audit", task_runner=ThreadPoolTaskRunner(max_workers=2))
+@flow(
+    name="privacy-audit",
+    task_runner=ThreadPoolTaskRunner(max_workers=2),
+    flow_run_name=run_name("audit", "registry"),
+)
 def privacy_audit(
     registry: str | None = None,
     lake: str | None = None,
