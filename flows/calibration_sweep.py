@@ -57,6 +57,7 @@ def calibration_sweep(
     report: str | None = None,
     force: bool = False,
     workers: int | None = None,
+    progress: bool = False,
 ) -> CalibrationSummary:
     spec = load_calibration_spec(spec_path, force=force)
     lake = str(lake or default_lake())
@@ -65,11 +66,17 @@ def calibration_sweep(
     get_run_logger().info(
         "%s: %d cells, %d to calibrate in %d chunks", spec.name, len(ids), sum(c.size for c in chunks), len(chunks)
     )
+    from flows.progress import ProgressBar
+
     futures = [calibrate_chunk.submit(c, lake) for c in chunks]
+    sizes = {f.task_run_id: c.size for f, c in zip(futures, chunks, strict=True)}
+    bar = ProgressBar(sum(sizes.values()), enabled=progress, artifact_key=_key("calibration-progress", spec.name))
     manifests, failures = [], []
     for fut in as_completed(futures):
         res = fut.result(raise_on_failure=False)
         (failures if isinstance(res, BaseException) else manifests).append(res)
+        bar.update(sizes[fut.task_run_id])
+    bar.close()
     record_members(spec, ids, eval_key, lake)
     publish_report(lake=lake, report=report)
     run_id = str(flow_run.id)

@@ -23,10 +23,17 @@ DEMO_SPEC = Path(__file__).resolve().parent.parent / "data" / "specs" / "demo.ya
 
 
 def _prefect_env(verbose: bool) -> None:
-    """Quiet, offline defaults for CLI runs (explicit environment settings win)."""
+    """Quiet, offline defaults for CLI runs (explicit environment settings win): the command prints its own summary
+    (failures included), so Prefect's log lines and absl's warnings only show with -v."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry calls from the local server
     if not verbose:
-        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "ERROR")
+        os.environ.setdefault("PREFECT_LOGGING_LOGGERS_PREFECT_FLOW_RUNS_LEVEL", "CRITICAL")
+        os.environ.setdefault("PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL", "CRITICAL")
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import logging
+
+        logging.getLogger("absl").setLevel(logging.ERROR)
 
 
 def _add_store_args(p: argparse.ArgumentParser, *, lake: bool = True) -> None:
@@ -55,6 +62,22 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     _add_store_args(p)
 
 
+def _up_to_date(spec: Any, args: argparse.Namespace) -> Any:
+    """Plan without Prefect: the plan when nothing is left to compute, the spec's cell set is recorded and the report
+    is current (then the command answers from the lake in about a second), else None."""
+    from flows.runners import default_workers
+    from tasks.lake import default_lake, default_report, members_current
+    from tasks.plan import build_plan
+    from tasks.publish import report_is_current
+
+    lake = Path(args.lake or default_lake())
+    report = Path(args.report or default_report())
+    plan = build_plan(spec, lake, workers=args.workers or default_workers())
+    if plan.chunks or not members_current(lake, plan.spec_name, plan.spec_hash, plan.cell_ids, plan.eval_key):
+        return None
+    return plan if report_is_current(lake, report) else None
+
+
 def _runner(args: argparse.Namespace) -> Any:
     from flows.runners import make_task_runner, share_api_with_workers
 
@@ -75,6 +98,16 @@ def _sweep(args: argparse.Namespace) -> int:
 
     spec = load_grid_spec(args.spec, force=args.force)  # fail fast, before Prefect starts
     _check_workers(args)
+    plan = _up_to_date(spec, args)
+    if plan is not None:
+        from tasks.lake import default_report
+
+        print(
+            f"sweep {spec.name}: {plan.cells_total} cells (0 computed, {plan.cells_present} already in the lake); "
+            "nothing to compute, report up to date"
+        )
+        print(f"report: {Path(args.report or default_report()).resolve()}")
+        return 0
     _prefect_env(args.verbose)  # before the first Prefect import
     from flows.grid_sweep import grid_sweep
 
@@ -139,20 +172,32 @@ def _calibration_sweep(args: argparse.Namespace) -> int:
         report=args.report,
         force=args.force,
         workers=args.workers,
+        progress=not args.no_progress,
     )
     print(
         f"calibration sweep {spec.name}: {result.cells} (sampling_rate, steps) cells, {result.cells_computed} "
         f"computed, {result.cells_failed} without a solution"
     )
+    from tasks.publish import query_report
+
+    name = spec.name.replace("'", "''")
+    _, flagged = query_report(
+        result.report,
+        f"SELECT sampling_rate, steps, status FROM calibrations WHERE spec = '{name}' AND status <> 'ok' "
+        "ORDER BY grid_index",
+    )
+    for q, steps, status in flagged:
+        print(f"  sampling_rate={q:g}, steps={steps}: {status}")
     print(f"report: {Path(result.report).resolve()}   (view: calibrations)")
     return 0
 
 
 def _publish(args: argparse.Namespace) -> int:
-    _prefect_env(args.verbose)
-    from flows.publish import publish_report
+    """No flow server: publishing is one local function (the publish-report deployment wraps the same call)."""
+    from tasks.lake import default_lake, default_report
+    from tasks.publish import publish_lake
 
-    result = publish_report(lake=args.lake, report=args.report)
+    result = publish_lake(args.lake or default_lake(), args.report or default_report())
     counts = ", ".join(f"{k}={v:,}" for k, v in result.counts.items())
     print(
         f"published {result.report} (snapshot {result.snapshot}{', reused' if result.reused_snapshot else ''}): "
@@ -179,6 +224,13 @@ def _jsonable(v: Any) -> Any:
 
 
 def _table_text(columns: list[str], rows: list[tuple]) -> str:
+    """An aligned text table (rich): numbers right-aligned, NULL for missing values, the row count below."""
+    import io
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
     def cell(v: Any) -> str:
         if v is None:
             return "NULL"
@@ -187,12 +239,17 @@ def _table_text(columns: list[str], rows: list[tuple]) -> str:
         return str(v)
 
     body = [[cell(v) for v in r] for r in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in body]) for i, c in enumerate(columns)]
-    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))
-    out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(v.rjust(w) if _is_num(v) else v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in body]
-    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-    return "\n".join(out)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+    for i, c in enumerate(columns):
+        numeric = bool(body) and all(_is_num(r[i]) or r[i] == "NULL" for r in body)
+        table.add_column(c, justify="right" if numeric else "left", no_wrap=True)
+    for r in body:
+        table.add_row(*r)
+    out = io.StringIO()
+    Console(file=out, width=100_000, color_system=None, highlight=False).print(table)
+    lines = [line.rstrip() for line in out.getvalue().splitlines() if line.strip()]
+    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(lines)
 
 
 def _is_num(s: str) -> bool:
@@ -379,7 +436,9 @@ def _register() -> None:
 
     def publish_args(p: argparse.ArgumentParser) -> None:
         _add_store_args(p)
-        p.add_argument("-v", "--verbose", action="store_true")
+        p.add_argument(
+            "-v", "--verbose", action="store_true", help="accepted for compatibility (publishing starts no flow server)"
+        )
 
     def sql_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("query", metavar="SQL", help='one read-only SELECT, e.g. "SELECT * FROM cells LIMIT 5"')
@@ -403,12 +462,21 @@ def _register() -> None:
         _add_store_args(p, lake=False)
 
     def plot_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("what", choices=("heatmap", "curve"))
+        p.add_argument(
+            "what",
+            choices=("heatmap", "curve"),
+            help="heatmap: a metric over two grid axes of one spec; curve: one cell's trade-off curve",
+        )
         p.add_argument("--spec", help="spec name (as in the cells view)")
-        p.add_argument("--cell", help="cell_id (curve)")
-        p.add_argument("--x")
-        p.add_argument("--y")
-        p.add_argument("--metric", default="gdp_regret", choices=("mu", "gdp_regret", "advantage", "bayes_security"))
+        p.add_argument("--cell", help='cell_id of the curve to draw (see: gdp sql "SELECT cell_id FROM cells")')
+        p.add_argument("--x", help="heat-map x axis: a grid key such as sampling_rate")
+        p.add_argument("--y", help="heat-map y axis: a grid key such as noise_multiplier")
+        p.add_argument(
+            "--metric",
+            default="gdp_regret",
+            choices=("mu", "gdp_regret", "advantage", "bayes_security"),
+            help="heat-map metric (default gdp_regret)",
+        )
         p.add_argument("--fixed", action="append", metavar="AXIS=VALUE", help="fix another axis (repeatable)")
         p.add_argument(
             "--reduce",
@@ -420,7 +488,9 @@ def _register() -> None:
         _add_store_args(p, lake=False)
 
     def demo_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--runner", choices=("thread", "process"), default="process")
+        p.add_argument(
+            "--runner", choices=("thread", "process"), default="process", help="task runner (default process)"
+        )
         _add_store_args(p)
 
     def audit_args(p: argparse.ArgumentParser) -> None:
@@ -433,7 +503,7 @@ def _register() -> None:
         p.add_argument("--mlflow-uri", help="tracking URI: tag the registered model versions (needs gdp-audit[mlflow])")
         p.add_argument("--cards", help="where privacy cards go (default: cards/ next to the report)")
         p.add_argument("--report-uri", help=_REPORT_URI_HELP)
-        p.add_argument("-v", "--verbose", action="store_true")
+        p.add_argument("-v", "--verbose", action="store_true", help="show Prefect's INFO logs")
         _add_store_args(p)
 
     def card_args(p: argparse.ArgumentParser) -> None:

@@ -37,7 +37,15 @@ from typing import Any
 
 from tasks.lake import LAKE_SCHEMA_VERSION, code_version, remove_stale_temporaries
 
-__all__ = ["STORAGE_VERSION", "PublishResult", "VIEWS", "export_report", "publish_lake", "query_report"]
+__all__ = [
+    "STORAGE_VERSION",
+    "PublishResult",
+    "VIEWS",
+    "export_report",
+    "publish_lake",
+    "query_report",
+    "report_is_current",
+]
 
 KEEP_SNAPSHOTS = 3
 # DuckDB storage format of reports and exports: the oldest duckdb that pyproject.toml allows (>= 1.2) reads it, and
@@ -347,6 +355,22 @@ def publish_lake(lake: str | Path, report: str | Path) -> PublishResult:
     _write_report(report, lake, snap, counts, published_at)
     _gc_snapshots(curated, keep=snap)
     return PublishResult(str(report), snap.name, reused, counts, published_at)
+
+
+def report_is_current(lake: str | Path, report: str | Path) -> bool:
+    """True when ``report`` was published from exactly the lake content a publish would read now, by this code
+    (then publishing again would only rewrite the same report)."""
+    lake, report = Path(lake).resolve(), Path(report).resolve()
+    if not report.exists() or not lake.exists():
+        return False
+    snap = _snapshot_id(lake)
+    if not (lake / "curated" / snap / "_SUCCESS").exists():
+        return False
+    try:
+        _, rows = query_report(report, "SELECT snapshot, publisher_code_version, lake FROM report_info")
+    except ValueError:
+        return False
+    return rows == [(snap, code_version(), _relative(lake, report.parent))]
 
 
 # -- read-only queries ----------------------------------------------------------------------------------------------

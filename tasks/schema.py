@@ -86,7 +86,8 @@ _VIEW_SPECIFIC: dict[str, dict[str, str]] = {
         "target_value": "value the target metric must not exceed",
         "fpr": "FPR of a tpr target (NULL otherwise)",
         "delta": "delta of an epsilon target (NULL otherwise)",
-        "status": "'ok', or 'no solution: ...' when no noise multiplier meets the target",
+        "status": "'ok'; 'at_search_limit: ...' when the smallest noise multiplier searched already meets the target "
+        "(an upper bound on the answer); 'no solution: ...' when none meets it",
         "noise_multiplier": "smallest noise multiplier meeting the target (NULL when none exists)",
         "achieved": "the target metric re-evaluated at noise_multiplier (pessimistic accountant)",
         "rejected": "the nearest noise multiplier found not to meet the target (brackets the answer)",
