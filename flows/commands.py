@@ -290,7 +290,7 @@ def _export(args: argparse.Namespace) -> int:
 # -- plot -------------------------------------------------------------------------------------------------------------
 def _plot(args: argparse.Namespace) -> int:
     from tasks.lake import default_report
-    from tasks.plots import plot_curve, plot_heatmap
+    from tasks.plots import heatmap_filename, plot_curve, plot_heatmap
 
     report = args.report or str(default_report())
     out_dir = Path(report).resolve().parent / "plots"
@@ -298,19 +298,30 @@ def _plot(args: argparse.Namespace) -> int:
         if not args.cell:
             raise ValueError('gdp plot curve needs --cell CELL_ID (see: gdp sql "SELECT cell_id FROM cells")')
         out = args.out or str(out_dir / f"curve_{args.cell}.png")
-        info = plot_curve(report, args.cell, out=out, spec=args.spec)
+        info = plot_curve(report, args.cell, out=out, spec=args.spec, overwrite=args.overwrite or not args.out)
     else:
         if not (args.spec and args.x and args.y):
             raise ValueError("gdp plot heatmap needs --spec NAME --x AXIS --y AXIS")
-        out = args.out or str(out_dir / args.spec / f"{args.metric}_{args.y}_vs_{args.x}.png")
         fixed = {}
         for item in args.fixed or []:
             key, _, value = item.partition("=")
-            if not value:
-                raise ValueError(f"--fixed must look like steps=1000, got {item!r}")
-            fixed[key] = float(value)
+            try:
+                fixed[key] = float(value)
+            except ValueError:
+                raise ValueError(f"--fixed must look like steps=1000, got {item!r}") from None
+        # The default name encodes metric, axes and fixed/reduce: a different plot never lands on another's file.
+        name = heatmap_filename(args.metric, args.x, args.y, fixed, args.reduce)
+        out = args.out or str(out_dir / args.spec / name)
         info = plot_heatmap(
-            report, args.spec, x=args.x, y=args.y, metric=args.metric, out=out, fixed=fixed, reduce=args.reduce
+            report,
+            args.spec,
+            x=args.x,
+            y=args.y,
+            metric=args.metric,
+            out=out,
+            fixed=fixed,
+            reduce=args.reduce,
+            overwrite=args.overwrite or not args.out,
         )
     print(info["path"])
     return 0
@@ -484,7 +495,8 @@ def _register() -> None:
             choices=("max", "min", "mean"),
             help="how to reduce axes that are neither plotted nor fixed",
         )
-        p.add_argument("--out", help="PNG path (default: next to the report, under plots/)")
+        p.add_argument("--out", help="PNG path (default: next to the report, under plots/, named after the plot)")
+        p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
         _add_store_args(p, lake=False)
 
     def demo_args(p: argparse.ArgumentParser) -> None:

@@ -18,7 +18,7 @@ from flows.grid_sweep import SweepSummary, _key, run_sweep
 from flows.naming import run_name
 from flows.runners import runner_from_env
 from tasks.lake import default_report
-from tasks.plots import plot_curve, plot_heatmap
+from tasks.plots import heatmap_filename, plot_curve, plot_heatmap
 from tasks.publish import query_report
 from tasks.spec import GridSpec, load_grid_spec
 
@@ -85,7 +85,9 @@ def regret_map(
 
     plots = Path(report).resolve().parent / "plots" / spec.name
     heatmaps = {
-        metric: render_heatmap(report, spec.name, x, y, metric, str(plots / f"{metric}_{y}_vs_{x}.png"), fixed, reduce)
+        metric: render_heatmap(
+            report, spec.name, x, y, metric, str(plots / heatmap_filename(metric, x, y, fixed, reduce)), fixed, reduce
+        )
         for metric in ("gdp_regret", "mu")
     }
     _, worst = query_report(

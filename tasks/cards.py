@@ -244,49 +244,32 @@ def merge_into_readme(readme: str | Path, row: dict[str, Any], *, report_uri: st
 
 
 def plot_card_curve(row: dict[str, Any], path: Path) -> Path:
-    """Trade-off curve (pessimistic, as audited) with the mu-GDP curve and the (eps, delta) curve at the declared delta."""
-    import matplotlib
+    """The audited trade-off curve (attack TPR vs FPR, linear and log-log, as every gdp-audit plot) with its mu-GDP
+    curve, the (eps, delta) curve at the declared delta and, for a published claim, the region the claim allows."""
+    from tasks.plots import _save, tradeoff_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from gdpcore import get_beta_from_epsilon_delta, get_beta_from_gdp
-
-    fpr = np.asarray(row["curve_fpr"], dtype=float)
-    fnr = np.asarray(row["curve_fnr"], dtype=float)
-    grid = np.unique(np.concatenate([np.logspace(-10, 0, 300), np.linspace(0, 1, 300)]))
-    gdp = get_beta_from_gdp(mu=row["mu"], alpha=grid)
-    epsd = get_beta_from_epsilon_delta(epsilon=row["epsilon"], delta=row["delta"], alpha=grid)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4))
-    for ax, log in zip(axes, (False, True), strict=True):
-        ax.plot(fpr, 1 - fnr, lw=2, label=f"audited curve ({row['mu_bound']} bound on attack TPR)")
-        ax.plot(grid, 1 - np.asarray(gdp), "--", label=f"{row['mu']:.3g}-GDP")
-        ax.plot(grid, 1 - np.asarray(epsd), ":", label=f"({row['epsilon']:.3g}, {row['delta']:.1e})-DP")
-        ax.plot([0, 1], [0, 1], color="0.7", lw=0.8)
-        ax.set_xlabel("attack FPR")
-        ax.set_ylabel("max attack TPR")
-        if log:
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlim(1e-10, 1)
-            ax.set_ylim(1e-10, 1)
-            ax.axvline(row["mu_cutoff"] or 1e-10, color="0.5", lw=0.6, ls="-.")
-        else:
-            ax.set_xlim(0, 1)
-            ax.set_ylim(0, 1)
-    axes[0].legend(fontsize=7, loc="lower right")
-    fig.suptitle(
-        f"{row['model']} v{row['version']}: accountant {row['accountant'][:60]}, disc. {_disc(row)}", fontsize=8
+    claimed = None
+    if row.get("claimed_epsilon") is not None:
+        claimed = (float(row["claimed_epsilon"]), float(row["claimed_delta"]), str(row["claimed_accountant"]))
+    fig = tradeoff_figure(
+        f"{row['model']} v{row['version']}: one {row['privacy_unit']}, {row['neighbouring']}; "
+        f"accountant {row['accountant'].split(' (')[0]}, discretization {_disc(row)}",
+        row["curve_fpr"],
+        row["curve_fnr"],
+        curve_label=f"audited curve ({row['mu_bound']} bound on attack TPR)",
+        mu=float(row["mu"]),
+        eps_deltas=[(float(row["epsilon"]), float(row["delta"]))],
+        claimed=claimed,
+        mu_cutoff=float(row["mu_cutoff"]) or None,
     )
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+
+    _save(fig, path)
     plt.close(fig)
     return path
 
 
-CARD_FORMAT = "card-v2"  # bump when the card's layout changes: existing cards are then rewritten
+CARD_FORMAT = "card-v3"  # bump when the card's layout changes: existing cards are then rewritten
 
 
 def card_stamp(row: dict[str, Any], report_uri: str | None) -> str:

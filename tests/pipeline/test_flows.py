@@ -229,6 +229,20 @@ def test_regret_map_writes_plots(tiny_spec, tmp_path):
     worst = _rows(report, "SELECT cell_id FROM cells ORDER BY gdp_regret DESC LIMIT 1")[0]["cell_id"]
     assert result.worst_cell == worst
 
+    # `gdp plot heatmap` of another slice gets its own file: the regret map's PNG is not overwritten (issue 15)
+    regret_png = Path(result.heatmaps["gdp_regret"])
+    before = regret_png.read_bytes()
+    argv = ["plot", "heatmap", "--spec", "tiny", "--x", "sampling_rate", "--y", "noise_multiplier"]
+    assert main([*argv, "--fixed", "steps=100", "--report", str(report)]) == 0
+    fixed_png = regret_png.parent / "gdp_regret_noise_multiplier_vs_sampling_rate__steps=100.png"
+    assert fixed_png.exists() and regret_png.read_bytes() == before
+    assert regret_png.name == "gdp_regret_noise_multiplier_vs_sampling_rate__max-over-others.png"
+    # an explicit --out that exists is refused (exit 2) unless --overwrite
+    assert main([*argv, "--out", str(regret_png), "--report", str(report)]) == 2
+    assert regret_png.read_bytes() == before
+    assert main([*argv, "--fixed", "steps=10", "--out", str(regret_png), "--overwrite", "--report", str(report)]) == 0
+    assert regret_png.read_bytes() != before
+
 
 @pytest.mark.slow
 def test_dask_runner_gives_identical_rows(tiny_spec, tmp_path):
