@@ -376,6 +376,7 @@ def _audit(args: argparse.Namespace) -> int:
         cards_dir=args.cards,
         mlflow_uri=args.mlflow_uri,
         report_uri=args.report_uri,
+        progress=not args.no_progress,
     )
     print(
         f"audit {s.registry}: {len(s.models)} model versions ({len(s.computed)} computed, {len(s.reused)} "
@@ -515,6 +516,7 @@ def _register() -> None:
         p.add_argument("--mlflow-uri", help="tracking URI: tag the registered model versions (needs gdp-audit[mlflow])")
         p.add_argument("--cards", help="where privacy cards go (default: cards/ next to the report)")
         p.add_argument("--report-uri", help=_REPORT_URI_HELP)
+        p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.add_argument("-v", "--verbose", action="store_true", help="show Prefect's INFO logs")
         _add_store_args(p)
 

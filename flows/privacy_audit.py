@@ -92,6 +92,7 @@ def privacy_audit(
     mlflow_uri: str | None = None,
     publish: bool = True,
     report_uri: str | None = None,
+    progress: bool = False,
 ) -> AuditSummary:
     """Audit ``registry`` (a folder of YAML manifests or one file; default the sample registry in data/registry)."""
     logger = get_run_logger()
@@ -120,6 +121,9 @@ def privacy_audit(
             reused.append(m.key)
         else:
             futures[m.key] = audit_model_version.submit(m, str(lake_p), run_id)
+    from flows.progress import ProgressBar
+
+    bar = ProgressBar(len(futures), label="model versions", enabled=progress)
     for k, fut in futures.items():
         try:
             rows[k] = fut.result()
@@ -127,6 +131,8 @@ def privacy_audit(
         except Exception as exc:  # one model's accounting failure must not stop the others
             failed[k] = f"{k}: audit failed: {type(exc).__name__}: {exc}"
             logger.error("audit of %s failed: %s", k, exc)
+        bar.update(1)
+    bar.close()
     by_key = {m.key: m for m in manifests}
     ok = [m for m in manifests if m.key in rows]
     write_members(
