@@ -180,7 +180,8 @@ def plot_heatmap(
     for j, row in enumerate(grid):
         for i, v in enumerate(row):
             if not math.isnan(v):
-                ax.text(i, j, f"{v:.2g}", ha="center", va="center", fontsize=7, color="w")
+                light = im.norm(v) > 0.6  # viridis turns yellow: dark text stays readable
+                ax.text(i, j, f"{v:.2g}", ha="center", va="center", fontsize=7, color="k" if light else "w")
     others = "fixed " + ", ".join(f"{k}={_num(v)}" for k, v in fixed.items()) if fixed else f"{reduce} over other axes"
     import textwrap
 
