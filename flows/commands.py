@@ -163,32 +163,47 @@ def _calibration_sweep(args: argparse.Namespace) -> int:
 
     spec = load_calibration_spec(args.spec, force=args.force)
     _check_workers(args)
-    _prefect_env(args.verbose)
-    from flows.calibration_sweep import calibration_sweep
+    from flows.runners import default_workers
+    from tasks.calibrate import plan_calibration
+    from tasks.lake import default_lake, default_report, members_current
+    from tasks.publish import query_report, report_is_current
 
-    result = calibration_sweep.with_options(task_runner=_runner(args))(
-        spec_path=str(args.spec),
-        lake=args.lake,
-        report=args.report,
-        force=args.force,
-        workers=args.workers,
-        progress=not args.no_progress,
-    )
-    print(
-        f"calibration sweep {spec.name}: {result.cells} (sampling_rate, steps) cells, {result.cells_computed} "
-        f"computed, {result.cells_failed} without a solution"
-    )
-    from tasks.publish import query_report
+    lake, report = Path(args.lake or default_lake()), Path(args.report or default_report())
+    ids, eval_key, chunks = plan_calibration(spec, lake, workers=args.workers or default_workers())
+    if (
+        not chunks
+        and members_current(lake / "_calibration", spec.name, spec.spec_hash, ids, eval_key)
+        and report_is_current(lake, report)
+    ):  # planned before Prefect starts: nothing to compute, the report already shows it
+        print(
+            f"calibration sweep {spec.name}: {len(ids)} (sampling_rate, steps) cells, 0 computed; nothing to compute, "
+            "report up to date"
+        )
+    else:
+        _prefect_env(args.verbose)
+        from flows.calibration_sweep import calibration_sweep
 
+        result = calibration_sweep.with_options(task_runner=_runner(args))(
+            spec_path=str(args.spec),
+            lake=args.lake,
+            report=args.report,
+            force=args.force,
+            workers=args.workers,
+            progress=not args.no_progress,
+        )
+        print(
+            f"calibration sweep {spec.name}: {result.cells} (sampling_rate, steps) cells, {result.cells_computed} "
+            f"computed, {result.cells_failed} without a solution"
+        )
     name = spec.name.replace("'", "''")
     _, flagged = query_report(
-        result.report,
+        report,
         f"SELECT sampling_rate, steps, status FROM calibrations WHERE spec = '{name}' AND status <> 'ok' "
         "ORDER BY grid_index",
     )
     for q, steps, status in flagged:
         print(f"  sampling_rate={q:g}, steps={steps}: {status}")
-    print(f"report: {Path(result.report).resolve()}   (view: calibrations)")
+    print(f"report: {report.resolve()}   (view: calibrations)")
     return 0
 
 

@@ -225,6 +225,12 @@ def test_calibration_at_the_search_limit_is_flagged(write_spec, tmp_path, capsys
     ((sigma, achieved, status),) = rows
     assert sigma == 0.1 and achieved <= 0.5 and status.startswith("at_search_limit:")
     assert "0 without a solution" in out and "sampling_rate=0.001, steps=1: at_search_limit:" in out
+    # a re-run is planned before Prefect: nothing to compute, the flagged row is still named
+    before = report.stat().st_mtime_ns
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "0 computed; nothing to compute, report up to date" in out and "at_search_limit:" in out
+    assert report.stat().st_mtime_ns == before
 
 
 @pytest.mark.slow  # one real `gdp audit` process with its temporary Prefect server (~25 s)
