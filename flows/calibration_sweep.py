@@ -16,6 +16,7 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
 from flows.grid_sweep import _key
+from flows.naming import run_name
 from flows.publish import publish_report
 from flows.runners import default_workers, runner_from_env
 from tasks.calibrate import calibrate_chunk, plan_calibration
@@ -49,13 +50,14 @@ def record_members(spec: CalibrationSpec, ids: list[str], eval_key: str, lake: s
     return write_members(Path(lake) / "_calibration", spec.name, spec.spec_hash, ids, eval_key)
 
 
-@flow(name="calibration-sweep", task_runner=runner_from_env())
+@flow(name="calibration-sweep", task_runner=runner_from_env(), flow_run_name=run_name("calibration", "spec_path"))
 def calibration_sweep(
     spec_path: str,
     lake: str | None = None,
     report: str | None = None,
     force: bool = False,
     workers: int | None = None,
+    progress: bool = False,
 ) -> CalibrationSummary:
     spec = load_calibration_spec(spec_path, force=force)
     lake = str(lake or default_lake())
@@ -65,15 +67,21 @@ def calibration_sweep(
 
     check_writable(Path(lake), "lake")
     with spec_lock(Path(lake), f"calibration.{spec.name}", on_wait=get_run_logger().warning):
-        return _calibrate_locked(spec, lake, report, workers)
+        return _calibrate_locked(spec, lake, report, workers, progress)
 
 
-def _calibrate_locked(spec: CalibrationSpec, lake: str, report: str, workers: int | None) -> CalibrationSummary:
+def _calibrate_locked(
+    spec: CalibrationSpec, lake: str, report: str, workers: int | None, progress: bool = False
+) -> CalibrationSummary:
     ids, eval_key, chunks = plan(spec, lake, workers or default_workers())
     get_run_logger().info(
         "%s: %d cells, %d to calibrate in %d chunks", spec.name, len(ids), sum(c.size for c in chunks), len(chunks)
     )
+    from flows.progress import ProgressBar
+
     futures = [calibrate_chunk.submit(c, lake) for c in chunks]
+    sizes = {f.task_run_id: c.size for f, c in zip(futures, chunks, strict=True)}
+    bar = ProgressBar(sum(sizes.values()), enabled=progress, artifact_key=_key("calibration-progress", spec.name))
     manifests, failures = [], []
     stale = []
     for fut in as_completed(futures):
@@ -85,6 +93,8 @@ def _calibrate_locked(spec: CalibrationSpec, lake: str, report: str, workers: in
     for fut in [calibrate_chunk.with_options(refresh_cache=True).submit(c, lake) for c in stale]:
         res = fut.result(raise_on_failure=False)
         (failures if isinstance(res, BaseException) else manifests).append(res)
+        bar.update(sizes[fut.task_run_id])
+    bar.close()
     record_members(spec, ids, eval_key, lake)
     publish_report(lake=lake, report=report)
     run_id = str(flow_run.id)

@@ -1,18 +1,25 @@
-"""The ``gdp`` command line.
+"""The ``gdp`` command line (argparse).
 
 ``gdp analyze <kind> --param value ... [--json] [--claim EPS,DELTA,ACCOUNTANT]`` prints the privacy report of one
-mechanism (and re-checks a published claim about it: :func:`gdpcore.check_claim`). Pipeline sub-commands
-register themselves in :data:`SUBCOMMANDS`; each imports its heavy dependencies (Prefect, DuckDB) only when run,
-so ``gdp analyze`` starts fast.
+mechanism (and re-checks a published claim about it: :func:`gdpcore.check_claim`). The per-kind options are generated
+from gdpcore's mechanism dataclasses (``gdp analyze gaussian --help`` lists them with types and defaults), so a new
+kind or field needs no CLI change. Pipeline sub-commands register themselves in :data:`SUBCOMMANDS`; each imports its
+heavy dependencies (Prefect, DuckDB) only when run, so ``gdp analyze`` starts fast.
+
+Why argparse and not typer/click: the options of ``analyze`` are generated at run time from the kind registry,
+which argparse's sub-parsers express directly; the standard library keeps ``gdp --help`` free of import cost, and
+every user error goes through one place (:class:`_Parser` / :func:`main`) that prints ``gdp CMD: error: ...`` and
+exits 2 without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["SUBCOMMANDS", "main"]
 
@@ -20,42 +27,72 @@ __all__ = ["SUBCOMMANDS", "main"]
 SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
 
 
-def _parse_value(text: str) -> Any:
-    """CLI values: JSON literals (numbers, lists, objects) where they parse, plain strings otherwise."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
+class _Parser(argparse.ArgumentParser):
+    """argparse, but errors are one line (``gdp CMD: error: ...`` + where to look) and exit 2, like ValueErrors."""
+
+    def error(self, message: str) -> NoReturn:
+        message = message.replace("argument kind: invalid choice", "invalid mechanism kind")
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def _mechanism_from_args(kind: str | None, params: list[str], spec: str | None):
-    from gdpcore import mechanism_from_dict
+def _mechanism_kinds() -> dict[str, tuple[str, tuple[Any, ...]]]:
+    """{kind: (summary, declared parameters)} of the flat kinds in gdpcore's kind registry (composed ones come with
+    --spec): options, types, defaults and help all come from the parameter declarations (gdpcore.kinds)."""
+    from gdpcore import kinds
 
-    if spec is not None:
-        if kind is not None or params:
-            raise ValueError("give either --spec or a mechanism kind with parameters, not both")
-        text = spec
-        if not spec.lstrip().startswith("{"):
+    return {name: (kinds.get(name).summary, kinds.get(name).params) for name in kinds.flat_kinds()}
+
+
+def _probability(name: str, *, open_low: bool = False, open_high: bool = False) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        low_ok = x > 0 if open_low else x >= 0
+        high_ok = x < 1 if open_high else x <= 1
+        if not (low_ok and high_ok):
+            lo, hi = "(" if open_low else "[", ")" if open_high else "]"
+            raise argparse.ArgumentTypeError(f"must be in {lo}0, 1{hi}, got {text}")
+        return x
+
+    return parse
+
+
+def _load_spec_text(spec: str) -> Any:
+    """--spec: YAML or JSON text (a mapping) or a file holding one."""
+    import yaml  # TODO(issue 16): the project's safe YAML 1.2 loader
+
+    text = spec
+    if not spec.lstrip().startswith("{"):
+        try:
             with open(spec, encoding="utf-8") as fh:
                 text = fh.read()
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--spec is not valid JSON: {exc}") from None
-        return mechanism_from_dict(data)
-    if kind is None:
+        except FileNotFoundError:
+            raise ValueError(f"--spec: no such file {spec!r} (give a file or YAML/JSON text)") from None
+        except OSError as exc:
+            raise ValueError(f"--spec: cannot read {spec!r}: {exc.strerror}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"--spec is not valid YAML/JSON: {str(exc).splitlines()[0]}") from None
+
+
+def _mechanism_from_args(args: argparse.Namespace):
+    from gdpcore import mechanism_from_dict
+
+    if args.spec is not None:
+        if args.kind is not None:
+            raise ValueError("give either --spec or a mechanism kind with parameters, not both")
+        return mechanism_from_dict(_load_spec_text(args.spec))
+    if args.kind is None:
         raise ValueError("a mechanism kind is required, e.g. 'gdp analyze subsampled_gaussian --noise-multiplier 1'")
-    data: dict[str, Any] = {"kind": kind}
-    it = iter(params)
-    for token in it:
-        if not token.startswith("--"):
-            raise ValueError(f"expected a --parameter, got {token!r}")
-        name = token[2:].replace("-", "_")
-        try:
-            value = next(it)
-        except StopIteration:
-            raise ValueError(f"parameter {token} needs a value") from None
-        data[name] = _parse_value(value)
+    params = _mechanism_kinds()[args.kind][1]
+    data: dict[str, Any] = {"kind": args.kind}
+    for prm in params:
+        value = getattr(args, f"param_{prm.name}", None)
+        if value is not None:
+            data[prm.name] = value
     return mechanism_from_dict(data)
 
 
@@ -67,9 +104,17 @@ def _parse_claim(text: str | None) -> tuple[float, float, str] | None:
     if len(parts) != 3 or not parts[2]:
         raise ValueError(f"--claim must be EPSILON,DELTA,ACCOUNTANT (e.g. 8,1e-5,RDP), got {text!r}")
     try:
-        return float(parts[0]), float(parts[1]), parts[2]
+        eps, delta = float(parts[0]), float(parts[1])
     except ValueError:
         raise ValueError(f"--claim: epsilon and delta must be numbers, got {text!r}") from None
+    from gdpcore.claims import reproduction_family
+
+    if reproduction_family(parts[2]) is None:
+        raise ValueError(
+            f"--claim: unknown accountant {parts[2]!r}; use RDP (Renyi / moments), PLD (PRV, connect-the-dots) or "
+            "GDP (CLT)"
+        )
+    return eps, delta, parts[2]
 
 
 def _claim_summary(check: Any) -> dict[str, Any]:
@@ -94,11 +139,21 @@ def _fmt(x: float) -> str:
     return format_number(x, 6)
 
 
+def _describe(mech: dict[str, Any]) -> str:
+    """``gaussian(noise_multiplier=1)``; nested for composed mechanisms, e.g. ``self_composed(4 x gaussian(...))``."""
+    kind = mech.get("kind", "?")
+    if kind == "composed":
+        return "composed(" + ", ".join(_describe(m) for m in mech.get("mechanisms", [])) + ")"
+    if kind == "self_composed":
+        return f"self_composed({mech.get('count')} x {_describe(mech.get('mechanism', {}))})"
+    params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in mech.items() if k != "kind")
+    return f"{kind}({params})"
+
+
 def _print_report(summary: dict[str, Any]) -> None:
     mech = summary["mechanism"]
-    params = ", ".join(f"{k}={v}" for k, v in mech.items() if k != "kind")
     lines = [
-        f"Privacy report: {mech['kind']}({params})",
+        f"Privacy report: {_describe(mech)}",
         f"  accountant      {summary['accountant']}",
         f"  discretization  {summary['discretization'] if summary['discretization'] is not None else 'exact'}",
         f"  status          {summary['status']}"
@@ -143,7 +198,7 @@ def _analyze(args: argparse.Namespace) -> int:
     from gdpcore import analyze, check_claim
 
     claim = _parse_claim(args.claim)  # before any accounting: a malformed claim fails fast
-    mechanism = _mechanism_from_args(args.kind, args.params, args.spec)
+    mechanism = _mechanism_from_args(args)
     deltas = tuple(args.delta) if args.delta else (1e-5, 1e-6, 1e-9)
     report = analyze(
         mechanism,
@@ -170,65 +225,113 @@ def _analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose epilog is computed when help is shown (the kind list comes from gdpcore's kind
-    registry, whose import is kept out of start-up)."""
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
 
-    def __init__(self, *args: Any, epilog_factory: Callable[[], str] | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._epilog_factory = epilog_factory
-
-    def format_help(self) -> str:
-        if self._epilog_factory is not None and self.epilog is None:
-            self.epilog = self._epilog_factory()
-        return super().format_help()
+    try:
+        return f"gdp-audit {version('gdp-audit')}"
+    except PackageNotFoundError:  # a source checkout on PYTHONPATH
+        return "gdp-audit (source checkout, not installed)"
 
 
-def _kinds_epilog() -> str:
-    from gdpcore.kinds import help_text
+def _analyze_options(p: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """Options shared by ``gdp analyze`` and ``gdp analyze KIND`` (SUPPRESS on the kind parsers keeps a value given
+    before the kind from being reset by the kind parser's default)."""
 
-    return help_text()
+    def d(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
 
-
-def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gdp", description="Honest, complete differential-privacy reports.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    p = sub.add_parser(
-        "analyze",
-        help="privacy report of one mechanism",
-        description="e.g. gdp analyze subsampled_gaussian --noise-multiplier 9.4 --sampling-rate 0.32768 --steps 2000",
-        epilog_factory=_kinds_epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p.add_argument("--spec", default=d(None), help="a mechanism as YAML/JSON text or file (any kind, incl. composed)")
+    p.add_argument("--json", action="store_true", default=d(False), help="print the report as JSON")
+    p.add_argument(
+        "--accountant",
+        default=d("auto"),
+        choices=("auto", "pld", "closed_form"),
+        help="auto: closed form where one exists (plain Gaussians), else the pessimistic PLD (default auto)",
     )
-    p.add_argument("kind", nargs="?", help="mechanism kind (listed below with its parameters), or use --spec")
-    p.add_argument("--spec", help="a mechanism as JSON text or a JSON file (any kind, incl. composed)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--accountant", default="auto", choices=("auto", "pld", "closed_form"))
     p.add_argument(
         "--discretization",
         type=float,
-        default=None,
-        help="fixed PLD step (default: refined until the certified bracket is within --tolerance)",
+        default=d(None),
+        help="fixed PLD discretisation step (default: refined until every certified bracket is within --tolerance)",
     )
     p.add_argument(
-        "--tolerance", type=float, default=1e-3, help="target relative width of the eps/mu/advantage brackets"
+        "--tolerance",
+        type=float,
+        default=d(1e-3),
+        help="target relative width of the eps, mu and advantage brackets (default 1e-3)",
     )
     p.add_argument(
-        "--memory-budget-gib", type=float, default=4.0, help="working-memory budget, checked before allocating"
+        "--memory-budget-gib",
+        type=float,
+        default=d(4.0),
+        help="working-memory budget in GiB, planned before allocating (default 4)",
     )
-    p.add_argument("--time-budget", type=float, default=60.0, help="seconds the step refinement may take")
-    p.add_argument("--alpha-min", type=float, default=1e-10, dest="alpha_min")
-    p.add_argument("--delta", type=float, action="append", help="delta for eps(delta); repeatable")
-    p.add_argument("--fpr", type=float, action="append", help="FPR for the TPR table; repeatable")
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        default=d(60.0),
+        help="seconds the step refinement may take (default 60)",
+    )
+    p.add_argument(
+        "--alpha-min",
+        type=_probability("--alpha-min", open_low=True),
+        default=d(1e-10),
+        dest="alpha_min",
+        help="smallest FPR the mu search certifies the Gaussian curve down to (default 1e-10)",
+    )
+    p.add_argument(
+        "--delta",
+        type=_probability("--delta", open_low=True, open_high=True),
+        action="append",
+        default=d(None),
+        help="delta for eps(delta), in (0, 1); repeatable (default 1e-5, 1e-6, 1e-9)",
+    )
+    p.add_argument(
+        "--fpr",
+        type=_probability("--fpr"),
+        action="append",
+        default=d(None),
+        help="FPR for the attack-TPR table, in [0, 1]; repeatable (default 1e-10 ... 0.1)",
+    )
     p.add_argument(
         "--claim",
         metavar="EPS,DELTA,ACCOUNTANT",
+        default=d(None),
         help="re-check a published claim, e.g. 8,1e-5,RDP: reproduced with the named accountant "
         "(RDP, PLD/PRV, GDP/CLT) and certified (or not) by the tight pessimistic epsilon",
     )
-    p.set_defaults(run=_analyze)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gdp", description="Honest, complete differential-privacy reports.")
+    parser.add_argument("--version", action="version", version=_version(), help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+    p = sub.add_parser(
+        "analyze",
+        help="privacy report of one mechanism",
+        description="e.g. gdp analyze subsampled_gaussian --noise-multiplier 9.4 --sampling-rate 0.32768 --steps 2000"
+        "; 'gdp analyze KIND --help' lists the kind's parameters",
+    )
+    _analyze_options(p, suppress=False)
+    kinds = p.add_subparsers(dest="kind", metavar="KIND", parser_class=_Parser, help="mechanism kind (or use --spec)")
+    for kind, (doc, params) in _mechanism_kinds().items():
+        kp = kinds.add_parser(kind, help=doc, description=doc)
+        for prm in params:
+            kp.add_argument(
+                "--" + prm.name.replace("_", "-"),
+                dest=f"param_{prm.name}",
+                type=prm.type,
+                required=prm.required,
+                metavar=prm.type.__name__.upper(),
+                help=f"{prm.doc} ({prm.constraint.describe()}"
+                + ("" if prm.required else f"; default {prm.default}")
+                + ")",
+            )
+        _analyze_options(kp, suppress=True)
+    p.set_defaults(run=_analyze, kind=None)
     for name, (help_text, add_args, run) in SUBCOMMANDS.items():
-        sp = sub.add_parser(name, help=help_text)
+        sp = sub.add_parser(name, help=help_text, description=help_text)
         add_args(sp)
         sp.set_defaults(run=run)
     return parser
@@ -237,16 +340,22 @@ def _build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     _register_pipeline_commands()
     parser = _build_parser()
-    args, unknown = parser.parse_known_args(argv)
-    if args.command == "analyze":
-        args.params = list(unknown)
-    elif unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help / --version (0) and usage errors (2) return their code, like a command
+        return int(exc.code or 0)
     try:
         return int(args.run(args))
-    except ValueError as exc:
+    except (ValueError, FileNotFoundError) as exc:  # user errors: one line, exit 2, nothing partial written
         print(f"gdp {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `gdp sql ... | head`: the reader left; no traceback, no second error at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a process killed by it
+    except KeyboardInterrupt:
+        print(f"gdp {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 def _register_pipeline_commands() -> None:
@@ -254,5 +363,7 @@ def _register_pipeline_commands() -> None:
     import flows.commands  # noqa: F401
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+if __name__ == "__main__":  # pragma: no cover - `python -m flows.cli` (SUBCOMMANDS must live in flows.cli itself)
+    from flows.cli import main as _main
+
+    sys.exit(_main())

@@ -23,14 +23,21 @@ DEMO_SPEC = Path(__file__).resolve().parent.parent / "data" / "specs" / "demo.ya
 
 
 def _prefect_env(verbose: bool) -> None:
-    """Quiet, offline defaults for CLI runs (explicit environment settings win)."""
+    """Quiet, offline defaults for CLI runs (explicit environment settings win): the command prints its own summary
+    (failures included), so Prefect's log lines and absl's warnings only show with -v."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry calls from the local server
     if not os.environ.get("PREFECT_API_URL"):  # Prefect will start a local server: never let it outlive us
         from flows.runners import start_orphan_watchdog
 
         start_orphan_watchdog()
     if not verbose:
-        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "ERROR")
+        os.environ.setdefault("PREFECT_LOGGING_LOGGERS_PREFECT_FLOW_RUNS_LEVEL", "CRITICAL")
+        os.environ.setdefault("PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL", "CRITICAL")
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import logging
+
+        logging.getLogger("absl").setLevel(logging.ERROR)
 
 
 def _preflight(args: argparse.Namespace, *, prefect: bool = True) -> None:
@@ -74,6 +81,22 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     _add_store_args(p)
 
 
+def _up_to_date(spec: Any, args: argparse.Namespace) -> Any:
+    """Plan without Prefect: the plan when nothing is left to compute, the spec's cell set is recorded and the report
+    is current (then the command answers from the lake in about a second), else None."""
+    from flows.runners import default_workers
+    from tasks.lake import default_lake, default_report, members_current
+    from tasks.plan import build_plan
+    from tasks.publish import report_is_current
+
+    lake = Path(args.lake or default_lake())
+    report = Path(args.report or default_report())
+    plan = build_plan(spec, lake, workers=args.workers or default_workers())
+    if plan.chunks or not members_current(lake, plan.spec_name, plan.spec_hash, plan.cell_ids, plan.eval_key):
+        return None
+    return plan if report_is_current(lake, report) else None
+
+
 def _runner(args: argparse.Namespace) -> Any:
     from flows.runners import make_task_runner, share_api_with_workers
 
@@ -95,6 +118,16 @@ def _sweep(args: argparse.Namespace) -> int:
     spec = load_grid_spec(args.spec, force=args.force)  # fail fast, before Prefect starts
     _check_workers(args)
     _preflight(args)
+    plan = _up_to_date(spec, args)
+    if plan is not None:
+        from tasks.lake import default_report
+
+        print(
+            f"sweep {spec.name}: {plan.cells_total} cells (0 computed, {plan.cells_present} already in the lake); "
+            "nothing to compute, report up to date"
+        )
+        print(f"report: {Path(args.report or default_report()).resolve()}")
+        return 0
     _prefect_env(args.verbose)  # before the first Prefect import
     from flows.grid_sweep import grid_sweep
 
@@ -152,21 +185,47 @@ def _calibration_sweep(args: argparse.Namespace) -> int:
     spec = load_calibration_spec(args.spec, force=args.force)
     _check_workers(args)
     _preflight(args)
-    _prefect_env(args.verbose)
-    from flows.calibration_sweep import calibration_sweep
+    from flows.runners import default_workers
+    from tasks.calibrate import plan_calibration
+    from tasks.lake import default_lake, default_report, members_current
+    from tasks.publish import query_report, report_is_current
 
-    result = calibration_sweep.with_options(task_runner=_runner(args))(
-        spec_path=str(args.spec),
-        lake=args.lake,
-        report=args.report,
-        force=args.force,
-        workers=args.workers,
+    lake, report = Path(args.lake or default_lake()), Path(args.report or default_report())
+    ids, eval_key, chunks = plan_calibration(spec, lake, workers=args.workers or default_workers())
+    if (
+        not chunks
+        and members_current(lake / "_calibration", spec.name, spec.spec_hash, ids, eval_key)
+        and report_is_current(lake, report)
+    ):  # planned before Prefect starts: nothing to compute, the report already shows it
+        print(
+            f"calibration sweep {spec.name}: {len(ids)} (sampling_rate, steps) cells, 0 computed; nothing to compute, "
+            "report up to date"
+        )
+    else:
+        _prefect_env(args.verbose)
+        from flows.calibration_sweep import calibration_sweep
+
+        result = calibration_sweep.with_options(task_runner=_runner(args))(
+            spec_path=str(args.spec),
+            lake=args.lake,
+            report=args.report,
+            force=args.force,
+            workers=args.workers,
+            progress=not args.no_progress,
+        )
+        print(
+            f"calibration sweep {spec.name}: {result.cells} (sampling_rate, steps) cells, {result.cells_computed} "
+            f"computed, {result.cells_failed} without a solution"
+        )
+    name = spec.name.replace("'", "''")
+    _, flagged = query_report(
+        report,
+        f"SELECT sampling_rate, steps, status FROM calibrations WHERE spec = '{name}' AND status <> 'ok' "
+        "ORDER BY grid_index",
     )
-    print(
-        f"calibration sweep {spec.name}: {result.cells} (sampling_rate, steps) cells, {result.cells_computed} "
-        f"computed, {result.cells_failed} without a solution"
-    )
-    print(f"report: {Path(result.report).resolve()}   (view: calibrations)")
+    for q, steps, status in flagged:
+        print(f"  sampling_rate={q:g}, steps={steps}: {status}")
+    print(f"report: {report.resolve()}   (view: calibrations)")
     return 0
 
 
@@ -204,6 +263,13 @@ def _jsonable(v: Any) -> Any:
 
 
 def _table_text(columns: list[str], rows: list[tuple]) -> str:
+    """An aligned text table (rich): numbers right-aligned, NULL for missing values, the row count below."""
+    import io
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
     def cell(v: Any) -> str:
         if v is None:
             return "NULL"
@@ -212,12 +278,17 @@ def _table_text(columns: list[str], rows: list[tuple]) -> str:
         return str(v)
 
     body = [[cell(v) for v in r] for r in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in body]) for i, c in enumerate(columns)]
-    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))
-    out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(v.rjust(w) if _is_num(v) else v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in body]
-    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-    return "\n".join(out)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+    for i, c in enumerate(columns):
+        numeric = bool(body) and all(_is_num(r[i]) or r[i] == "NULL" for r in body)
+        table.add_column(c, justify="right" if numeric else "left", no_wrap=True)
+    for r in body:
+        table.add_row(*r)
+    out = io.StringIO()
+    Console(file=out, width=100_000, color_system=None, highlight=False).print(table)
+    lines = [line.rstrip() for line in out.getvalue().splitlines() if line.strip()]
+    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(lines)
 
 
 def _is_num(s: str) -> bool:
@@ -252,10 +323,21 @@ def _sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from tasks.lake import default_report
+    from tasks.publish import export_report
+
+    report = args.report or str(default_report())
+    counts = export_report(report, args.out, fmt=args.format)
+    total = sum(counts.values())
+    print(f"exported {report} -> {args.out} ({args.format}, {len(counts)} tables, {total:,} rows)")
+    return 0
+
+
 # -- plot -------------------------------------------------------------------------------------------------------------
 def _plot(args: argparse.Namespace) -> int:
     from tasks.lake import default_report
-    from tasks.plots import plot_curve, plot_heatmap
+    from tasks.plots import heatmap_filename, plot_curve, plot_heatmap
 
     report = args.report or str(default_report())
     out_dir = Path(report).resolve().parent / "plots"
@@ -263,19 +345,30 @@ def _plot(args: argparse.Namespace) -> int:
         if not args.cell:
             raise ValueError('gdp plot curve needs --cell CELL_ID (see: gdp sql "SELECT cell_id FROM cells")')
         out = args.out or str(out_dir / f"curve_{args.cell}.png")
-        info = plot_curve(report, args.cell, out=out, spec=args.spec)
+        info = plot_curve(report, args.cell, out=out, spec=args.spec, overwrite=args.overwrite or not args.out)
     else:
         if not (args.spec and args.x and args.y):
             raise ValueError("gdp plot heatmap needs --spec NAME --x AXIS --y AXIS")
-        out = args.out or str(out_dir / args.spec / f"{args.metric}_{args.y}_vs_{args.x}.png")
         fixed = {}
         for item in args.fixed or []:
             key, _, value = item.partition("=")
-            if not value:
-                raise ValueError(f"--fixed must look like steps=1000, got {item!r}")
-            fixed[key] = float(value)
+            try:
+                fixed[key] = float(value)
+            except ValueError:
+                raise ValueError(f"--fixed must look like steps=1000, got {item!r}") from None
+        # The default name encodes metric, axes and fixed/reduce: a different plot never lands on another's file.
+        name = heatmap_filename(args.metric, args.x, args.y, fixed, args.reduce)
+        out = args.out or str(out_dir / args.spec / name)
         info = plot_heatmap(
-            report, args.spec, x=args.x, y=args.y, metric=args.metric, out=out, fixed=fixed, reduce=args.reduce
+            report,
+            args.spec,
+            x=args.x,
+            y=args.y,
+            metric=args.metric,
+            out=out,
+            fixed=fixed,
+            reduce=args.reduce,
+            overwrite=args.overwrite or not args.out,
         )
     print(info["path"])
     return 0
@@ -342,6 +435,8 @@ def _audit(args: argparse.Namespace) -> int:
         cards_dir=args.cards,
         mlflow_uri=args.mlflow_uri,
         allow_empty=args.allow_empty,
+        report_uri=args.report_uri,
+        progress=not args.no_progress,
     )
     print(
         f"audit {s.registry}: {len(s.models)} model versions ({len(s.computed)} computed, {len(s.reused)} "
@@ -361,7 +456,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _card(args: argparse.Namespace) -> int:
     from tasks.audit import audit_path, read_audit
-    from tasks.cards import hf_yaml_block, render_markdown, write_card
+    from tasks.cards import hf_yaml_block, merge_into_readme, render_markdown, write_card
     from tasks.lake import default_report
     from tasks.publish import query_report
 
@@ -378,16 +473,28 @@ def _card(args: argparse.Namespace) -> int:
     if not rows:
         raise ValueError(f"no audited model version {args.model!r} in {report}: run 'gdp audit' first")
     _, lake_rows = query_report(report, "SELECT lake FROM report_info")
+    if lake_rows[0][0] is None:
+        raise ValueError(f"{report} is an exported report without its lake: run 'gdp card' on the published report")
     m, v, key = rows[0]
-    row = read_audit(audit_path(Path(lake_rows[0][0]), m, v, key))
-    if args.out:
-        paths = write_card(row, args.out, report_uri=str(report.resolve()))
+    lake = report.resolve().parent / lake_rows[0][0]  # relative to the report's folder (absolute in old reports)
+    row = read_audit(audit_path(lake, m, v, key))
+    uri = args.report_uri or os.environ.get("GDP_REPORT_URI") or None  # never a local path by default
+    if args.hf_readme:
+        print(merge_into_readme(args.hf_readme, row, report_uri=uri))
+    elif args.out:
+        paths = write_card(row, args.out, report_uri=uri)
         print("\n".join(paths.values()))
     elif args.format == "yaml":
-        print(hf_yaml_block(row, report_uri=str(report.resolve())), end="")
+        print(hf_yaml_block(row, report_uri=uri), end="")
     else:
-        print(render_markdown(row, report_uri=str(report.resolve()), png_name=None), end="")
+        print(render_markdown(row, report_uri=uri, png_name=None), end="")
     return 0
+
+
+_REPORT_URI_HELP = (
+    "where readers find the report (e.g. s3://bucket/privacy.duckdb), named in cards and MLflow tags "
+    "(default $GDP_REPORT_URI; no local path is published otherwise)"
+)
 
 
 def _register() -> None:
@@ -401,7 +508,9 @@ def _register() -> None:
 
     def publish_args(p: argparse.ArgumentParser) -> None:
         _add_store_args(p)
-        p.add_argument("-v", "--verbose", action="store_true")
+        p.add_argument(
+            "-v", "--verbose", action="store_true", help="accepted for compatibility (publishing starts no flow server)"
+        )
 
     def sql_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("query", metavar="SQL", help='one read-only SELECT, e.g. "SELECT * FROM cells LIMIT 5"')
@@ -416,13 +525,33 @@ def _register() -> None:
         p.add_argument("--threads", type=int, help="DuckDB threads (default 2)")
         _add_store_args(p, lake=False)
 
+    def export_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("out", metavar="OUT", help="new file (duckdb) or folder (parquet) to write; never overwritten")
+        p.add_argument(
+            "--format",
+            choices=("duckdb", "parquet"),
+            default="duckdb",
+            help="duckdb: one self-contained DuckDB file (default); parquet: a folder from EXPORT DATABASE "
+            "(IMPORT DATABASE restores it)",
+        )
+        _add_store_args(p, lake=False)
+
     def plot_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("what", choices=("heatmap", "curve"))
+        p.add_argument(
+            "what",
+            choices=("heatmap", "curve"),
+            help="heatmap: a metric over two grid axes of one spec; curve: one cell's trade-off curve",
+        )
         p.add_argument("--spec", help="spec name (as in the cells view)")
-        p.add_argument("--cell", help="cell_id (curve)")
-        p.add_argument("--x")
-        p.add_argument("--y")
-        p.add_argument("--metric", default="gdp_regret", choices=("mu", "gdp_regret", "advantage", "bayes_security"))
+        p.add_argument("--cell", help='cell_id of the curve to draw (see: gdp sql "SELECT cell_id FROM cells")')
+        p.add_argument("--x", help="heat-map x axis: a grid key such as sampling_rate")
+        p.add_argument("--y", help="heat-map y axis: a grid key such as noise_multiplier")
+        p.add_argument(
+            "--metric",
+            default="gdp_regret",
+            choices=("mu", "gdp_regret", "advantage", "bayes_security"),
+            help="heat-map metric (default gdp_regret)",
+        )
         p.add_argument("--fixed", action="append", metavar="AXIS=VALUE", help="fix another axis (repeatable)")
         p.add_argument(
             "--reduce",
@@ -430,11 +559,14 @@ def _register() -> None:
             choices=("max", "min", "mean"),
             help="how to reduce axes that are neither plotted nor fixed",
         )
-        p.add_argument("--out", help="PNG path (default: next to the report, under plots/)")
+        p.add_argument("--out", help="PNG path (default: next to the report, under plots/, named after the plot)")
+        p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
         _add_store_args(p, lake=False)
 
     def demo_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--runner", choices=("thread", "process"), default="process")
+        p.add_argument(
+            "--runner", choices=("thread", "process"), default="process", help="task runner (default process)"
+        )
         _add_store_args(p)
 
     def audit_args(p: argparse.ArgumentParser) -> None:
@@ -451,13 +583,22 @@ def _register() -> None:
             action="store_true",
             help="accept a registry with no valid model version (removes its models from the report)",
         )
-        p.add_argument("-v", "--verbose", action="store_true")
+        p.add_argument("--report-uri", help=_REPORT_URI_HELP)
+        p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        p.add_argument("-v", "--verbose", action="store_true", help="show Prefect's INFO logs")
         _add_store_args(p)
 
     def card_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("model", metavar="MODEL[:VERSION]", help="model name, optionally :version (default newest)")
         p.add_argument("--format", choices=("md", "yaml"), default="md", help="Markdown card or HF model-card YAML")
         p.add_argument("--out", help="write card.md, curve.png and model_card.yaml under OUT/MODEL/vVERSION/")
+        p.add_argument(
+            "--hf-readme",
+            metavar="README.md",
+            help="merge the privacy metadata into this Hugging Face model card's front matter (keeps its keys; "
+            "needs gdp-audit[hf])",
+        )
+        p.add_argument("--report-uri", help=_REPORT_URI_HELP)
         _add_store_args(p, lake=False)
 
     SUBCOMMANDS.update(
@@ -475,6 +616,7 @@ def _register() -> None:
             ),
             "publish": ("compact the lake and atomically rebuild the DuckDB report", publish_args, _publish),
             "sql": ("run a read-only SQL query against the report", sql_args, _sql),
+            "export": ("write the report as one self-contained file (no lake needed)", export_args, _export),
             "plot": ("PNG heat map or trade-off curve from the report", plot_args, _plot),
             "demo": ("tiny regret map on 2 cores, then a sample query", demo_args, _demo),
             "audit": ("audit a model registry: privacy cards, DuckDB rows, MLflow tags", audit_args, _audit),

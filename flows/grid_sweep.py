@@ -20,6 +20,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
+from flows.naming import run_name
 from flows.progress import ProgressBar
 from flows.publish import publish_report
 from flows.runners import default_workers, runner_from_env
@@ -80,7 +81,7 @@ def record_run(spec: GridSpec, summary: SweepSummary, lake: str, runner: str, st
     return str(path)
 
 
-@flow(name="grid-sweep", task_runner=runner_from_env())
+@flow(name="grid-sweep", task_runner=runner_from_env(), flow_run_name=run_name("sweep", "spec_path"))
 def grid_sweep(
     spec_path: str,
     lake: str | None = None,
@@ -142,7 +143,9 @@ def _run_sweep_locked(
         plan.cells_to_compute,
         len(plan.chunks),
     )
-    manifests, failures = evaluate_chunks(plan.chunks, lake, progress=progress, artifact_key=_key("sweep", spec.name))
+    manifests, failures = evaluate_chunks(
+        plan.chunks, lake, progress=progress, artifact_key=_key("sweep-progress", spec.name)
+    )
 
     record_members(plan, lake)
     computed = [m for m in manifests if m.computed_by_run == run_id]

@@ -24,6 +24,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from flows.naming import run_name
 from tasks.audit import (
     audit_key,
     audit_path,
@@ -95,7 +96,11 @@ class EmptyRegistryError(ValueError):
     """A registry with no valid model version: refused unless the caller says an empty registry is intended."""
 
 
-@flow(name="privacy-audit", task_runner=ThreadPoolTaskRunner(max_workers=2))
+@flow(
+    name="privacy-audit",
+    task_runner=ThreadPoolTaskRunner(max_workers=2),
+    flow_run_name=run_name("audit", "registry"),
+)
 def privacy_audit(
     registry: str | None = None,
     lake: str | None = None,
@@ -104,6 +109,8 @@ def privacy_audit(
     mlflow_uri: str | None = None,
     publish: bool = True,
     allow_empty: bool = False,
+    report_uri: str | None = None,
+    progress: bool = False,
 ) -> AuditSummary:
     """Audit ``registry`` (a folder of YAML manifests or one file; default the sample registry in data/registry).
 
@@ -116,6 +123,9 @@ def privacy_audit(
     report_p = Path(report or default_report()).resolve()
     cards = Path(cards_dir).resolve() if cards_dir else report_p.parent / "cards"
     run_id = str(flow_run.id or "local")
+    # Where readers find the report (s3://..., https://...): cards and MLflow tags name it only when configured, never
+    # a local path of the auditing machine.
+    report_uri = report_uri or os.environ.get("GDP_REPORT_URI") or None
 
     manifests, errors = load_registry(reg, deadline=MANIFEST_DEADLINE)  # each file in isolation, with a deadline
     if not manifests and not allow_empty:
@@ -126,7 +136,7 @@ def privacy_audit(
         )
     failed = {e.file + (f" ({e.field})" if e.field else ""): str(e) for e in errors}
     for msg in failed.values():
-        logger.error("invalid manifest: %s", msg)
+        logger.warning("invalid manifest: %s", msg)  # also in the run summary and artifact
 
     rows: dict[str, dict[str, Any]] = {}
     computed, reused = [], []
@@ -140,6 +150,9 @@ def privacy_audit(
             reused.append(m.key)
         else:
             futures[m.key] = audit_model_version.submit(m, str(lake_p), run_id)
+    from flows.progress import ProgressBar
+
+    bar = ProgressBar(len(futures), label="model versions", enabled=progress)
     for k, fut in futures.items():
         try:
             rows[k] = fut.result()
@@ -147,6 +160,8 @@ def privacy_audit(
         except Exception as exc:  # one model's accounting failure must not stop the others
             failed[k] = f"{k}: audit failed: {type(exc).__name__}: {exc}"
             logger.error("audit of %s failed: %s", k, exc)
+        bar.update(1)
+    bar.close()
     by_key = {m.key: m for m in manifests}
     ok = [m for m in manifests if m.key in rows]
     write_members(
@@ -206,7 +221,7 @@ def privacy_audit(
             )
 
     # -- cards ----------------------------------------------------------------------------------------------------
-    from tasks.cards import card_dir, write_card
+    from tasks.cards import card_dir, card_stamp, write_card
 
     card_paths: dict[str, dict[str, str]] = {}
     written = []
@@ -215,10 +230,14 @@ def privacy_audit(
         d = card_dir(cards, m.name, m.version)
         stamp = d / "audit_key"
         files = {"markdown": str(d / "card.md"), "png": str(d / "curve.png"), "hf_yaml": str(d / "model_card.yaml")}
-        if stamp.exists() and stamp.read_text() == row["audit_key"] and all(Path(f).exists() for f in files.values()):
+        if (
+            stamp.exists()
+            and stamp.read_text() == card_stamp(row, report_uri)
+            and all(Path(f).exists() for f in files.values())
+        ):
             card_paths[m.key] = files
         else:
-            card_paths[m.key] = write_card(row, cards, report_uri=str(report_p))
+            card_paths[m.key] = write_card(row, cards, report_uri=report_uri)
             written.append(m.key)
 
     if publish:
@@ -244,7 +263,7 @@ def privacy_audit(
         from tasks.mlflow_tags import publish_to_mlflow
 
         targets = [(*by_key[k].mlflow_target(), rows[k], card_paths[k]) for k in summary.models]
-        res = publish_to_mlflow(mlflow_uri, targets, report_uri=str(report_p), flow_run=run_id)
+        res = publish_to_mlflow(mlflow_uri, targets, report_uri=report_uri, flow_run=_flow_run_link())
         summary.mlflow_tagged, summary.mlflow_missing = res.tagged, res.missing
 
     _artifacts(summary, rows)
@@ -288,6 +307,15 @@ def _claim_flags(rows: dict[str, dict[str, Any]]) -> list[str]:
             what.append(status + ("" if repro is None else f" ({r['claimed_accountant']} gives {repro:.4g})"))
         flags.append(f"{key}: claimed eps={r['claimed_epsilon']:g} at delta={r['claimed_delta']:g}: " + "; ".join(what))
     return flags
+
+
+def _flow_run_link() -> str | None:
+    """The flow run's page on a persistent Prefect UI the user configured ($PREFECT_UI_URL), else None: a link into
+    the temporary server a CLI run starts would point nowhere once the run ends."""
+    ui = os.environ.get("PREFECT_UI_URL")
+    if not ui or flow_run.id is None:
+        return None
+    return f"{ui.rstrip('/')}/runs/flow-run/{flow_run.id}"
 
 
 def _artifacts(s: AuditSummary, rows: dict[str, dict[str, Any]]) -> None:

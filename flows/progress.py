@@ -1,10 +1,11 @@
-"""A small progress bar for long sweeps: cells done / total, rate, ETA (stderr), mirrored to a Prefect artifact."""
+"""Progress for long runs: rich's progress bar on a terminal (cells done / total, rate, ETA), one plain line per 10 %
+in logs and pipes, and the same fraction mirrored to a Prefect progress artifact."""
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 __all__ = ["ProgressBar"]
 
@@ -28,12 +29,28 @@ class ProgressBar:
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._last_pct = -1
         self._artifact = None
+        self._rich: Any = None
         if artifact_key and self.total > 0:
             from prefect.artifacts import create_progress_artifact
 
             self._artifact = create_progress_artifact(
                 progress=0.0, key=artifact_key, description=f"{label} done of {total}"
             )
+        if self.enabled and self._tty:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._rich = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                console=Console(file=self.stream),
+                transient=False,
+            )
+            self._task = self._rich.add_task(label, total=self.total, rate="")
+            self._rich.start()
 
     def line(self) -> str:
         elapsed = max(time.monotonic() - self.started, 1e-9)
@@ -53,13 +70,19 @@ class ProgressBar:
             update_progress_artifact(artifact_id=self._artifact, progress=100.0 * self.done / self.total)
         if not self.enabled:
             return
-        if self._tty:
-            self.stream.write("\r" + self.line())
+        if self._rich is not None:
+            rate = self.done / max(time.monotonic() - self.started, 1e-9)
+            self._rich.update(self._task, completed=self.done, rate=f"{rate:.1f} {self.label}/s")
             if self.done >= self.total:
-                self.stream.write("\n")
-        else:  # logs / pipes: one line per 10 %
-            pct = int(10 * self.done / self.total)
-            if pct != self._last_pct:
-                self._last_pct = pct
-                self.stream.write(self.line() + "\n")
-        self.stream.flush()
+                self.close()
+            return
+        pct = int(10 * self.done / self.total)  # logs / pipes: one line per 10 %
+        if pct != self._last_pct:
+            self._last_pct = pct
+            self.stream.write(self.line() + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self._rich is not None:
+            self._rich.stop()
+            self._rich = None

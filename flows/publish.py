@@ -7,6 +7,7 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
+from flows.naming import run_name
 from tasks.evaluate import _transient_io_error
 from tasks.lake import default_lake, default_report
 from tasks.publish import PublishResult, publish_lake
@@ -20,7 +21,7 @@ def compact_and_publish(lake: str, report: str) -> PublishResult:
     return publish_lake(lake, report)
 
 
-@flow(name="publish-report")
+@flow(name="publish-report", flow_run_name=run_name("publish", "report"))
 def publish_report(lake: str | None = None, report: str | None = None) -> PublishResult:
     lake = str(lake or default_lake())
     report = str(report or default_report())

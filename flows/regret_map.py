@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_link_artifact, create_markdown_artifact
 
 from flows.grid_sweep import SweepSummary, _key, run_sweep
+from flows.naming import run_name
 from flows.runners import runner_from_env
 from tasks.lake import default_report
-from tasks.plots import plot_curve, plot_heatmap
+from tasks.plots import heatmap_filename, plot_curve, plot_heatmap
 from tasks.publish import query_report
 from tasks.spec import GridSpec, load_grid_spec
 
@@ -66,7 +67,7 @@ def choose_axes(spec: GridSpec, x: str | None, y: str | None) -> tuple[str, str,
     return x, y, {k: v for k, v in fixed.items() if k not in (x, y)}, reduce
 
 
-@flow(name="regret-map", task_runner=runner_from_env())
+@flow(name="regret-map", task_runner=runner_from_env(), flow_run_name=run_name("regret-map", "spec_path"))
 def regret_map(
     spec_path: str,
     lake: str | None = None,
@@ -84,7 +85,9 @@ def regret_map(
 
     plots = Path(report).resolve().parent / "plots" / spec.name
     heatmaps = {
-        metric: render_heatmap(report, spec.name, x, y, metric, str(plots / f"{metric}_{y}_vs_{x}.png"), fixed, reduce)
+        metric: render_heatmap(
+            report, spec.name, x, y, metric, str(plots / heatmap_filename(metric, x, y, fixed, reduce)), fixed, reduce
+        )
         for metric in ("gdp_regret", "mu")
     }
     _, worst = query_report(
@@ -109,6 +112,15 @@ def regret_map(
     create_markdown_artifact(
         key=_key("regret-map", spec.name), markdown="\n".join(lines), description="Regret / mu heat maps (PNG paths)"
     )
+    # Each PNG as a link artifact (Prefect's image artifacts need an http(s) URL; local files are file:// links).
+    pngs = {**{f"{m}-map": p for m, p in heatmaps.items()}, **({"worst-curve": curve} if curve else {})}
+    for kind, path in pngs.items():
+        create_link_artifact(
+            key=_key(f"regret-map-{kind.replace('_', '-')}", spec.name),
+            link=Path(path).resolve().as_uri(),
+            link_text=Path(path).name,
+            description=f"{kind} PNG of {spec.name}",
+        )
     return RegretMap(sweep=sweep, x=x, y=y, heatmaps=heatmaps, curve=curve, worst_cell=worst_cell)
 
 

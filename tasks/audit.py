@@ -431,8 +431,12 @@ def _build_registry_snapshot(lake: Path, snap: Path) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def registry_views(lake: str | Path, keep: int = 3) -> dict[str, tuple[str, str]]:
-    """{view: (SELECT over a fixed registry snapshot, comment)} for :mod:`tasks.publish` (always all three views)."""
+def registry_views(
+    lake: str | Path, keep: int = 3, *, relative_to: str | Path | None = None
+) -> dict[str, tuple[str, str]]:
+    """{view: (SELECT over a fixed registry snapshot, comment)} for :mod:`tasks.publish` (always all three views).
+
+    ``relative_to``: name the snapshot files relative to this folder (the report's; see tasks.publish)."""
     lake = Path(lake).resolve()
     published = lake / "registry" / "published"
     published.mkdir(parents=True, exist_ok=True)
@@ -449,7 +453,11 @@ def registry_views(lake: str | Path, keep: int = 3) -> dict[str, tuple[str, str]
     for old in snaps[keep:]:
         if old != snap:
             shutil.rmtree(old, ignore_errors=True)
+
+    def where(name: str) -> str:
+        path = snap / (name + ".parquet")
+        return str(path) if relative_to is None else Path(os.path.relpath(path, relative_to)).as_posix()
+
     return {
-        name: (f"SELECT * FROM read_parquet({_lit(snap / (name + '.parquet'))})", comment)
-        for name, comment in VIEW_COMMENTS.items()
+        name: (f"SELECT * FROM read_parquet({_lit(where(name))})", comment) for name, comment in VIEW_COMMENTS.items()
     }

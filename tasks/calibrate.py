@@ -150,7 +150,12 @@ def compute_calibration_table(chunk: CalibrationChunk, run_id: str) -> pa.Table:
             row["status"] = f"no solution: {exc}"[:1000]
         else:
             row.update(
-                status="ok",
+                # at_limit: even the search's smallest noise multiplier meets the target - the minimal one may be
+                # smaller, so the row is an upper bound on the answer and says so instead of a plain "ok".
+                status="ok"
+                if not res.at_limit
+                else f"at_search_limit: the smallest noise multiplier searched ({res.noise_multiplier:g}) already "
+                "meets the target; the minimal one may be smaller",
                 noise_multiplier=res.noise_multiplier,
                 achieved=res.achieved,
                 rejected=None if res.rejected is None else float(res.rejected),
@@ -187,7 +192,7 @@ def calibrate_chunk(chunk: CalibrationChunk, lake: str) -> dict[str, Any]:
     table = compute_calibration_table(chunk, run_id)
     path = chunk_file(Path(lake), chunk.spec_name, chunk.key)
     atomic_write_parquet(table, path, {"run_id": run_id, "chunk_key": chunk.key, "code_version": chunk.code_version})
-    ok = sum(s == "ok" for s in table.column("status").to_pylist())
+    ok = sum(not s.startswith("no solution") for s in table.column("status").to_pylist())
     return {
         "chunk_key": chunk.key,
         "path": str(path.relative_to(Path(lake))),

@@ -15,13 +15,25 @@ import yaml
 
 from tasks.formatting import format_number
 
-__all__ = ["card_dir", "hf_yaml_block", "render_markdown", "write_card"]
+__all__ = [
+    "DEFINITION",
+    "card_dir",
+    "card_stamp",
+    "hf_card_metadata",
+    "hf_yaml_block",
+    "merge_into_readme",
+    "render_markdown",
+    "write_card",
+]
+
+# One vocabulary for MLflow tags (tasks.mlflow_tags) and the HF ``differential_privacy`` block: the definition below,
+# neighbouring relations as the manifests spell them (add_remove / replace_one), the same bound labels.
+DEFINITION = "mu-GDP"
 
 _NEIGHBOURING_TEXT = {
     "add_remove": "adding or removing one {unit} (add/remove adjacency)",
     "replace_one": "replacing one {unit} by another (replace-one adjacency)",
 }
-_HF_NEIGHBOURING = {"add_remove": "add-or-remove-one", "replace_one": "replace-one"}
 
 
 def _g(x: Any, digits: int = 4) -> str:
@@ -114,11 +126,11 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
     ]
     if row.get("source"):
         lines.append(f"\nSource: {row['source']}")
+    query = f"SELECT * FROM model_privacy WHERE model = '{row['model']}' AND version = {row['version']}"
     if report_uri:
-        lines.append(
-            f"\nFull report (SQL): `{report_uri}` — `SELECT * FROM model_privacy WHERE model = "
-            f"'{row['model']}' AND version = {row['version']}`"
-        )
+        lines.append(f"\nFull report (SQL): `{report_uri}` — `{query}`")
+    else:
+        lines.append(f"\nFull report: the gdp-audit DuckDB report — `{query}`")
     if png_name:
         lines.append(f"\n![trade-off curve]({png_name})")
     return "\n".join(lines) + "\n"
@@ -127,7 +139,7 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
 def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str, Any]:
     """The nested ``differential_privacy`` record (docs/references.md C-3 field set)."""
     return {
-        "definition": "mu-GDP",
+        "definition": DEFINITION,
         "dp_flavor": "other (f-DP / Gaussian DP)",
         "mu": round(float(row["mu"]), 6),
         "mu_bound": row["mu_bound"],
@@ -148,7 +160,7 @@ def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str
         "advantage": {"value": round(float(row["advantage"]), 6), "bound": row["advantage_bound"]},
         "bayes_security": {"value": round(float(row["bayes_security"]), 6), "bound": row["bayes_security_bound"]},
         "privacy_unit": row["privacy_unit"],
-        "neighboring_relation": _HF_NEIGHBOURING.get(row["neighbouring"], row["neighbouring"]),
+        "neighboring_relation": row["neighbouring"],
         "sampling": "poisson" if "subsampled" in row["mechanism_json"] else "none",
         "accountant": row["accountant"],
         "discretization": row["discretization"],
@@ -179,57 +191,96 @@ def _hf_claim(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def hf_card_metadata(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str, Any]:
+    """Model-card metadata: the ``differential-privacy`` tag and the ``differential_privacy`` record."""
+    return {"tags": ["differential-privacy"], "differential_privacy": hf_record(row, report_uri=report_uri)}
+
+
 def hf_yaml_block(row: dict[str, Any], *, report_uri: str | None = None) -> str:
-    """A model-card YAML header to paste (custom ``differential_privacy:`` key)."""
-    body = yaml.safe_dump(
-        {"tags": ["differential-privacy"], "differential_privacy": hf_record(row, report_uri=report_uri)},
-        sort_keys=False,
-        default_flow_style=False,
-    )
+    """A model-card YAML header to paste, rendered by huggingface_hub's ``ModelCardData`` when the ``hf`` extra is
+    installed (plain PyYAML with the same keys otherwise)."""
+    meta = hf_card_metadata(row, report_uri=report_uri)
+    try:
+        from huggingface_hub import ModelCardData
+    except ImportError:
+        body = yaml.safe_dump(meta, sort_keys=False, default_flow_style=False)
+    else:
+        body = ModelCardData(**meta).to_yaml() + "\n"
     return f"---\n{body}---\n"
 
 
+def merge_into_readme(readme: str | Path, row: dict[str, Any], *, report_uri: str | None = None) -> Path:
+    """Merge the privacy metadata into a Hugging Face ``README.md`` (model card) with huggingface_hub's card classes.
+
+    The front matter keeps every key it had (``tags`` gains ``differential-privacy``; ``differential_privacy`` is
+    replaced), the card text is kept as it is; a missing README is created. The result is written aside, loaded
+    back with ``ModelCard.load`` and checked before it replaces the file. Needs ``pip install 'gdp-audit[hf]'``.
+    """
+    try:
+        from huggingface_hub import ModelCard, ModelCardData
+    except ImportError:
+        raise ValueError("--hf-readme needs huggingface_hub: pip install 'gdp-audit[hf]'") from None
+    import os
+    import uuid
+
+    readme = Path(readme)
+    if readme.exists():
+        card = ModelCard.load(readme)
+        data = card.data.to_dict()
+        text = card.text
+    else:
+        data, text = {}, f"\n# {row['model']}\n"
+    meta = hf_card_metadata(row, report_uri=report_uri)
+    tags = list(data.get("tags") or [])
+    data["tags"] = tags + [t for t in meta["tags"] if t not in tags]
+    data["differential_privacy"] = meta["differential_privacy"]
+    new = ModelCard(f"---\n{ModelCardData(**data).to_yaml()}\n---\n{text}")
+    expected = ModelCardData(**data).to_dict()
+    readme.parent.mkdir(parents=True, exist_ok=True)
+    tmp = readme.with_name(f".{readme.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        new.save(tmp)
+        back = ModelCard.load(tmp)
+        if back.data.to_dict() != expected or back.text != text:
+            raise RuntimeError(f"{readme}: the merged model card does not load back as written")
+        os.replace(tmp, readme)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return readme
+
+
 def plot_card_curve(row: dict[str, Any], path: Path) -> Path:
-    """Trade-off curve (pessimistic, as audited) with the mu-GDP curve and the (eps, delta) curve at the declared delta."""
-    import matplotlib
+    """The audited trade-off curve (attack TPR vs FPR, linear and log-log, as every gdp-audit plot) with its mu-GDP
+    curve, the (eps, delta) curve at the declared delta and, for a published claim, the region the claim allows."""
+    from tasks.plots import _save, tradeoff_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from gdpcore import get_beta_from_epsilon_delta, get_beta_from_gdp
-
-    fpr = np.asarray(row["curve_fpr"], dtype=float)
-    fnr = np.asarray(row["curve_fnr"], dtype=float)
-    grid = np.unique(np.concatenate([np.logspace(-10, 0, 300), np.linspace(0, 1, 300)]))
-    gdp = get_beta_from_gdp(mu=row["mu"], alpha=grid)
-    epsd = get_beta_from_epsilon_delta(epsilon=row["epsilon"], delta=row["delta"], alpha=grid)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4))
-    for ax, log in zip(axes, (False, True), strict=True):
-        ax.plot(fpr, 1 - fnr, lw=2, label=f"audited curve ({row['mu_bound']} bound on attack TPR)")
-        ax.plot(grid, 1 - np.asarray(gdp), "--", label=f"{row['mu']:.3g}-GDP")
-        ax.plot(grid, 1 - np.asarray(epsd), ":", label=f"({row['epsilon']:.3g}, {row['delta']:.1e})-DP")
-        ax.plot([0, 1], [0, 1], color="0.7", lw=0.8)
-        ax.set_xlabel("attack FPR")
-        ax.set_ylabel("max attack TPR")
-        if log:
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlim(1e-10, 1)
-            ax.set_ylim(1e-10, 1)
-            ax.axvline(row["mu_cutoff"] or 1e-10, color="0.5", lw=0.6, ls="-.")
-        else:
-            ax.set_xlim(0, 1)
-            ax.set_ylim(0, 1)
-    axes[0].legend(fontsize=7, loc="lower right")
-    fig.suptitle(
-        f"{row['model']} v{row['version']}: accountant {row['accountant'][:60]}, disc. {_disc(row)}", fontsize=8
+    claimed = None
+    if row.get("claimed_epsilon") is not None:
+        claimed = (float(row["claimed_epsilon"]), float(row["claimed_delta"]), str(row["claimed_accountant"]))
+    fig = tradeoff_figure(
+        f"{row['model']} v{row['version']}: one {row['privacy_unit']}, {row['neighbouring']}; "
+        f"accountant {row['accountant'].split(' (')[0]}, discretization {_disc(row)}",
+        row["curve_fpr"],
+        row["curve_fnr"],
+        curve_label=f"audited curve ({row['mu_bound']} bound on attack TPR)",
+        mu=float(row["mu"]),
+        eps_deltas=[(float(row["epsilon"]), float(row["delta"]))],
+        claimed=claimed,
+        mu_cutoff=float(row["mu_cutoff"]) or None,
     )
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+
+    _save(fig, path)
     plt.close(fig)
     return path
+
+
+CARD_FORMAT = "card-v3"  # bump when the card's layout changes: existing cards are then rewritten
+
+
+def card_stamp(row: dict[str, Any], report_uri: str | None) -> str:
+    """What a written card depends on besides the audit row's content: audit key, layout, report URI."""
+    return " ".join(x for x in (row["audit_key"], CARD_FORMAT, report_uri) if x)
 
 
 def write_card(row: dict[str, Any], root: str | Path, *, report_uri: str | None = None) -> dict[str, str]:
@@ -241,7 +292,7 @@ def write_card(row: dict[str, Any], root: str | Path, *, report_uri: str | None 
     md.write_text(render_markdown(row, report_uri=report_uri), encoding="utf-8")
     hf = out / "model_card.yaml"
     hf.write_text(hf_yaml_block(row, report_uri=report_uri), encoding="utf-8")
-    (out / "audit_key").write_text(row["audit_key"], encoding="utf-8")
+    (out / "audit_key").write_text(card_stamp(row, report_uri), encoding="utf-8")
     return {"markdown": str(md), "png": str(png), "hf_yaml": str(hf)}
 
 

@@ -17,15 +17,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import errno
-import hashlib
 import json
-import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import TASK_SOURCE, CacheKeyFnPolicy
@@ -34,9 +31,18 @@ from tasks.lake import (
     STAGING_SCHEMA,
     atomic_write_parquet,
     chunk_path,
-    code_version,
-    computed_cells,
     param_columns,
+)
+from tasks.plan import (  # noqa: F401 - re-exported: planning lives in tasks.plan (importable without Prefect)
+    CURVE_FPRS,
+    Chunk,
+    ChunkManifest,
+    EvalSettings,
+    SweepPlan,
+    _hash,
+    _sharing_key,
+    auto_chunk_size,
+    build_plan,
 )
 from tasks.spec import GridSpec
 
@@ -50,151 +56,6 @@ __all__ = [
     "evaluate_chunk",
     "plan_sweep",
 ]
-
-
-def _curve_grid() -> tuple[float, ...]:
-    pts = {0.0, 1.0}
-    pts.update(float(f"{x:.12g}") for x in np.geomspace(1e-10, 1e-2, 17))
-    pts.update(float(f"{x:.12g}") for x in np.linspace(0.0, 1.0, 51))
-    return tuple(sorted(pts))
-
-
-CURVE_FPRS: tuple[float, ...] = _curve_grid()
-"""FPR points at which every cell's trade-off curve is stored (log-spaced tail + linear body; 0 and 1 included)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalSettings:
-    """Everything besides the mechanism that determines a cell's numbers."""
-
-    deltas: tuple[float, ...]
-    fprs: tuple[float, ...]  # spec fprs ∪ CURVE_FPRS, sorted
-    representations: tuple[str, ...]
-    discretization: float | None
-    alpha_min: float
-    code_version: str
-
-    @classmethod
-    def from_spec(cls, spec: GridSpec) -> EvalSettings:
-        return cls(
-            deltas=tuple(spec.deltas),
-            fprs=tuple(sorted(set(spec.fprs) | set(CURVE_FPRS))),
-            representations=tuple(spec.representations),
-            discretization=None if spec.discretization is None else float(spec.discretization),
-            alpha_min=float(spec.alpha_min),
-            code_version=code_version(),
-        )
-
-    @property
-    def eval_key(self) -> str:
-        return _hash(dataclasses.asdict(self))
-
-
-@dataclasses.dataclass(frozen=True)
-class Chunk:
-    """A slice of a spec's cells: canonical mechanism JSON per cell plus the settings they are evaluated with."""
-
-    spec_name: str
-    kind: str
-    mechanisms: tuple[str, ...]
-    settings: EvalSettings
-
-    @property
-    def key(self) -> str:
-        return _hash({"mechanisms": self.mechanisms, "settings": dataclasses.asdict(self.settings)})
-
-    @property
-    def short_key(self) -> str:
-        return self.key[:10]
-
-    @property
-    def size(self) -> int:
-        return len(self.mechanisms)
-
-
-@dataclasses.dataclass(frozen=True)
-class ChunkManifest:
-    """What a chunk task returns: where its file is and a few counts, never the data."""
-
-    chunk_key: str
-    path: str  # relative to the lake root
-    cells: int
-    cells_ok: int
-    worst_mu: float | None
-    seconds: float
-    computed_by_run: str
-
-
-@dataclasses.dataclass(frozen=True)
-class SweepPlan:
-    spec_name: str
-    spec_hash: str
-    eval_key: str
-    cell_ids: tuple[str, ...]  # every cell of the spec, grid order
-    chunks: tuple[Chunk, ...]  # only the cells not yet in the lake
-    cells_present: int
-
-    @property
-    def cells_total(self) -> int:
-        return len(self.cell_ids)
-
-    @property
-    def cells_to_compute(self) -> int:
-        return sum(c.size for c in self.chunks)
-
-
-def _hash(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
-
-
-def auto_chunk_size(n_cells: int, workers: int) -> int:
-    """About four chunks per worker, at least 8 and at most 2000 cells each (hundreds of task runs at most)."""
-    if n_cells <= 0:
-        return 1
-    return int(min(2000, max(8, math.ceil(n_cells / (4 * max(1, workers))))))
-
-
-def build_plan(spec: GridSpec, lake: Path, *, workers: int = 2) -> SweepPlan:
-    """Pure planning (no Prefect): enumerate cells, drop the computed ones, cut the rest into chunks."""
-    from gdpcore import mechanism_from_dict
-
-    settings = EvalSettings.from_spec(spec)
-    eval_key = settings.eval_key
-    present = computed_cells(lake, spec.name)
-    cell_ids: list[str] = []
-    todo: list[str] = []
-    seen: set[str] = set()
-    for cell in spec.iter_cells():
-        mech = mechanism_from_dict(cell)
-        cid = mech.content_hash
-        if cid in seen:  # e.g. two rounded values that coincide
-            continue
-        seen.add(cid)
-        cell_ids.append(cid)
-        if (cid, eval_key) not in present:
-            todo.append(mech.to_json())
-    # Cells that differ only in `steps` share one single-step PLD inside analyze_grid: keep them in the same chunk,
-    # whatever the axis order of the spec.
-    todo.sort(key=_sharing_key)
-    size = spec.chunk_size or auto_chunk_size(len(todo), workers)
-    chunks = tuple(
-        Chunk(spec_name=spec.name, kind=spec.mechanism, mechanisms=tuple(todo[i : i + size]), settings=settings)
-        for i in range(0, len(todo), size)
-    )
-    return SweepPlan(
-        spec_name=spec.name,
-        spec_hash=spec.spec_hash,
-        eval_key=eval_key,
-        cell_ids=tuple(cell_ids),
-        chunks=chunks,
-        cells_present=len(cell_ids) - len(todo),
-    )
-
-
-def _sharing_key(mech_json: str) -> tuple[str, float]:
-    data = json.loads(mech_json)
-    steps = data.pop("steps", 0)
-    return json.dumps(data, sort_keys=True), float(steps)
 
 
 @task(name="plan-sweep", retries=2, retry_delay_seconds=1)

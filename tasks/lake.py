@@ -361,9 +361,8 @@ def computed_cells(lake: Path, spec_name: str) -> set[tuple[str, str]]:
     return done
 
 
-def write_members(lake: Path, spec_name: str, spec_hash: str, cell_ids: Sequence[str], eval_key: str) -> bool:
-    """Record the spec's current cells; returns False (and writes nothing) when they are unchanged."""
-    table = pa.Table.from_pydict(
+def _members_table(spec_hash: str, cell_ids: Sequence[str], eval_key: str) -> pa.Table:
+    return pa.Table.from_pydict(
         {
             "cell_id": list(cell_ids),
             "eval_key": [eval_key] * len(cell_ids),
@@ -372,12 +371,24 @@ def write_members(lake: Path, spec_name: str, spec_hash: str, cell_ids: Sequence
         },
         schema=MEMBERS_SCHEMA,
     )
+
+
+def members_current(lake: Path, spec_name: str, spec_hash: str, cell_ids: Sequence[str], eval_key: str) -> bool:
+    """True when the spec's members file already records exactly these cells (write_members would write nothing)."""
     path = members_path(lake, spec_name)
-    if path.exists():
-        old = pq.read_table(path)
-        if old.schema.remove_metadata().equals(MEMBERS_SCHEMA) and old.replace_schema_metadata(None).equals(table):
-            return False
-    atomic_write_parquet(table, path, {"spec": spec_name, "spec_hash": spec_hash})
+    if not path.exists():
+        return False
+    old = pq.read_table(path)
+    table = _members_table(spec_hash, cell_ids, eval_key)
+    return old.schema.remove_metadata().equals(MEMBERS_SCHEMA) and old.replace_schema_metadata(None).equals(table)
+
+
+def write_members(lake: Path, spec_name: str, spec_hash: str, cell_ids: Sequence[str], eval_key: str) -> bool:
+    """Record the spec's current cells; returns False (and writes nothing) when they are unchanged."""
+    if members_current(lake, spec_name, spec_hash, cell_ids, eval_key):
+        return False
+    table = _members_table(spec_hash, cell_ids, eval_key)
+    atomic_write_parquet(table, members_path(lake, spec_name), {"spec": spec_name, "spec_hash": spec_hash})
     return True
 
 

@@ -1,9 +1,15 @@
 """MLflow registry integration (issue 7, optional extra ``gdp-audit[mlflow]``).
 
-Given a tracking URI, set flat ``privacy.*`` model-version tags (docs/references.md C-3) on the registered model
-versions the manifests point at, put the privacy card in the version's description, and log the card files as
-artifacts of the version's source run (when it has one). Tag values are strings (MLflow's contract); every number tag
-has a ``.bound`` companion tag saying upper / lower / estimate / exact.
+Given a tracking URI, set flat ``privacy.*`` model-version tags (docs/references.md C-3) on the registered model versions the manifests point
+at, put the privacy card in its own marked section of the version's description, and log the card files as artifacts
+of the version's source run (when it has one). Tag values are strings (MLflow's contract); every number tag has a
+``.bound`` companion tag saying upper / lower / estimate / exact.
+
+Non-destructive: what the owner wrote in the description stays; only the text between :data:`CARD_BEGIN` and
+:data:`CARD_END` is ours and is replaced on the next audit. The vocabulary is the HF block's (tasks.cards:
+``definition``, ``neighboring_relation`` as the manifests spell it). No local path of the auditing machine is tagged:
+``privacy.report_uri`` only when the user gives one (``--report-uri`` / ``$GDP_REPORT_URI``), and
+``privacy.audit_flow_run`` only when ``$PREFECT_UI_URL`` names a persistent Prefect UI.
 """
 
 from __future__ import annotations
@@ -12,14 +18,38 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MlflowPublishResult", "privacy_tags", "publish_to_mlflow"]
+__all__ = ["CARD_BEGIN", "CARD_END", "MlflowPublishResult", "merge_description", "privacy_tags", "publish_to_mlflow"]
 
 _DESCRIPTION_LIMIT = 4000  # keep well under backend limits; the full card is an artifact
+CARD_BEGIN = "<!-- gdp-audit privacy card: begin (replaced by each audit; write above or below) -->"
+CARD_END = "<!-- gdp-audit privacy card: end -->"
+_TRUNCATED = "\n\n(truncated: see the privacy/ artifacts of the source run)"
+
+
+def merge_description(existing: str | None, card: str, limit: int = _DESCRIPTION_LIMIT) -> str:
+    """The owner's description with the card in its marked section (replaced if present, else appended).
+
+    The owner's text is never cut: when it leaves too little room the card is truncated, and when it alone fills the
+    limit the description is returned unchanged (the tags and artifacts still carry everything)."""
+    owner = existing or ""
+    start, end = owner.find(CARD_BEGIN), owner.find(CARD_END)
+    if start >= 0 and end > start:
+        before, after = owner[:start], owner[end + len(CARD_END) :]
+    else:
+        before, after = (owner.rstrip() + "\n\n" if owner.strip() else ""), ""
+    room = limit - len(before) - len(after) - len(CARD_BEGIN) - len(CARD_END) - 2
+    if room < 200:
+        return owner
+    if len(card) > room:
+        card = card[: room - len(_TRUNCATED)] + _TRUNCATED
+    return f"{before}{CARD_BEGIN}\n{card.rstrip()}\n{CARD_END}{after}"
 
 
 def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run: str | None = None) -> dict[str, str]:
+    from tasks.cards import DEFINITION
+
     tags = {
-        "privacy.definition": "f-DP/GDP",
+        "privacy.definition": DEFINITION,
         "privacy.mu": f"{row['mu']:.6g}",
         "privacy.mu.bound": row["mu_bound"],
         "privacy.mu_cutoff": f"{row['mu_cutoff']:.3g}",
@@ -109,10 +139,9 @@ def publish_to_mlflow(
         for key, value in tags.items():
             client.set_model_version_tag(name, version, key, value[:5000])
         if card:
-            text = Path(card["markdown"]).read_text(encoding="utf-8")
-            if len(text) > _DESCRIPTION_LIMIT:
-                text = text[:_DESCRIPTION_LIMIT] + "\n\n(truncated: see the privacy/ artifacts of the source run)"
-            client.update_model_version(name, version, description=text)
+            text = merge_description(mv.description, Path(card["markdown"]).read_text(encoding="utf-8"))
+            if text != (mv.description or ""):
+                client.update_model_version(name, version, description=text)
             if mv.run_id:
                 for path in card.values():
                     client.log_artifact(mv.run_id, path, artifact_path=f"privacy/v{version}")

@@ -1,16 +1,23 @@
 """PNG plots from a published report: regret / mu heat maps over two grid axes, and one cell's trade-off curve
 against its mu-GDP curve and its (epsilon, delta) curves. Everything is read through :func:`tasks.publish.query_report`
-(read-only), so plots show exactly what the report says."""
+(read-only), so plots show exactly what the report says.
+
+One curve convention everywhere (sweeps and privacy cards, :func:`tradeoff_figure`): the highest attack TPR at each
+FPR, on a linear panel and a log-log panel (the low-FPR region where membership inference matters); the diagonal is
+random guessing. Default file names encode everything that defines a plot (:func:`heatmap_filename`), so two
+different plots never share a file, and an explicit ``out`` that exists is not overwritten unless asked.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tasks.publish import query_report
 
-__all__ = ["METRICS", "plot_curve", "plot_heatmap"]
+__all__ = ["METRICS", "heatmap_filename", "plot_curve", "plot_heatmap", "tradeoff_figure"]
 
 METRICS = ("mu", "gdp_regret", "advantage", "bayes_security")
 _AXES = ("noise_multiplier", "sampling_rate", "steps", "sensitivity", "scale", "sigma", "rr_epsilon")
@@ -29,6 +36,97 @@ def _q(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+def _num(v: Any) -> str:
+    """1000.0 -> '1000', 0.020000000000000004 -> '0.02'."""
+    return f"{v:g}" if isinstance(v, float | int) and not isinstance(v, bool) else str(v)
+
+
+def heatmap_filename(metric: str, x: str, y: str, fixed: dict[str, Any] | None, reduce: str) -> str:
+    """``<metric>_<y>_vs_<x>__<fixed or reduce>.png``: the name says which plot it is."""
+    which = "_".join(f"{k}={_num(v)}" for k, v in sorted((fixed or {}).items())) or f"{reduce}-over-others"
+    return f"{metric}_{y}_vs_{x}__{which}.png"
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    if out.exists() and not overwrite:
+        raise ValueError(f"{str(out)!r} exists: choose another --out or pass --overwrite")
+
+
+def _save(fig: Any, out: Path) -> None:
+    """Write the PNG aside and rename it into place (a reader never sees half a file)."""
+    import os
+    import uuid
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.stem}.tmp-{uuid.uuid4().hex[:8]}.png")
+    try:
+        fig.savefig(tmp, dpi=110)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def tradeoff_figure(
+    title: str,
+    fpr: Any,
+    fnr: Any,
+    *,
+    curve_label: str,
+    mu: float | None = None,
+    eps_deltas: Sequence[tuple[float, float]] = (),
+    claimed: tuple[float, float, str] | None = None,
+    mu_cutoff: float | None = None,
+) -> Any:
+    """The trade-off curve as attack TPR (= 1 - FNR) vs FPR, linear and log-log, with the mu-GDP curve, the
+    (eps, delta)-DP curves and, for a published claim, the region its (eps, delta) allows (shaded)."""
+    import textwrap
+
+    import numpy as np
+
+    import gdpcore
+
+    plt = _pyplot()
+    fpr = np.asarray(fpr, dtype=float)
+    tpr = 1.0 - np.asarray(fnr, dtype=float)
+    grid = np.unique(np.concatenate([np.logspace(-10, 0, 400), np.linspace(0, 1, 401)]))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.8), constrained_layout=True)
+    for ax, log in zip(axes, (False, True), strict=True):
+        if claimed is not None:
+            c_eps, c_delta, c_acc = claimed
+            allowed = 1.0 - np.asarray(gdpcore.get_beta_from_epsilon_delta(epsilon=c_eps, delta=c_delta, alpha=grid))
+            ax.fill_between(
+                grid, 1e-12 if log else 0.0, allowed, color="C3", alpha=0.12, lw=0,
+                label=f"claimed ({c_eps:g}, {c_delta:.0e})-DP ({c_acc}): attacks allowed",
+            )  # fmt: skip
+            ax.plot(grid, allowed, color="C3", lw=0.8)
+        ax.plot(fpr, tpr, "k-", lw=2, label=curve_label)
+        if mu is not None and math.isfinite(mu):
+            ax.plot(grid, 1 - np.asarray(gdpcore.get_beta_from_gdp(mu=mu, alpha=grid)), "C0--", label=f"{mu:.3g}-GDP")
+        for k, (e, d) in enumerate(eps_deltas):
+            if e is not None and math.isfinite(e):
+                beta = np.asarray(gdpcore.get_beta_from_epsilon_delta(epsilon=e, delta=d, alpha=grid))
+                ax.plot(grid, 1 - beta, f"C{k + 1}:", label=f"({e:.3g}, {d:.0e})-DP")
+        ax.plot([1e-10 if log else 0, 1], [1e-10 if log else 0, 1], color="0.6", lw=0.8, label="random guessing")
+        ax.set_xlabel("attack FPR")
+        ax.set_ylabel("highest attack TPR")
+        if log:
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlim(1e-10, 1)
+            ax.set_ylim(1e-10, 1.05)
+            ax.set_title("log-log: the low-FPR region", fontsize=9)
+            if mu_cutoff and mu_cutoff > 1.5e-10:  # at the axis edge the whole range is certified: no mark
+                ax.axvline(mu_cutoff, color="0.5", lw=0.6, ls="-.")
+                ax.text(mu_cutoff, 2e-10, " mu certified to the right", fontsize=7, color="0.4")
+        else:
+            ax.set_xlim(0, 1)
+            ax.set_ylim(0, 1.01)
+            ax.set_title("linear", fontsize=9)
+    axes[0].legend(fontsize=7, loc="lower right")
+    fig.suptitle("\n".join(textwrap.wrap(title, 110)), fontsize=9)
+    return fig
+
+
 def plot_heatmap(
     report: str | Path,
     spec: str,
@@ -39,8 +137,11 @@ def plot_heatmap(
     out: str | Path,
     fixed: dict[str, Any] | None = None,
     reduce: str = "max",
+    overwrite: bool = True,
 ) -> dict[str, Any]:
-    """Heat map of ``metric`` over grid axes ``x`` and ``y`` for one spec; other axes fixed or reduced (max/min/mean)."""
+    """Heat map of ``metric`` over grid axes ``x`` and ``y`` for one spec; other axes fixed or reduced (max/min/mean).
+
+    ``overwrite=False`` refuses an existing ``out`` (the CLI's default for an explicit ``--out``)."""
     for name, value, allowed in (
         ("x", x, _AXES),
         ("y", y, _AXES),
@@ -49,6 +150,7 @@ def plot_heatmap(
     ):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    _check_out(Path(out), overwrite)
     where = [f"spec = {_q(spec)}", "status = 'ok'"]
     for key, value in (fixed or {}).items():
         if key not in _AXES:
@@ -78,23 +180,27 @@ def plot_heatmap(
     for j, row in enumerate(grid):
         for i, v in enumerate(row):
             if not math.isnan(v):
-                ax.text(i, j, f"{v:.2g}", ha="center", va="center", fontsize=7, color="w")
-    others = "fixed " + ", ".join(f"{k}={v}" for k, v in fixed.items()) if fixed else f"{reduce} over other axes"
-    ax.set_title(f"{spec}: {metric} ({others})", fontsize=9)
+                light = im.norm(v) > 0.6  # viridis turns yellow: dark text stays readable
+                ax.text(i, j, f"{v:.2g}", ha="center", va="center", fontsize=7, color="k" if light else "w")
+    others = "fixed " + ", ".join(f"{k}={_num(v)}" for k, v in fixed.items()) if fixed else f"{reduce} over other axes"
+    import textwrap
+
+    ax.set_title("\n".join(textwrap.wrap(f"{spec}: {metric} ({others})", max(30, 9 * len(xs)))), fontsize=9)
     fig.colorbar(im, ax=ax, label=metric)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    _save(fig, out)
     plt.close(fig)
     return {"path": str(out), "x": xs, "y": ys, "values": grid}
 
 
-def plot_curve(report: str | Path, cell_id: str, *, out: str | Path, spec: str | None = None) -> dict[str, Any]:
-    """The cell's pessimistic trade-off curve (from ``curves``) with f_mu and the f_{eps,delta} of each stored delta."""
-    import numpy as np
+def plot_curve(
+    report: str | Path, cell_id: str, *, out: str | Path, spec: str | None = None, overwrite: bool = True
+) -> dict[str, Any]:
+    """The cell's pessimistic trade-off curve (from ``curves``) with its mu-GDP curve and the (eps, delta)-DP curve
+    of each stored delta, as attack TPR vs FPR (linear and log-log panels)."""
+    import json
 
-    import gdpcore
-
+    _check_out(Path(out), overwrite)
     spec_filter = f" AND spec = {_q(spec)}" if spec else ""
     _, cells = query_report(
         report, f"SELECT spec, mu, mechanism_json FROM cells WHERE cell_id = {_q(cell_id)}{spec_filter} LIMIT 1"
@@ -108,31 +214,20 @@ def plot_curve(report: str | Path, cell_id: str, *, out: str | Path, spec: str |
     )
     _, eps = query_report(
         report,
-        f"SELECT delta, epsilon FROM epsilons WHERE cell_id = {_q(cell_id)} AND spec = {_q(spec_name)} ORDER BY delta",
+        f"SELECT epsilon, delta FROM epsilons WHERE cell_id = {_q(cell_id)} AND spec = {_q(spec_name)} ORDER BY delta",
     )
-    alpha = np.linspace(0.0, 1.0, 401)
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.2, 5), constrained_layout=True)
-    ax.plot([p[0] for p in pts], [p[1] for p in pts], "k-", lw=2, label="trade-off curve f (pessimistic)")
-    if mu is not None and math.isfinite(mu):
-        ax.plot(alpha, gdpcore.get_beta_from_gdp(mu=mu, alpha=alpha), "C0--", label=f"mu-GDP, mu={mu:.3g}")
-    for k, (d, e) in enumerate(eps):
-        if e is not None and math.isfinite(e):
-            beta = gdpcore.get_beta_from_epsilon_delta(epsilon=e, delta=d, alpha=alpha)
-            ax.plot(alpha, beta, f"C{k + 1}:", label=f"({e:.3g}, {d:g})-DP")
-    ax.plot([0, 1], [1, 0], color="0.7", lw=0.8)
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("FPR (type I error)")
-    ax.set_ylabel("FNR (type II error)")
-    import json
-
-    params = {k: v for k, v in json.loads(mech).items() if k not in ("schema", "kind", "neighbouring")}
-    label = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
-    ax.set_title(f"{spec_name}: {json.loads(mech)['kind']}({label})", fontsize=8)
-    ax.legend(fontsize=7)
+    m = json.loads(mech)
+    params = {k: v for k, v in m.items() if k not in ("schema", "kind", "neighbouring")}
+    label = ", ".join(f"{k}={_num(v)}" for k, v in params.items())
+    fig = tradeoff_figure(
+        f"{spec_name}: {m['kind']}({label})",
+        [p[0] for p in pts],
+        [p[1] for p in pts],
+        curve_label="this cell (pessimistic: upper bound on attack TPR)",
+        mu=mu,
+        eps_deltas=[(e, d) for e, d in eps],
+    )
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    _save(fig, out)
+    _pyplot().close(fig)
     return {"path": str(out), "points": len(pts), "mu": mu}

@@ -1,8 +1,14 @@
 """Publishing: compact the lake's staging files into curated tables and (re)build the DuckDB report atomically.
 
-The report (``data/reports/privacy.duckdb`` by default) holds only *views* over a curated snapshot of the lake plus a
-one-row ``report_info`` table. Views name absolute paths (baked in at publish time), so the report answers the same
-wherever it is opened from, as long as the lake stays where it was published.
+The report (``data/reports/privacy.duckdb`` by default) holds *views* over a curated snapshot of the lake plus a
+one-row ``report_info`` table. View paths are *relative to the report's folder*: DuckDB resolves them against its
+``file_search_path`` setting, which ``gdp sql`` / :func:`query_report` set to the report's folder. A report copied or
+moved together with its lake (same relative layout) therefore answers the same queries anywhere; other DuckDB clients
+run ``SET file_search_path = '<folder of the report>'`` first. ``gdp export`` (:func:`export_report`) materialises
+every view into one self-contained file that needs no lake at all.
+
+File format: the report is written with ``STORAGE_VERSION`` :data:`STORAGE_VERSION`, the format of the oldest duckdb
+``pyproject.toml`` allows, so every allowed duckdb opens it (a duckdb 2.0 default file cannot be read by 1.x).
 
 Atomicity: the curated snapshot is written to a fresh content-addressed directory (``curated/<snapshot>/``), the
 report to a temporary file next to the target, and the file is then ``os.replace``-d over the old report. A reader
@@ -13,7 +19,8 @@ read-write, and it only ever writes a file nobody else has opened yet.
 View contract (issue 6): ``cells`` (cell_id, noise_multiplier, sampling_rate, steps, mu, gdp_regret, advantage,
 bayes_security, status, ...), ``epsilons(cell_id, delta, epsilon, ...)``, ``curves(cell_id, fpr, fnr, ...)``,
 ``regrets(cell_id, representation, regret, ...)``; every view also has ``spec`` and ``mechanism`` (hive partitions):
-(spec, cell_id) identifies a row of ``cells``.
+(spec, cell_id) identifies a row of ``cells``. Every column is documented in :mod:`tasks.schema` (written into the
+file as column comments, rendered into PIPELINE.md).
 """
 
 from __future__ import annotations
@@ -38,9 +45,20 @@ from tasks.lake import (
 )
 from tasks.locks import publish_lock
 
-__all__ = ["PublishResult", "VIEWS", "publish_lake", "query_report"]
+__all__ = [
+    "STORAGE_VERSION",
+    "PublishResult",
+    "VIEWS",
+    "export_report",
+    "publish_lake",
+    "query_report",
+    "report_is_current",
+]
 
 KEEP_SNAPSHOTS = 3
+# DuckDB storage format of reports and exports: the oldest duckdb that pyproject.toml allows (>= 1.2) reads it, and
+# every newer one does (checked by tests/pipeline/test_portable_report.py with duckdb 1.2.0 in a temporary venv).
+STORAGE_VERSION = "v1.2.0"
 
 _CELL_COLUMNS = (
     "cell_id, noise_multiplier, sampling_rate, steps, mu, gdp_regret, advantage, bayes_security, status, "
@@ -93,7 +111,7 @@ def _lit(path: Path | str) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def _read(glob: Path, partitions: tuple[str, ...] = ("spec", "mechanism")) -> str:
+def _read(glob: Path | str, partitions: tuple[str, ...] = ("spec", "mechanism")) -> str:
     types = ", ".join(f"'{p}': VARCHAR" for p in partitions)
     return (
         f"read_parquet({_lit(glob)}, hive_partitioning = true, union_by_name = true, "
@@ -294,36 +312,81 @@ def _snapshot_counts(snap: Path) -> dict[str, int]:
         con.close()
 
 
+def _relative(path: Path, base: Path) -> str:
+    """``path`` relative to ``base`` in POSIX form (the report's views read it against file_search_path)."""
+    return Path(os.path.relpath(path, base)).as_posix()
+
+
+def _comment_columns(con: Any, name: str) -> None:
+    """COMMENT ON every column of view/table ``name`` from tasks.schema (the one documented schema)."""
+    from tasks.schema import COLUMN_DOCS
+
+    docs = COLUMN_DOCS.get(name, {})
+    columns = [r[0] for r in con.execute(f"SELECT * FROM {name} LIMIT 0").description]
+    for column in columns:
+        if column in docs:
+            con.execute(f"COMMENT ON COLUMN {name}.{column} IS {_lit(docs[column])}")
+
+
 def _write_report(report: Path, lake: Path, snap: Path, counts: dict[str, int], published_at: str) -> None:
     report.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_path(report)
     try:
-        _fill_report(tmp, lake, snap, counts, published_at)
+        _fill_report(tmp, report.parent, lake, snap, counts, published_at)
         os.replace(tmp, report)
     finally:  # also when building failed (a full disk): no .tmp-* or .wal is left behind
         for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
             leftover.unlink(missing_ok=True)
 
 
-def _fill_report(tmp: Path, lake: Path, snap: Path, counts: dict[str, int], published_at: str) -> None:
-    con = lake_connection(lake, tmp)
+def _fill_report(tmp: Path, base: Path, lake: Path, snap: Path, counts: dict[str, int], published_at: str) -> None:
+    import json
+
+    import duckdb
+
+    con = duckdb.connect()
+    # Views name paths relative to the report's folder; DuckDB binds them against file_search_path (set before the
+    # connection is confined to the lake and the report being written).
+    con.execute(f"SET file_search_path = {_lit(base.resolve())}")
+    _confine(con, [lake], [tmp, tmp.with_name(tmp.name + ".wal")], spill=lake.resolve() / "_duckdb_spill")
     try:
+        con.execute(f"ATTACH {_lit(tmp)} AS new_report (STORAGE_VERSION '{STORAGE_VERSION}')")
+        con.execute("USE new_report")
+        # Views name paths relative to the report's folder; DuckDB binds them against file_search_path.
+        con.execute(f"SET file_search_path = {_lit(base)}")
         for name in (*_TABLES, "runs", "calibrations"):
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM {_read(snap / name / '**' / '*.parquet', _parts(name))}")
+            glob = _relative(snap / name, base) + "/**/*.parquet"
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM {_read(glob, _parts(name))}")
             con.execute(f"COMMENT ON VIEW {name} IS {_lit(VIEWS[name])}")
+            _comment_columns(con, name)
         # Registry audits (issue 7): models, model_privacy, model_comparisons over a fixed registry snapshot.
         from tasks.audit import registry_views
 
-        for name, (select, comment) in registry_views(lake).items():
+        for name, (select, comment) in registry_views(lake, relative_to=base).items():
             con.execute(f"CREATE VIEW {name} AS {select}")
             con.execute(f"COMMENT ON VIEW {name} IS {_lit(comment)}")
+            _comment_columns(con, name)
             counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
         con.execute(
             "CREATE TABLE report_info AS SELECT ?::TIMESTAMPTZ AS published_at, ? AS lake, ? AS snapshot, "
-            "? AS lake_schema_version, ? AS publisher_code_version, ?::JSON AS row_counts",
-            [published_at, str(lake), snap.name, LAKE_SCHEMA_VERSION, code_version(), __import__("json").dumps(counts)],
+            "? AS lake_schema_version, ? AS publisher_code_version, ?::JSON AS row_counts, ? AS storage_version",
+            [
+                published_at,
+                _relative(lake, base),
+                snap.name,
+                LAKE_SCHEMA_VERSION,
+                code_version(),
+                json.dumps(counts),
+                STORAGE_VERSION,
+            ],
         )
-        con.execute("CHECKPOINT")
+        con.execute(
+            "COMMENT ON TABLE report_info IS 'One row: when and from which lake snapshot the report was published.'"
+        )
+        _comment_columns(con, "report_info")
+        con.execute("CHECKPOINT new_report")
+        con.execute("USE memory")
+        con.execute("DETACH new_report")
     finally:
         con.close()
 
@@ -387,6 +450,22 @@ def _publish_locked(lake: Path, report: Path) -> PublishResult:
     _write_report(report, lake, snap, counts, published_at)
     _gc_snapshots(curated, keep=snap)
     return PublishResult(str(report), snap.name, reused, counts, published_at)
+
+
+def report_is_current(lake: str | Path, report: str | Path) -> bool:
+    """True when ``report`` was published from exactly the lake content a publish would read now, by this code
+    (then publishing again would only rewrite the same report)."""
+    lake, report = Path(lake).resolve(), Path(report).resolve()
+    if not report.exists() or not lake.exists():
+        return False
+    snap = _snapshot_id(lake)
+    if not (lake / "curated" / snap / "_SUCCESS").exists():
+        return False
+    try:
+        _, rows = query_report(report, "SELECT snapshot, publisher_code_version, lake FROM report_info")
+    except ValueError:
+        return False
+    return rows == [(snap, code_version(), _relative(lake, report.parent))]
 
 
 # -- read-only queries ----------------------------------------------------------------------------------------------
@@ -477,6 +556,8 @@ def _report_connection(report: Path, *, memory_limit: str, threads: int) -> Any:
         con.execute(f"SET memory_limit = {_lit(memory_limit)}")
         con.execute(f"SET threads = {int(threads)}")
         con.execute("SET max_temp_directory_size = '0B'")
+        # The views name lake paths relative to the report's folder (see the module docstring).
+        con.execute(f"SET file_search_path = {_lit(report.parent)}")
         _confine(con, dirs, [report, Path(str(report) + ".wal")])
         con.execute(f"ATTACH {_lit(report)} AS privacy_report (READ_ONLY)")
         con.execute("USE privacy_report")
@@ -548,3 +629,71 @@ def query_report(
     finally:
         timer.cancel()
         con.close()
+
+
+# -- export ---------------------------------------------------------------------------------------------------------
+EXPORT_FORMATS = ("duckdb", "parquet")
+
+
+def export_report(report: str | Path, out: str | Path, *, fmt: str = "duckdb") -> dict[str, int]:
+    """Materialise every view and table of ``report`` into a self-contained copy that needs no lake.
+
+    ``fmt="duckdb"``: one DuckDB file (storage version :data:`STORAGE_VERSION`; tables keep the view and column
+    comments); ``fmt="parquet"``: a folder written by DuckDB's ``EXPORT DATABASE`` (one Parquet file per table plus
+    ``schema.sql`` / ``load.sql``: ``IMPORT DATABASE 'folder'`` restores it, any Parquet reader reads the files).
+    Written aside and renamed into place; ``out`` must not exist. Returns {table: rows}.
+    """
+    import duckdb
+
+    report, out = Path(report), Path(out)
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}, got {fmt!r}")
+    if not report.exists():
+        raise ValueError(f"report {str(report)!r} does not exist: run 'gdp sweep SPEC' or 'gdp publish' first")
+    if out.exists():
+        raise ValueError(f"{str(out)!r} already exists: choose a new path (export never overwrites)")
+    if out.resolve() == report.resolve():
+        raise ValueError("the export must not replace the report it reads")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = tmp_path(out)
+    db = tmp if fmt == "duckdb" else tmp.with_name(tmp.name + ".duckdb")
+    con = duckdb.connect()
+    counts: dict[str, int] = {}
+    try:
+        con.execute(f"ATTACH {_lit(report)} AS src (READ_ONLY)")
+        con.execute(f"SET file_search_path = {_lit(report.resolve().parent)}")
+        con.execute(f"ATTACH {_lit(db)} AS dst (STORAGE_VERSION '{STORAGE_VERSION}')")
+        objects = con.execute(
+            "SELECT view_name, comment FROM duckdb_views() WHERE database_name = 'src' AND NOT internal "
+            "UNION ALL SELECT table_name, comment FROM duckdb_tables() WHERE database_name = 'src' ORDER BY 1"
+        ).fetchall()
+        for name, comment in objects:
+            con.execute(f'CREATE TABLE dst.main."{name}" AS SELECT * FROM src.main."{name}"')
+            if comment:
+                con.execute(f'COMMENT ON TABLE dst.main."{name}" IS {_lit(comment)}')
+            for column, col_comment in con.execute(
+                "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = 'src' AND table_name = ? "
+                "AND comment IS NOT NULL",
+                [name],
+            ).fetchall():
+                con.execute(f'COMMENT ON COLUMN dst.main."{name}"."{column}" IS {_lit(col_comment)}')
+            counts[name] = con.execute(f'SELECT count(*) FROM dst.main."{name}"').fetchone()[0]
+        if "report_info" in counts:
+            con.execute("UPDATE dst.main.report_info SET lake = NULL")  # self-contained: no lake behind it
+        con.execute("CHECKPOINT dst")
+        if fmt == "parquet":
+            con.execute(f"EXPORT DATABASE dst TO {_lit(tmp)} (FORMAT parquet, COMPRESSION zstd)")
+        con.execute("DETACH dst")
+        con.close()
+        os.replace(tmp, out)
+    finally:
+        con.close()
+        if fmt == "parquet":
+            for leftover in (db, db.with_name(db.name + ".wal")):
+                leftover.unlink(missing_ok=True)
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+                leftover.unlink(missing_ok=True)
+    return counts

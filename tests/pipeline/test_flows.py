@@ -105,10 +105,12 @@ def test_views_match_gdpcore(swept):
 
 
 def test_report_views_resolve_from_any_directory(swept, tmp_path, monkeypatch):
+    """Views name the lake relative to the report's folder: any client sets file_search_path to it (issue 15)."""
     _, _, report, _ = swept
     monkeypatch.chdir(tmp_path)
     con = duckdb.connect(str(report), read_only=True)
     try:
+        con.execute(f"SET file_search_path = '{report.parent}'")
         assert con.execute("SELECT count(*) FROM cells").fetchone()[0] == 8
     finally:
         con.close()
@@ -186,6 +188,7 @@ def test_publish_is_atomic_for_open_readers(tiny_spec, tmp_path):
     lake, report = tmp_path / "lake", tmp_path / "reports" / "r.duckdb"
     _sweep(tiny_spec(), lake, report)
     reader = duckdb.connect(str(report), read_only=True)
+    reader.execute(f"SET file_search_path = '{report.parent}'")  # views name the lake relative to the report
     try:
         old = reader.execute("SELECT list_sort(list(steps)) FROM cells").fetchone()[0]
         _sweep(tiny_spec(steps=300), lake, report)  # republishes while the reader holds the old file open
@@ -226,6 +229,20 @@ def test_regret_map_writes_plots(tiny_spec, tmp_path):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
     worst = _rows(report, "SELECT cell_id FROM cells ORDER BY gdp_regret DESC LIMIT 1")[0]["cell_id"]
     assert result.worst_cell == worst
+
+    # `gdp plot heatmap` of another slice gets its own file: the regret map's PNG is not overwritten (issue 15)
+    regret_png = Path(result.heatmaps["gdp_regret"])
+    before = regret_png.read_bytes()
+    argv = ["plot", "heatmap", "--spec", "tiny", "--x", "sampling_rate", "--y", "noise_multiplier"]
+    assert main([*argv, "--fixed", "steps=100", "--report", str(report)]) == 0
+    fixed_png = regret_png.parent / "gdp_regret_noise_multiplier_vs_sampling_rate__steps=100.png"
+    assert fixed_png.exists() and regret_png.read_bytes() == before
+    assert regret_png.name == "gdp_regret_noise_multiplier_vs_sampling_rate__max-over-others.png"
+    # an explicit --out that exists is refused (exit 2) unless --overwrite
+    assert main([*argv, "--out", str(regret_png), "--report", str(report)]) == 2
+    assert regret_png.read_bytes() == before
+    assert main([*argv, "--fixed", "steps=10", "--out", str(regret_png), "--overwrite", "--report", str(report)]) == 0
+    assert regret_png.read_bytes() != before
 
 
 @pytest.mark.slow

@@ -118,9 +118,7 @@ def test_cards_and_rows_equal_gdpcore_analyze_with_bound_labels(tiny_registry, t
     hf = (card / "model_card.yaml").read_text()
     assert hf.startswith("---\n") and hf.endswith("---\n")
     dp = yaml.safe_load(hf.strip("-\n"))["differential_privacy"]
-    assert (
-        dp["mu"] == round(rep.mu, 6) and dp["mu_bound"] == "upper" and dp["neighboring_relation"] == "add-or-remove-one"
-    )
+    assert dp["mu"] == round(rep.mu, 6) and dp["mu_bound"] == "upper" and dp["neighboring_relation"] == "add_remove"
     assert dp["epsilon_delta"][0] == {"epsilon": round(float(rep.epsilon(1e-5)), 6), "delta": 1e-5, "bound": "upper"}
     assert dp["sampling"] == "poisson"
 

@@ -1,0 +1,108 @@
+"""Issue 15 benchmark: fixed costs of the ``gdp`` CLI around the accounting.
+
+Measured in one run on a fresh lake: (1) ``gdpcore.analyze_grid`` on the spec's cells in this process, with the
+settings a sweep uses (same deltas, the lake's curve FPR grid, same representations); (2) ``gdp sweep`` of the same
+spec in a subprocess (process runner, ``--workers 1`` so that both do the accounting on one core and the difference
+is the pipeline's overhead: Prefect start, planning, chunk tasks, Parquet, publishing); (3) the same ``gdp sweep``
+again (nothing to compute); (4) ``gdp publish``; (5) ``gdp sql``.
+
+    python -m benchmarks.bench_cli [--cells 10000]      # or `make bench` (run() -> a RESULTS.md section)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _spec(n_cells: int) -> str:
+    # sigma x q x T with 25 x 20 x (n / 500) values: cheap-to-moderate DP-SGD cells (about 5-15 ms each)
+    n_t = max(1, n_cells // 500)
+    return (
+        "name: bench-cli\nmechanism: subsampled_gaussian\n"
+        "grid:\n  noise_multiplier: {logspace: [0.8, 4.0, 25]}\n  sampling_rate: {logspace: [0.001, 0.05, 20]}\n"
+        f"  steps: {{logspace: [10, 200, {n_t}]}}\n"
+        "deltas: [1.0e-5]\nfprs: [1.0e-3]\nrepresentations: [gdp]\nmax_cells: 1000000\n"
+    )
+
+
+def _gdp(*argv: str) -> float:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("PREFECT_API_URL", None)
+    started = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "flows.cli", *argv], capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - started
+    if out.returncode != 0:
+        raise SystemExit(f"gdp {' '.join(argv)} failed:\n{out.stderr[-3000:]}")
+    return wall
+
+
+def measure(cells: int = 10_000) -> dict[str, float]:
+    import gdpcore
+    from tasks.evaluate import EvalSettings
+    from tasks.spec import load_grid_spec
+
+    with tempfile.TemporaryDirectory() as tmp:
+        spec_path = Path(tmp) / "bench-cli.yaml"
+        spec_path.write_text(_spec(cells))
+        spec = load_grid_spec(spec_path)
+        mechs = [gdpcore.mechanism_from_dict(c) for c in spec.iter_cells()]
+        settings = EvalSettings.from_spec(spec)
+        started = time.perf_counter()
+        gdpcore.analyze_grid(
+            mechs, deltas=list(settings.deltas), fprs=list(settings.fprs), alpha_min=settings.alpha_min
+        )
+        direct = time.perf_counter() - started
+        store = ["--lake", f"{tmp}/lake", "--report", f"{tmp}/reports/privacy.duckdb"]
+        sweep = _gdp("sweep", str(spec_path), "--workers", "1", "--no-progress", *store)
+        rerun = _gdp("sweep", str(spec_path), "--workers", "1", "--no-progress", *store)
+        publish = _gdp("publish", *store)
+        sql = _gdp("sql", "SELECT count(*), max(mu) FROM cells", "--report", f"{tmp}/reports/privacy.duckdb")
+    overhead = sweep - direct
+    return {
+        "cells": len(mechs),
+        "analyze_grid_s": round(direct, 1),
+        "sweep_s": round(sweep, 1),
+        "overhead_s": round(overhead, 1),
+        "overhead_share": round(overhead / sweep, 3),
+        "rerun_nothing_to_compute_s": round(rerun, 2),
+        "publish_s": round(publish, 2),
+        "sql_s": round(sql, 2),
+        "load_average": round(os.getloadavg()[0], 1),
+    }
+
+
+def run() -> str:
+    m = measure(10_000)
+    return "\n".join(
+        [
+            "## CLI fixed costs (issue 15): 10,000-cell DP-SGD sweep",
+            "",
+            f"{m['cells']:,} cells (sigma x q x T = 25 x 20 x 20), one run, fresh lake; `gdp sweep --workers 1` against "
+            "`analyze_grid` on the same cells with the same settings in one process; overhead = sweep wall - "
+            f"analyze_grid wall. Load average {m['load_average']} at the end (2 shared cores).",
+            "",
+            "| measurement | wall s | target |",
+            "|---|---|---|",
+            f"| `analyze_grid`, one process | {m['analyze_grid_s']} | |",
+            f"| `gdp sweep`, process runner, 1 worker | {m['sweep_s']} | |",
+            f"| overhead (share of the sweep's wall) | {m['overhead_s']} ({100 * m['overhead_share']:.0f} %) | <= 10 % |",
+            f"| `gdp sweep` again, nothing to compute | {m['rerun_nothing_to_compute_s']} | <= 3 |",
+            f"| `gdp publish` (report current) | {m['publish_s']} | <= 5 |",
+            f"| `gdp sql` | {m['sql_s']} | |",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", type=int, default=10_000, help="grid size (a multiple of 500)")
+    print(json.dumps(measure(ap.parse_args().cells), indent=1))
