@@ -1,0 +1,102 @@
+"""gdpcore.engine: the one curve producer (issue 13). Brackets never invert, accuracy by default, budgets planned
+before allocating, one ladder / twin / planner. Independent truth: dp_accounting's connect-the-dots PLD (an upper
+bound) and its privacy buckets (a lower bound), the Gaussian closed form, and the definition of the regret."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from dp_accounting import dp_event, rdp
+
+import gdpcore as g
+from gdpcore import engine
+
+SG = g.SubsampledGaussian
+TINY_DELTAS = np.array([1e-3, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11, 1e-12])
+
+
+@pytest.mark.parametrize(
+    ("sigma", "q", "T"),
+    [
+        # Issue 13's inverted cells: analyze's "lower" eps was above its upper eps at delta <= 1e-9 (FFT round-off
+        # counted on neither side): 23.873 > 23.434 at 1e-12 for the first, 126.83198 > 126.83134 at 1e-9.
+        (1.4566, 0.01486, 59_888),
+        (0.8909, 0.02901, 60_614),
+        # The contract test's cell (tests/test_contract.py subsampled_gaussian-2): 251.2179 > 251.1559 at 1e-12.
+        (1.050086509608957, 0.35109913867374065, 1897),
+    ],
+)
+def test_brackets_never_invert_down_to_1e_12(sigma, q, T):
+    r = g.analyze(SG(noise_multiplier=sigma, sampling_rate=q, steps=T), deltas=[1e-5, 1e-9, 1e-12])
+    upper, lower = r.epsilon(TINY_DELTAS), r.epsilon(TINY_DELTAS, side="optimistic")
+    assert np.all(lower <= upper), list(zip(TINY_DELTAS, lower, upper, strict=True))
+    assert np.all(np.diff(upper) >= 0) and np.all(np.diff(lower) >= 0)
+    assert r.mu_lower <= r.mu and r.advantage_lower <= r.advantage
+    # The lower end never exceeds dp_accounting's RDP epsilon, an independent upper bound valid at any delta.
+    acc = rdp.RdpAccountant()
+    acc.compose(dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), T))
+    for d, lo in zip(TINY_DELTAS, lower, strict=True):
+        assert lo <= acc.get_epsilon(float(d))
+
+
+def test_infinite_mu_has_a_defined_regret():
+    """mu = inf (mass at +inf beyond truncation residue, seed 000 Prop. 6.2): the regret against f_inf = 0 is
+    sup_eps (1 - delta(eps)) / (1 + e^eps) (Eq. 24 with delta_mu = 1), never NaN in an ok row."""
+    r = g.analyze(SG(noise_multiplier=0.8055, sampling_rate=0.5248, steps=7901))
+    assert r.mu == math.inf
+    lo, hi = r.gdp_regret_bracket
+    assert lo == hi and math.isfinite(hi) and 0.0 <= hi <= 0.5
+    curve = r.curve()
+    eps = np.linspace(0.0, 50.0, 2001)
+    assert hi >= float(np.max((1.0 - curve.delta_at(eps)) / (1.0 + np.exp(eps)))) - 1e-15
+    row = g.grid.report_row(0, r, deltas=[1e-5], fprs=[0.1])
+    assert row["status"] == "ok" and not math.isnan(row["gdp_regret"])
+
+
+def test_accuracy_by_default_and_status_when_the_budget_stops_it():
+    m = SG(noise_multiplier=1.0, sampling_rate=0.01, steps=1000)
+    r = g.analyze(m)  # default tolerance 1e-3 on eps at the controlled deltas, mu and the advantage
+    assert r.status == "ok" and r.certified_gap <= 1e-3
+    for d in engine.DEFAULT_DELTAS:
+        up, lo = float(r.epsilon(d)), float(r.epsilon(d, side="optimistic"))
+        assert (up - lo) / up <= 1e-3
+    assert (r.mu - r.mu_lower) / r.mu <= 1e-3
+    # A memory budget too small for any PLD: planned before allocating, answered by the labelled RDP fallback.
+    tiny = g.analyze(m, memory_budget_bytes=10_000)
+    assert tiny.status.startswith("over_budget") and "RDP" in tiny.status
+    assert tiny.provenance.engine == "rdp_fallback" and not tiny.has_optimistic
+    assert float(tiny.epsilon(1e-5)) >= float(r.epsilon(1e-5))  # looser, still an upper bound
+    # A tolerance the time budget cannot reach: the best bracket found, with a status saying so.
+    hard = g.analyze(m, tolerance=1e-7, time_budget_seconds=0.5)
+    assert hard.status.startswith("tolerance_not_met")
+    assert float(hard.epsilon(1e-5, side="optimistic")) <= float(hard.epsilon(1e-5))
+
+
+def test_one_ladder():
+    rungs = {engine.ladder_floor(d) for d in np.geomspace(1e-8, 1e-2, 200)}
+    for d in rungs:
+        k = math.log2(engine.LADDER_TOP / d)
+        assert engine.LADDER_FINEST <= d <= engine.LADDER_TOP and abs(k - round(k)) < 1e-9 or d == engine.LADDER_FINEST
+    r = g.analyze(SG(noise_multiplier=2.0, sampling_rate=0.001, steps=10_000))
+    for step in (r.discretization, r.provenance.discretization_lower):
+        assert engine.ladder_floor(step) == step
+    from gdpcore.calibration import search
+
+    assert search.DISCRETIZATION_LADDER_START == engine.LADDER_TOP and search.ADAPTIVE_FLOOR == engine.LADDER_FINEST
+
+
+def test_lake_rows_and_reports_come_from_one_producer():
+    """analyze, analyze_grid and the calibration evaluator read the same curves at the same step."""
+    from gdpcore.calibration import evaluator
+
+    m = SG(noise_multiplier=1.2, sampling_rate=0.02, steps=500)
+    a = g.analyze(m, deltas=[1e-5], tolerance=1e-2)
+    (b,) = g.analyze_grid([m], deltas=[1e-5], tolerance=1e-2)
+    assert a.discretization == b.discretization and a.accountant == b.accountant
+    assert float(a.epsilon(1e-5)) == float(b.epsilon(1e-5)) and a.mu == b.mu
+    c = evaluator.pessimistic_curve(
+        noise_multiplier=1.2, sampling_rate=0.02, steps=500, discretization=a.discretization
+    )
+    assert float(c.epsilon_at(1e-5)) == pytest.approx(float(a.epsilon(1e-5)), rel=1e-9)
