@@ -173,14 +173,25 @@ def _snapshot_id(lake: Path) -> str:
     return h.hexdigest()[:20]
 
 
-def _confine(con: Any, directories: list[Path], paths: list[Path], spill: Path | None = None) -> Any:
+_DB_SIDE_FILES = (".wal", ".wal.checkpoint")  # files DuckDB writes beside a database it checkpoints
+
+
+def _confine(
+    con: Any, directories: list[Path], paths: list[Path], spill: Path | None = None, relative_to: Path | None = None
+) -> Any:
     """Limit ``con`` to files under ``directories`` and the files ``paths``: no other local file, no network, no
     extension install/load (``enable_external_access = false`` + allow-lists); spill to ``spill`` (a folder inside
-    an allowed directory) or nowhere."""
+    an allowed directory) or nowhere. With ``relative_to`` (the report's folder, which views resolve their
+    lake-relative paths against), each directory is allowed in that relative spelling too: DuckDB checks the path
+    as a view writes it and again once resolved."""
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
     con.execute(f"SET temp_directory = {_lit(spill) if spill is not None else repr('')}")
-    dirs = ", ".join(_lit(str(d.resolve()) + os.sep) for d in directories)
+    spellings = [str(d.resolve()) + os.sep for d in directories]
+    if relative_to is not None:
+        for d in directories:
+            spellings += [_relative(d, relative_to) + "/", _relative(d.resolve(), relative_to.resolve()) + "/"]
+    dirs = ", ".join(_lit(x) for x in dict.fromkeys(spellings))
     con.execute(f"SET allowed_directories = [{dirs}]")
     if paths:
         con.execute(f"SET allowed_paths = [{', '.join(_lit(p) for p in paths)}]")
@@ -335,7 +346,7 @@ def _write_report(report: Path, lake: Path, snap: Path, counts: dict[str, int], 
         _fill_report(tmp, report.parent, lake, snap, counts, published_at)
         os.replace(tmp, report)
     finally:  # also when building failed (a full disk): no .tmp-* or .wal is left behind
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+        for leftover in (tmp, *(tmp.with_name(tmp.name + ext) for ext in _DB_SIDE_FILES)):
             leftover.unlink(missing_ok=True)
 
 
@@ -348,7 +359,13 @@ def _fill_report(tmp: Path, base: Path, lake: Path, snap: Path, counts: dict[str
     # Views name paths relative to the report's folder; DuckDB binds them against file_search_path (set before the
     # connection is confined to the lake and the report being written).
     con.execute(f"SET file_search_path = {_lit(base.resolve())}")
-    _confine(con, [lake], [tmp, tmp.with_name(tmp.name + ".wal")], spill=lake.resolve() / "_duckdb_spill")
+    _confine(
+        con,
+        [lake],
+        [tmp, *(tmp.with_name(tmp.name + ext) for ext in _DB_SIDE_FILES)],
+        spill=lake.resolve() / "_duckdb_spill",
+        relative_to=base,
+    )
     try:
         con.execute(f"ATTACH {_lit(tmp)} AS new_report (STORAGE_VERSION '{STORAGE_VERSION}')")
         con.execute("USE new_report")
@@ -558,7 +575,7 @@ def _report_connection(report: Path, *, memory_limit: str, threads: int) -> Any:
         con.execute("SET max_temp_directory_size = '0B'")
         # The views name lake paths relative to the report's folder (see the module docstring).
         con.execute(f"SET file_search_path = {_lit(report.parent)}")
-        _confine(con, dirs, [report, Path(str(report) + ".wal")])
+        _confine(con, dirs, [report, Path(str(report) + ".wal")], relative_to=report.parent)
         con.execute(f"ATTACH {_lit(report)} AS privacy_report (READ_ONLY)")
         con.execute("USE privacy_report")
     except BaseException:
