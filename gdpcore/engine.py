@@ -101,7 +101,7 @@ GENERIC_START = (
 
 TWIN_TAIL_FACTOR = 1e-4
 _TWIN_WRAP_MARGIN = 100.0  # shifted twin only if the smallest query >= this x its FFT wrap-around slack
-_CURVE_BYTES_PER_POINT = 96  # profile, suffix sums, vertices, breakpoints (float64)
+_CURVE_BYTES_PER_POINT = 160  # profile, suffix sums, vertices, breakpoints, monotone copies (float64; measured)
 _SINGLE_BYTES_PER_POINT = 48  # a single step's grid, divergences, probabilities and scratch
 _GAP_MAX_ROUNDS = 3
 _GAP_WORK_FACTOR = 4  # the optimistic FFT may be at most this many times the pessimistic support (or 2^16 points)
@@ -238,6 +238,7 @@ def optimistic_curve(
     smallest_query: float,
     *,
     tilt_target: float | None = None,
+    tilt_max_bytes: float = math.inf,
 ) -> tuple[SymmetricCurve, str]:
     """The optimistic twin at ``step`` and its label: a curve whose profile is a proven lower bound.
 
@@ -246,12 +247,17 @@ def optimistic_curve(
     """
     tail = twin_tail(smallest_query)
     if phases is not None and smallest_query >= _TWIN_WRAP_MARGIN * len(phases) * fast_pld.WRAP_TAIL:
-        pmf, offset, _ = fast_pld.certified_optimistic_composition(phases, tail=tail, tilt_target=tilt_target)
+        pmf, offset, _ = fast_pld.certified_optimistic_composition(
+            phases, tail=tail, tilt_target=tilt_target, tilt_max_bytes=tilt_max_bytes
+        )
         return curve_from_remove_pmf(pmf, delta_offset=offset), "privacy buckets + certified residual shift"
     if phases is not None:
         target = tilt_target if len(phases) == 1 else None
         pmf = fast_pld.convolve_pmfs(
-            [fast_pld.optimistic_loss_pmf(single, steps, tilt_target=target) for single, steps in phases]
+            [
+                fast_pld.optimistic_loss_pmf(single, steps, tilt_target=target, tilt_max_bytes=tilt_max_bytes)
+                for single, steps in phases
+            ]
         )
         offset = len(phases) * fast_pld.WRAP_TAIL
         return curve_from_remove_pmf(pmf, delta_offset=offset), "privacy buckets"
@@ -298,6 +304,7 @@ class Producer:
         self.add_guard = add_guard
         self._single: dict[tuple[float, float, float, str, bool], LossPMF] = {}
         self._diagnostics: dict[str, float] = {}
+        self._planned_bytes = 0.0
 
     def release(self) -> None:
         self._single.clear()
@@ -420,7 +427,9 @@ class Producer:
         target = self._tilt_target(remove, curve)
         if target is not None and len(parts) == 1:
             single, steps = parts[0]
-            remove = fast_pld.refine_tail(remove, single, steps, fast_pld.tilt_for_loss(single, steps, target))
+            theta = fast_pld.tilt_for_loss(single, steps, target)
+            spare = self.budget.memory_bytes - self._planned_bytes
+            remove = fast_pld.refine_tail(remove, single, steps, theta, max_bytes=spare)
             curve = curve_from_remove_pmf(remove)
         self._diagnostics = _pmf_diagnostics(remove)
         if self.add_guard:
@@ -457,9 +466,10 @@ class Producer:
         max_points: float,
         tilt_target: float | None,
     ) -> tuple[SymmetricCurve, str]:
-        self.plan_subsampled_gaussian(phases, d, side="optimistic", max_points=max_points)
+        _, mem = self.plan_subsampled_gaussian(phases, d, side="optimistic", max_points=max_points)
         parts = [(self._single_step(s, q, d, side="optimistic"), steps) for (s, q), steps in phases.items()]
-        return optimistic_curve(parts, mechanism, d, smallest, tilt_target=tilt_target)
+        spare = self.budget.memory_bytes - mem
+        return optimistic_curve(parts, mechanism, d, smallest, tilt_target=tilt_target, tilt_max_bytes=spare)
 
     def _subsampled_gaussian(
         self, mechanism: Mechanism, phases: dict[tuple[float, float], int], fixed: float | None, optimistic: bool, t0
@@ -469,10 +479,11 @@ class Producer:
         d = fixed if fixed is not None else min(start_step(s, q, target) for s, q in phases)
         coarse: tuple[SymmetricCurve, np.ndarray, float] | None = None
         err: float | None = None
+        mem: int | None = None
         status = "ok"
         while True:
             try:
-                support, mem = self.plan_subsampled_gaussian(phases, d)
+                support, planned = self.plan_subsampled_gaussian(phases, d)
             except _Refused as why:
                 if coarse is None:
                     return self._rdp_fallback(mechanism, f"over_budget: {why} > budget {budget.memory_bytes:.0f} bytes")
@@ -481,6 +492,8 @@ class Producer:
                 support, mem = pess.eps.size, None
                 status = f"discretization_limited: finer step refused, {why} > budget"
                 break
+            mem = planned
+            self._planned_bytes = float(planned)
             pess, support = self._compose(phases, d)
             if fixed is not None:
                 break
@@ -636,10 +649,22 @@ class Producer:
     def _rdp_fallback(self, mechanism: Mechanism, reason: str) -> Curves:
         """dp_accounting's RDP accountant: delta(eps) upper bounds on an eps grid up to the RDP epsilon at 1e-12;
         the envelope of their supporting lines is a valid (pessimistic) symmetric curve (seed 000 Thm A.9)."""
+        import dp_accounting
         from dp_accounting import rdp
 
-        acc = rdp.RdpAccountant()
-        acc.compose(kinds.to_dp_event(mechanism))
+        relation = (
+            dp_accounting.NeighboringRelation.REPLACE_ONE
+            if mechanism.neighbouring_relation == "replace_one"
+            else dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+        )
+        acc = rdp.RdpAccountant(neighboring_relation=relation)
+        event = kinds.to_dp_event(mechanism) if kinds.supports(mechanism, "to_dp_event") else None
+        if event is None or not acc.supports(event):
+            raise kinds.UnsupportedMechanismError(
+                f"{reason}; and dp_accounting's RDP accountant has no fallback for {mechanism.kind!r} under "
+                f"{mechanism.neighbouring_relation}: raise the memory budget"
+            )
+        acc.compose(event)
         e_max = max(acc.get_epsilon(1e-12), 1e-3)
         eps = np.linspace(0.0, e_max, _RDP_EPS_POINTS)
         delta = np.array([acc.get_delta(float(e)) for e in eps])

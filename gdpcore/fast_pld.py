@@ -250,6 +250,10 @@ def single_step_length(*, noise_multiplier: float, sampling_rate: float, discret
     return hi - lo + 1
 
 
+SPLICED_BYTES_PER_POINT = 176
+"""Working bytes per atom of a spliced composition: values and per-atom bounds (16) plus the curve read from it
+(``gdpcore.engine``'s 160 per point)."""
+
 WRAP_TAIL = 1e-30
 """Mass allowed outside the FFT buffer's true-mass span: the buffer holds the Chernoff window at this tail plus a
 guard band, so at most this much mass can wrap around into the output window (which holds all but
@@ -361,12 +365,21 @@ def compose_loss_pmf(
     return composed
 
 
-def refine_tail(composed: LossPMF, single: LossPMF, steps: int, theta: float) -> LossPMF:
+def refine_tail(
+    composed: LossPMF, single: LossPMF, steps: int, theta: float, *, max_bytes: float = math.inf
+) -> LossPMF:
     """``composed`` (= ``compose_loss_pmf(single, steps)``) with its upper tail recomputed on the single step tilted
-    by ``theta`` (see :func:`compose_loss_pmf`); identity for theta <= 0 or a single step with round-off."""
+    by ``theta`` (see :func:`compose_loss_pmf`); identity for theta <= 0, a single step with round-off, or when the
+    tilted composition's plan (FFT buffers plus the spliced arrays) exceeds ``max_bytes`` (checked before
+    allocating: the round-off allowance then stays, valid and looser)."""
     if theta <= 0.0 or steps == 1 or single.max_roundoff > 0.0:
         return composed
-    return _splice(composed, _tilted_tail(single, steps, theta))
+    tilted = _tilted_single(single, theta)
+    n = _fft_plan(tilted, steps, None if single.pessimistic else WRAP_TAIL)[4]
+    # FFT buffers, then the spliced window (at most both windows), its per-atom bounds and the curve read from it.
+    if fft_bytes(n) + SPLICED_BYTES_PER_POINT * (n + composed.probs.size) > max_bytes:
+        return composed
+    return _splice(composed, _tilted_tail(single, steps, theta, tilted))
 
 
 def tilted_log_mgf(single: LossPMF, theta: float) -> tuple[float, float]:
@@ -399,14 +412,25 @@ def tilt_for_loss(single: LossPMF, steps: int, target: float) -> float:
     return 0.5 * (lo + hi)
 
 
-def _tilted_tail(single: LossPMF, steps: int, theta: float) -> tuple[int, np.ndarray, np.ndarray]:
-    """(first global lattice index, untilted values, their per-atom round-off bounds) of the T-fold composition
-    computed on the tilted single step; both are exact rescalings of the tilted composition."""
+def _tilted_single(single: LossPMF, theta: float) -> LossPMF:
+    """The single step's P-law tilted by e^{theta L} and renormalised (its log-MGF K(theta) cached)."""
     k, _ = tilted_log_mgf(single, theta)
     pos = single.probs > 0
     tilted_probs = np.zeros_like(single.probs)
     tilted_probs[pos] = np.exp(np.log(single.probs[pos]) + theta * single.losses[pos] - k)
     tilted = LossPMF(single.lower_index, single.step, tilted_probs, 0.0, single.pessimistic)
+    tilted.cached("tilt_log_mgf", lambda: k)
+    return tilted
+
+
+def _tilted_tail(
+    single: LossPMF, steps: int, theta: float, tilted: LossPMF | None = None
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """(first global lattice index, untilted values, their per-atom round-off bounds) of the T-fold composition
+    computed on the tilted single step; both are exact rescalings of the tilted composition."""
+    if tilted is None:
+        tilted = _tilted_single(single, theta)
+    k = tilted.cached("tilt_log_mgf")
     lo, out, noise = _power(tilted, steps, fft_len=None, cache=False)
     out_len = out.size
     # Per atom: the transform's noise plus the tilted mass that may wrap around into the window.
@@ -647,7 +671,12 @@ def optimistic_single_step_pld(*, noise_multiplier: float, sampling_rate: float,
 
 
 def optimistic_loss_pmf(
-    single: LossPMF, steps: int, *, fft_len: int | None = None, tilt_target: float | None = None
+    single: LossPMF,
+    steps: int,
+    *,
+    fft_len: int | None = None,
+    tilt_target: float | None = None,
+    tilt_max_bytes: float = math.inf,
 ) -> LossPMF:
     """T-fold composition of an optimistic single-step PMF (``pessimistic=False``, no mass added at +inf).
 
@@ -657,7 +686,7 @@ def optimistic_loss_pmf(
     """
     out = compose_loss_pmf(single, steps, pessimistic=False, fft_len=fft_len)
     if tilt_target is not None:
-        out = refine_tail(out, single, steps, tilt_for_loss(single, steps, tilt_target))
+        out = refine_tail(out, single, steps, tilt_for_loss(single, steps, tilt_target), max_bytes=tilt_max_bytes)
     return dataclasses.replace(out, infinity_mass=0.0)
 
 
@@ -706,7 +735,11 @@ def certified_optimistic_loss_pmf(single: LossPMF, steps: int, *, tail: float) -
 
 
 def certified_optimistic_composition(
-    parts: list[tuple[LossPMF, int]], *, tail: float, tilt_target: float | None = None
+    parts: list[tuple[LossPMF, int]],
+    *,
+    tail: float,
+    tilt_target: float | None = None,
+    tilt_max_bytes: float = math.inf,
 ) -> tuple[LossPMF, float, float]:
     """:func:`certified_optimistic_loss_pmf` for a heterogeneous schedule: phases (single step, steps) at one step.
 
@@ -719,7 +752,12 @@ def certified_optimistic_composition(
     if any(single.step != step for single, _ in parts):
         raise ValueError("all phases must share one discretization")
     target = tilt_target if len(parts) == 1 else None  # tilted tails for single-phase compositions only
-    pmf = convolve_pmfs([optimistic_loss_pmf(single, steps, tilt_target=target) for single, steps in parts])
+    pmf = convolve_pmfs(
+        [
+            optimistic_loss_pmf(single, steps, tilt_target=target, tilt_max_bytes=tilt_max_bytes)
+            for single, steps in parts
+        ]
+    )
     offset = tail + len(parts) * WRAP_TAIL
     total_steps = sum(steps for _, steps in parts)
     c = composed_residual_shift(parts, tail) if total_steps > 1 else 0.0

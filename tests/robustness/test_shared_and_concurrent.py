@@ -41,7 +41,8 @@ def lake_and_report(tmp_path):
 
 
 def _craft(report: Path, crafted: Path, statements: list[str]) -> Path:
-    """A copy of ``report`` with extra statements run on it (what someone sharing a report file could do)."""
+    """A copy of ``report`` with extra statements run on it (what someone sharing a report file could do). Keep it in
+    the report's folder: the views name the lake relative to it (a report travels together with its lake)."""
     import duckdb
 
     shutil.copy(report, crafted)
@@ -62,7 +63,7 @@ def _craft(report: Path, crafted: Path, statements: list[str]) -> Path:
 def test_a_crafted_view_cannot_read_other_files(lake_and_report, tmp_path, source):
     _, report, _, _ = lake_and_report
     source = source.format(repo=Path(__file__).resolve().parents[2])
-    crafted = _craft(report, tmp_path / "crafted.duckdb", [f"CREATE VIEW leak AS SELECT * FROM {source}"])
+    crafted = _craft(report, report.parent / "crafted.duckdb", [f"CREATE VIEW leak AS SELECT * FROM {source}"])
     with pytest.raises(ValueError, match="Permission Error"):
         query_report(crafted, "SELECT * FROM leak")
     assert query_report(crafted, "SELECT count(*) FROM cells")[1] == [(12,)]  # the lake's own views still work
@@ -388,7 +389,7 @@ def test_a_symlink_inside_the_reports_lake_is_refused(lake_and_report, tmp_path)
     snap = next(p for p in (lake / "curated").iterdir() if p.is_dir())
     (snap / "leak.txt").symlink_to("/proc/self/environ")
     crafted = _craft(
-        report, tmp_path / "crafted.duckdb", [f"CREATE VIEW leak AS SELECT * FROM read_text('{snap}/leak.txt')"]
+        report, report.parent / "crafted.duckdb", [f"CREATE VIEW leak AS SELECT * FROM read_text('{snap}/leak.txt')"]
     )
     with pytest.raises(ValueError, match=r"leak\.txt is a symbolic link"):
         query_report(crafted, "SELECT * FROM leak")
