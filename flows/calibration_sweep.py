@@ -20,7 +20,7 @@ from flows.naming import run_name
 from flows.publish import publish_report
 from flows.runners import default_workers, runner_from_env
 from tasks.calibrate import calibrate_chunk, plan_calibration
-from tasks.evaluate import _transient_io_error
+from tasks.evaluate import transient_io_error
 from tasks.lake import default_lake, default_report
 from tasks.spec import CalibrationSpec, load_calibration_spec
 
@@ -37,12 +37,12 @@ class CalibrationSummary:
     report: str
 
 
-@task(name="plan-calibration", retries=2, retry_delay_seconds=1, retry_condition_fn=_transient_io_error)
+@task(name="plan-calibration", retries=2, retry_delay_seconds=1, retry_condition_fn=transient_io_error)
 def plan(spec: CalibrationSpec, lake: str, workers: int):
     return plan_calibration(spec, Path(lake), workers=workers)
 
 
-@task(name="record-calibration-members", retries=2, retry_delay_seconds=1, retry_condition_fn=_transient_io_error)
+@task(name="record-calibration-members", retries=2, retry_delay_seconds=1, retry_condition_fn=transient_io_error)
 def record_members(spec: CalibrationSpec, ids: list[str], eval_key: str, lake: str) -> bool:
     from tasks.lake import write_members
 

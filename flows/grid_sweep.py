@@ -24,7 +24,7 @@ from flows.naming import run_name
 from flows.progress import ProgressBar
 from flows.publish import publish_report
 from flows.runners import default_workers, runner_from_env
-from tasks.evaluate import Chunk, ChunkManifest, SweepPlan, _transient_io_error, evaluate_chunk, plan_sweep
+from tasks.evaluate import Chunk, ChunkManifest, SweepPlan, evaluate_chunk, plan_sweep, transient_io_error
 from tasks.lake import code_version, default_lake, default_report, remove_spec_temporaries, write_members, write_run
 from tasks.locks import spec_lock
 from tasks.publish import check_writable
@@ -49,13 +49,13 @@ class SweepSummary:
     failures: tuple[str, ...] = ()
 
 
-@task(name="record-members", retries=2, retry_delay_seconds=1, retry_condition_fn=_transient_io_error)
+@task(name="record-members", retries=2, retry_delay_seconds=1, retry_condition_fn=transient_io_error)
 def record_members(plan: SweepPlan, lake: str) -> bool:
     """The spec's current cell set (what the report shows for it); unchanged sets are not rewritten."""
     return write_members(Path(lake), plan.spec_name, plan.spec_hash, plan.cell_ids, plan.eval_key)
 
 
-@task(name="record-run", retries=2, retry_delay_seconds=1, retry_condition_fn=_transient_io_error)
+@task(name="record-run", retries=2, retry_delay_seconds=1, retry_condition_fn=transient_io_error)
 def record_run(spec: GridSpec, summary: SweepSummary, lake: str, runner: str, started: dt.datetime) -> str:
     import gdpcore
 

@@ -8,14 +8,14 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
 from flows.naming import run_name
-from tasks.evaluate import _transient_io_error
+from tasks.evaluate import transient_io_error
 from tasks.lake import default_lake, default_report
 from tasks.publish import PublishResult, publish_lake
 
 __all__ = ["publish_report"]
 
 
-@task(name="compact-and-publish", retries=2, retry_delay_seconds=[2, 10], retry_condition_fn=_transient_io_error)
+@task(name="compact-and-publish", retries=2, retry_delay_seconds=[2, 10], retry_condition_fn=transient_io_error)
 def compact_and_publish(lake: str, report: str) -> PublishResult:
     """Curated snapshot of the lake + report file built aside and renamed into place."""
     return publish_lake(lake, report)

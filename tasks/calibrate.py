@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import TASK_SOURCE, CacheKeyFnPolicy
 
-from tasks.evaluate import _transient_io_error
+from tasks.evaluate import transient_io_error
 from tasks.lake import atomic_write_parquet, code_version
 from tasks.spec import CalibrationSpec
 
@@ -181,7 +181,7 @@ def _cache_key(context: Any, parameters: dict[str, Any]) -> str:
     persist_result=True,
     retries=2,
     retry_delay_seconds=[2, 10],
-    retry_condition_fn=_transient_io_error,
+    retry_condition_fn=transient_io_error,
 )
 def calibrate_chunk(chunk: CalibrationChunk, lake: str) -> dict[str, Any]:
     """Calibrate every cell of the chunk, write one Parquet file atomically, return a small manifest."""

@@ -55,6 +55,7 @@ __all__ = [
     "compute_chunk_table",
     "evaluate_chunk",
     "plan_sweep",
+    "transient_io_error",
 ]
 
 
@@ -220,7 +221,7 @@ def _chunk_cache_key(context: Any, parameters: dict[str, Any]) -> str:
 _PERMANENT_IO = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR})
 
 
-def _transient_io_error(task: Any, task_run: Any, state: Any) -> bool:
+def transient_io_error(task: Any, task_run: Any, state: Any) -> bool:
     """Retry only transient I/O failures (NFS hiccup, lost file handle); a full disk, a read-only or forbidden folder
     and numerical errors fail at once (retrying a full disk took minutes per chunk)."""
     try:
@@ -245,7 +246,7 @@ def _run_id() -> str:
     persist_result=True,
     retries=2,
     retry_delay_seconds=[2, 10],
-    retry_condition_fn=_transient_io_error,
+    retry_condition_fn=transient_io_error,
 )
 def evaluate_chunk(chunk: Chunk, lake: str) -> ChunkManifest:
     """Evaluate one chunk and write it as one Parquet file (temp + rename); return its manifest."""

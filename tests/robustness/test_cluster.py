@@ -44,7 +44,8 @@ def _same_views(a: Path, b: Path) -> None:
 
 
 def test_sweep_on_dask_cluster_equals_local_run(tmp_path, dask_cluster, prefect_api):
-    spec = write_spec(tmp_path / "c.yaml", "cluster", [0.8, 1.2, 2.0], [50, 200], chunk=2)
+    # One cell per chunk: 12 tasks, so both workers get some even when one starts late on a loaded machine.
+    spec = write_spec(tmp_path / "c.yaml", "cluster", [0.8, 1.2, 2.0], [50, 200], chunk=1)
     env = base_env(Path(prefect_api["home"]), prefect_api["url"])
     started = time.monotonic()
     out = gdp(
@@ -65,7 +66,7 @@ def test_sweep_on_dask_cluster_equals_local_run(tmp_path, dask_cluster, prefect_
     )
     cluster_s = time.monotonic() - started
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "12 cells (12 computed, 0 already in the lake), 6 chunk(s) computed, 0 failed" in out.stdout
+    assert "12 cells (12 computed, 0 already in the lake), 12 chunk(s) computed, 0 failed" in out.stdout
     local = gdp(
         [
             "sweep",
@@ -97,9 +98,9 @@ def test_sweep_on_dask_cluster_equals_local_run(tmp_path, dask_cluster, prefect_
     def chunk_runs():  # task-run events reach the server asynchronously
         runs = _api(prefect_api["url"], "/task_runs/filter", {"flow_runs": {"id": {"any_": [run_id]}}})
         done = [r for r in runs if r["name"].startswith("evaluate cluster/") and r["state_type"] == "COMPLETED"]
-        return done if len(done) == 6 else None
+        return done if len(done) == 12 else None
 
-    wait_for(chunk_runs, 60, "6 completed evaluate-chunk task runs on the Prefect server", 0.5)
+    wait_for(chunk_runs, 60, "12 completed evaluate-chunk task runs on the Prefect server", 0.5)
     runner = query_report(tmp_path / "d.duckdb", "SELECT task_runner FROM runs")[1][0][0]
     assert runner == f"dask@{dask_cluster.address}"
     print(f"cluster sweep of 12 cells: {cluster_s:.1f} s")

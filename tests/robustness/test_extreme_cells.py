@@ -47,7 +47,9 @@ CHILD = textwrap.dedent(
         t0 = time.perf_counter()
         row = compute_chunk_table(Chunk("extreme", m.kind, (m.to_json(),), settings), "run").to_pylist()[0]
         row["seconds"] = time.perf_counter() - t0
-        row["maxrss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        # VmHWM of this process image (ru_maxrss survives exec and would report the forking parent's peak).
+        hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1]
+        row["maxrss_mib"] = int(hwm) / 1024
         print(json.dumps({k: v for k, v in row.items() if k != "computed_at"}), flush=True)
     """
 )

@@ -304,7 +304,7 @@ def test_unwritable_lake_and_prefect_home_fail_fast(tmp_path, capsys, monkeypatc
 def test_full_disk_is_not_retried():
     import errno
 
-    from tasks.evaluate import _transient_io_error
+    from tasks.evaluate import transient_io_error
 
     class State:
         def __init__(self, exc):
@@ -313,9 +313,9 @@ def test_full_disk_is_not_retried():
         def result(self):
             raise self.exc
 
-    assert not _transient_io_error(None, None, State(OSError(errno.ENOSPC, "No space left on device")))
-    assert not _transient_io_error(None, None, State(OSError(errno.EROFS, "Read-only file system")))
-    assert _transient_io_error(None, None, State(OSError(errno.EIO, "I/O error")))
+    assert not transient_io_error(None, None, State(OSError(errno.ENOSPC, "No space left on device")))
+    assert not transient_io_error(None, None, State(OSError(errno.EROFS, "Read-only file system")))
+    assert transient_io_error(None, None, State(OSError(errno.EIO, "I/O error")))
 
 
 def test_a_damaged_audit_row_is_quarantined_and_recomputed(tmp_path):
