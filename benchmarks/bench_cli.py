@@ -57,9 +57,7 @@ def measure(cells: int = 10_000) -> dict[str, float]:
         mechs = [gdpcore.mechanism_from_dict(c) for c in spec.iter_cells()]
         settings = EvalSettings.from_spec(spec)
         started = time.perf_counter()
-        gdpcore.analyze_grid(
-            mechs, deltas=list(settings.deltas), fprs=list(settings.fprs), alpha_min=settings.alpha_min
-        )
+        gdpcore.analyze_grid(mechs, deltas=list(settings.deltas), alpha_min=settings.alpha_min)
         direct = time.perf_counter() - started
         store = ["--lake", f"{tmp}/lake", "--report", f"{tmp}/reports/privacy.duckdb"]
         sweep = _gdp("sweep", str(spec_path), "--workers", "1", "--no-progress", *store)

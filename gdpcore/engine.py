@@ -305,6 +305,7 @@ class Producer:
         self._single: dict[tuple[float, float, float, str, bool], LossPMF] = {}
         self._diagnostics: dict[str, float] = {}
         self._planned_bytes = 0.0
+        self._tilt_loss: float | None = None
 
     def release(self) -> None:
         self._single.clear()
@@ -423,14 +424,16 @@ class Producer:
             remove = fast_pld.compose_loss_pmf(single, steps, fft_len=reusable[0] if reusable else None)
         else:
             remove = fast_pld.compose_phases(parts)
-        curve = curve_from_remove_pmf(remove)
-        target = self._tilt_target(remove, curve)
-        if target is not None and len(parts) == 1:
+        self._tilt_loss = None
+        smallest = _smallest_query(self.deltas, self.alpha_min, None)
+        if len(parts) == 1 and remove.max_roundoff * remove.probs.size > 1e-3 * smallest:
+            # Round-off could matter where the report reads: recompute the tail tilted towards that region.
             single, steps = parts[0]
-            theta = fast_pld.tilt_for_loss(single, steps, target)
+            theta = fast_pld.tilt_for_tail(single, steps, smallest)
             spare = self.budget.memory_bytes - self._planned_bytes
             remove = fast_pld.refine_tail(remove, single, steps, theta, max_bytes=spare)
-            curve = curve_from_remove_pmf(remove)
+            self._tilt_loss = steps * fast_pld.tilted_log_mgf(single, theta)[1]
+        curve = curve_from_remove_pmf(remove)
         self._diagnostics = _pmf_diagnostics(remove)
         if self.add_guard:
             adds = [(self._single_step(s, q, d, direction="add"), steps) for (s, q), steps in phases.items()]
@@ -439,16 +442,6 @@ class Producer:
             self._diagnostics["add_direction_gap"] = curve.add_direction_gap
             self._diagnostics["add_excess_mass"] = max(0.0, add.p_mass - 1.0)
         return curve, remove.probs.size
-
-    def _tilt_target(self, pmf: LossPMF, curve: SymmetricCurve) -> float | None:
-        """The loss around which the tail is recomputed tilted, or None when round-off cannot matter: the
-        allowance (bound x atoms) is below 1e-3 of the smallest delta or FPR the report reads. The target is the
-        pessimistic epsilon at that smallest query (where delta_min and mu's cut-off are read)."""
-        smallest = _smallest_query(self.deltas, self.alpha_min, curve)
-        if pmf.max_roundoff * pmf.probs.size <= 1e-3 * smallest:
-            return None
-        target = float(curve.epsilon_at(smallest))
-        return target if math.isfinite(target) and target > 0 else float(curve.eps[-1])
 
     def _probe(self, curve: SymmetricCurve) -> np.ndarray:
         """Epsilon at every asked delta (1e-5 and 1e-9 when none is asked): the numbers whose estimated error the
@@ -548,10 +541,8 @@ class Producer:
         # The work cap scales with the accuracy asked (4x the pessimistic support at a 1% tolerance).
         cap = _GAP_WORK_FACTOR * max(1.0, DEFAULT_GRID_TOLERANCE / self.tolerance)
         max_points = max(cap * support, 2**16) if refine else math.inf
-        # Tilted tails on the optimistic side too wherever the pessimistic side needed them (same criterion).
-        target = float(pess.epsilon_at(smallest)) if smallest < 1e-6 else None
-        if target is not None and not (math.isfinite(target) and target > 0):
-            target = None
+        # Tilted tails on the optimistic side too wherever the pessimistic side needed them, at the same loss.
+        target = self._tilt_loss
         best: tuple[SymmetricCurve, str, float, float] | None = None
         d = d_p
         for _ in range(_GAP_MAX_ROUNDS if refine else 1):
