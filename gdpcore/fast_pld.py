@@ -497,8 +497,8 @@ def _splice(base: LossPMF, tail: tuple[int, np.ndarray, np.ndarray]) -> LossPMF:
     # The tilted window reaches far past the base's: atoms beyond the point where the remaining mass and bounds
     # fall below 1e-60 are cut (their mass moves to +inf on the pessimistic side, is dropped on the optimistic
     # side: each keeps its direction), so the curve is not read over a long empty tail.
-    tail = np.cumsum((probs + bound)[::-1])[::-1]
-    keep = int(np.searchsorted(-tail, -_SPLICE_CUT, side="right"))
+    suffix = np.cumsum((probs + bound)[::-1])[::-1]
+    keep = int(np.searchsorted(-suffix, -_SPLICE_CUT, side="right"))
     keep = max(keep, base.lower_index + base.probs.size - lo)
     extra = float(probs[keep:].sum() + bound[keep:].sum()) if base.pessimistic else 0.0
     return dataclasses.replace(
