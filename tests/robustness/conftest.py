@@ -86,6 +86,10 @@ def base_env(home: Path, api_url: str | None = None) -> dict[str, str]:
     """Environment for child processes: single-threaded numerics, a private PREFECT_HOME, quiet, no telemetry."""
     env = dict(os.environ)
     env.pop("PREFECT_API_URL", None)
+    # `gdp` commands run in-process by earlier tests quiet Prefect through os.environ (flows.commands._prefect_env);
+    # children must not inherit that, or the workers' task-run log lines these tests read disappear.
+    for key in [k for k in env if k.startswith("PREFECT_LOGGING_LOGGERS_")]:
+        env.pop(key)
     env.update(
         OMP_NUM_THREADS="1",
         OPENBLAS_NUM_THREADS="1",
