@@ -1,7 +1,8 @@
 """Every citation resolves inside the repository (issue 13, "Habits").
 
 Reference numbers live in docs/references.md with their sources. No tracked .py / .md file may point at material
-that is not in the repository (a digest, the peer-benchmark notes, ../shared) or at a test file that does not exist,
+that is not in the repository (a digest, the peer-benchmark notes, the workspace folder beside the checkout) or at
+a test file that does not exist,
 and every section id cited next to docs/references.md must exist there.
 """
 
@@ -23,7 +24,7 @@ FORBIDDEN = [
     ("a digest", re.compile(r"(?<![.a-z])" + "digest" + r"(?!\()", re.IGNORECASE)),
     ("the peer-benchmark notes", re.compile("peer_" + "benchmarks")),
     ("the ecosystem / accounting anchors notes", re.compile(r"anchors[_ ](report|ecosystem|accounting)", re.I)),
-    ("../shared", re.compile(r"\.\./" + "shared")),
+    ("the workspace folder beside the checkout", re.compile(r"\.\./" + "sha" + "red")),
 ]
 TEST_FILE = re.compile(r"\btests/[\w/]+\.py\b")
 SECTION_ID = re.compile(r"\b(S00[0-4](?:-\d+)?|[PCM]-\d+)\b")
