@@ -52,6 +52,7 @@ from scipy import special
 
 from gdpcore import closed_form
 from gdpcore.mechanisms import (
+    ZCDP,
     Composed,
     DiscreteGaussian,
     DiscreteLaplace,
@@ -1443,5 +1444,84 @@ register(
         clt_mu_squared=Unsupported("the CLT accountant does not cover truncated batches"),
         gdp_upper_bound=lambda m: (4.0 * math.sqrt(m.steps) / m.noise_multiplier, "upper"),
         subsampled_gaussian_phases=Unsupported("truncated batches are not a plain Poisson-subsampled Gaussian"),
+    )
+)
+
+
+# -- rho-zCDP statements (upper bounds only) ---------------------------------------------------------------------------
+_ZCDP_ORDERS = 1.0 + np.geomspace(1e-3, 1e4, 400)
+_ZCDP_DELTA_FLOOR = 1e-30  # the profile is carried down to this delta; the rest is put at +inf loss (pessimistic)
+
+
+def _zcdp_profile_pld(m: ZCDP, *, step: float, pessimistic: bool) -> pld_lib.PrivacyLossDistribution:
+    """The pessimistic PLD of a (xi, rho)-zCDP statement: the tightest profile the statement implies, as a PMF.
+
+    Every order t gives delta(eps) <= exp((t-1)(xi + rho t - eps + log(1 - 1/t)) - log t) (Canonne, Kamath, Steinke
+    2020 Prop. 12; :func:`gdpcore.representations.get_delta_from_rdp`), so the true profile lies below the minimum
+    over a grid of orders, sampled at eps_k = k * step. A privacy profile is convex in v = e^eps, hence below the
+    greatest convex minorant H of those samples (the lower convex hull of the points (v_k, delta_k)), which is
+    piecewise linear with vertices on the grid. H is the profile of the PMF with mass v_k (s_k - s_(k-1)) at loss
+    eps_k (s_k the slopes of H in v) and H(v_K) at +inf: a valid pessimistic PLD whose delta(eps) >= the true
+    delta(eps) for every mechanism satisfying the statement. There is no optimistic side: many mechanisms satisfy
+    one statement (Bun & Steinke 2016), so lower ends are unavailable.
+    """
+    if not pessimistic:
+        raise UnsupportedMechanismError(
+            "a zCDP statement is an upper bound satisfied by many mechanisms: its lower ends are unavailable"
+        )
+    from gdpcore.representations import get_delta_from_rdp  # local: representations imports this module
+
+    rdp = m.xi + m.rho * _ZCDP_ORDERS
+    # Largest eps needed: Bun & Steinke 2016 Prop. 1.3 at the floor (an upper bound on the eps the profile reaches it).
+    e_max = m.xi + m.rho + 2.0 * math.sqrt(m.rho * math.log(1.0 / _ZCDP_DELTA_FLOOR))
+    k = np.arange(int(math.ceil(e_max / step)) + 1)
+    eps = k * step
+    delta = np.asarray(get_delta_from_rdp(orders=_ZCDP_ORDERS, rdp=rdp, epsilon=eps), dtype=float)
+    v = np.exp(eps)
+    hull: list[int] = []  # lower convex hull (Andrew's monotone chain) of (v, delta), v increasing
+    for i in range(v.size):
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            if (delta[b] - delta[a]) * (v[i] - v[a]) >= (delta[i] - delta[a]) * (v[b] - v[a]):
+                hull.pop()
+            else:
+                break
+        hull.append(i)
+    idx = np.asarray(hull)
+    slopes = np.diff(delta[idx]) / np.diff(v[idx])  # increasing (convex), <= 0
+    jumps = np.diff(np.concatenate([slopes, [0.0]]))  # slope changes at the vertices after the first
+    masses = v[idx[1:]] * jumps
+    pmf = {int(i): float(p) for i, p in zip(k[idx[1:]], masses, strict=True) if p > 0}
+    infinity = float(delta[idx[-1]])
+    rest = 1.0 - sum(pmf.values()) - infinity
+    if rest > 0:
+        pmf[0] = pmf.get(0, 0.0) + rest
+    return pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
+        pmf, infinity, step, pessimistic_estimate=True, symmetric=True
+    )
+
+
+register(
+    KindSpec(
+        cls=ZCDP,
+        summary="a (xi, rho)-zCDP statement (Bun & Steinke 2016): its curve is an upper bound, lower ends unavailable",
+        draw=lambda rng: ZCDP(
+            rho=_log_uniform(rng, 0.01, 2.0),
+            xi=0.0 if rng.uniform() < 0.7 else _log_uniform(rng, 1e-3, 0.1),
+            neighbouring=_relation(rng),
+        ),
+        pld=_zcdp_profile_pld,
+        pure_epsilon=lambda m: _NOT_PURE,
+        rdp=lambda m, t: (m.xi + m.rho * t, "upper"),
+        # sup_t (xi + rho t)/t = xi + rho, approached as t -> 1.
+        rho=lambda m: (m.xi + m.rho, "upper", "one" if m.xi > 0 else "any"),
+        to_dp_event=lambda m: dp_accounting.ZCDpEvent(m.rho, m.xi),
+        from_dp_event=lambda e, rel: (
+            ZCDP(rho=e.rho, xi=e.xi, neighbouring=rel) if isinstance(e, dp_accounting.ZCDpEvent) and e.rho > 0 else None
+        ),
+        exact_mu=lambda m: None,
+        clt_mu_squared=Unsupported("a zCDP statement has no central-limit mu"),
+        gdp_upper_bound=Unsupported("rho-zCDP does not imply mu-GDP for any mu"),
+        subsampled_gaussian_phases=Unsupported("a zCDP statement is not a Poisson-subsampled Gaussian"),
     )
 )

@@ -34,6 +34,8 @@ _AXES = (
     "batch_size",
     "standard_deviation",
     "truncated_batch_size",
+    "rho",
+    "xi",
 )
 
 
