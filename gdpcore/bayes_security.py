@@ -92,7 +92,13 @@ def get_bayes_security_from_dpsgd(
     k = _k(relation)
     value = float(1.0 - special.erf(q * math.sqrt(t) / (k * math.sqrt(2.0) * sigma)))
     err = math.sqrt(t * q * (1.0 - q)) / sigma
-    return BayesSecurity(value=value, bound="estimate", error_term=err, relation=relation, source="seed 004 Cor. 7")
+    # The paper's closed form is stated for substitution (replace-one, its Game 2); add/remove halves the erf argument.
+    source = (
+        "seed 004 Cor. 7 (replace-one: the paper's substitution relation)"
+        if relation == "replace_one"
+        else "seed 004 Cor. 7 with the add/remove sensitivity (the official code's relation='r')"
+    )
+    return BayesSecurity(value=value, bound="estimate", error_term=err, relation=relation, source=source)
 
 
 def _c(target: float, steps: float) -> float:

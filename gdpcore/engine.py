@@ -645,32 +645,23 @@ class Producer:
     def _rdp_fallback(self, mechanism: Mechanism, reason: str) -> Curves:
         """dp_accounting's RDP accountant: delta(eps) upper bounds on an eps grid up to the RDP epsilon at 1e-12;
         the envelope of their supporting lines is a valid (pessimistic) symmetric curve (seed 000 Thm A.9)."""
-        import dp_accounting
-        from dp_accounting import rdp
+        from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
-        relation = (
-            dp_accounting.NeighboringRelation.REPLACE_ONE
-            if mechanism.neighbouring_relation == "replace_one"
-            else dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
-        )
-        acc = rdp.RdpAccountant(neighboring_relation=relation)
-        event = kinds.to_dp_event(mechanism) if kinds.supports(mechanism, "to_dp_event") else None
-        if event is None or not acc.supports(event):
-            raise kinds.UnsupportedMechanismError(
-                f"{reason}; and dp_accounting's RDP accountant has no fallback for {mechanism.kind!r} under "
-                f"{mechanism.neighbouring_relation}: raise the memory budget"
-            )
-        acc.compose(event)
-        e_max = max(acc.get_epsilon(1e-12), 1e-3)
+        # The kind's own RDP curve (exact or an upper bound; every kind declares one), converted by dp_accounting.
+        # dp_accounting's RdpAccountant is not used: it reads a replace-one GaussianDpEvent's noise relative to twice
+        # the norm bound its DpEvent documents (google/differential-privacy#378) and takes few of the kinds.
+        orders = np.asarray(rdp.DEFAULT_RDP_ORDERS, dtype=float)
+        curve_rdp, _ = kinds.evaluate(mechanism, "rdp", orders)
+        e_max = max(float(rdp.compute_epsilon(orders, curve_rdp, 1e-12)[0]), 1e-3)
         eps = np.linspace(0.0, e_max, _RDP_EPS_POINTS)
-        delta = np.array([acc.get_delta(float(e)) for e in eps])
+        delta = np.array([rdp.compute_delta(orders, curve_rdp, float(e))[0] for e in eps])
         curve = curve_from_profile(eps, delta)
         return Curves(
             curve,
             None,
             None,
             Provenance(
-                accountant="dp_accounting.rdp (RDP fallback; upper bounds, looser than PLD)",
+                accountant="dp_accounting.rdp conversion of the kinds' RDP curves (RDP fallback; upper bounds, looser than PLD)",
                 engine="rdp_fallback",
                 status=reason + "; numbers are the looser RDP bound (fallback)",
             ),

@@ -566,6 +566,17 @@ def _rdp_subsampled_gaussian(q: float, sigma: float, t: np.ndarray) -> np.ndarra
     return np.maximum(out, 0.0)
 
 
+_RECORD_FACTOR = {"add_remove": 1.0, "replace_one": 2.0}
+"""Sensitivity of a sum of records with norm bound 1 under each relation: a DpEvent's noise is relative to one
+record's norm bound (dp_accounting's GaussianDpEvent / LaplaceDpEvent docstrings, and its PLD accountant, whose
+REPLACE_ONE Gaussian compares N(1, s^2) with N(-1, s^2)); a replaced record can move the sum from +C to -C."""
+
+
+def _record_bound_factor(m: Mechanism) -> float:
+    """noise relative to the relation's sensitivity -> noise relative to one record's norm bound."""
+    return _RECORD_FACTOR[m.neighbouring_relation]
+
+
 def _rr_noise_parameter(epsilon: float) -> float:
     # Binary RR reporting the truth w.p. e^eps/(1+e^eps) is dp_accounting's RR with noise parameter 2/(1+e^eps).
     return 2.0 / (1.0 + math.exp(epsilon))
@@ -632,14 +643,18 @@ register(
         pure_epsilon=lambda m: _NOT_PURE,
         rdp=lambda m, t: (t / (2.0 * m.noise_multiplier**2), "exact"),
         rho=lambda m: (1.0 / (2.0 * m.noise_multiplier**2), "exact", "any"),
-        to_dp_event=lambda m: dp_accounting.GaussianDpEvent(m.noise_multiplier),
+        to_dp_event=lambda m: dp_accounting.GaussianDpEvent(m.noise_multiplier * _record_bound_factor(m)),
         exact_mu=lambda m: 1.0 / m.noise_multiplier,
         clt_mu_squared=lambda m: 1.0 / m.noise_multiplier**2,  # exact, not an approximation
         gdp_upper_bound=lambda m: (1.0 / m.noise_multiplier, "exact"),
         subsampled_gaussian_phases=Unsupported("not a Poisson-subsampled Gaussian"),
         from_dp_event=lambda e, rel: (
-            Gaussian(noise_multiplier=e.noise_multiplier, neighbouring=rel)
-            if isinstance(e, dp_accounting.GaussianDpEvent)
+            Gaussian(
+                noise_multiplier=e.noise_multiplier / _RECORD_FACTOR[rel],
+                sensitivity=_RECORD_FACTOR[rel],
+                neighbouring=rel,
+            )
+            if isinstance(e, dp_accounting.GaussianDpEvent) and e.noise_multiplier > 0
             else None
         ),
     )
@@ -664,14 +679,16 @@ register(
         # eps(t)/t is largest as t -> 1, where it is the KL divergence e^-eps0 + eps0 - 1.
         rho=lambda m: (m.sensitivity / m.scale + math.expm1(-m.sensitivity / m.scale), "exact", "one"),
         # dp_accounting's LaplaceDpEvent takes the scale in units of the L1 sensitivity.
-        to_dp_event=lambda m: dp_accounting.LaplaceDpEvent(m.scale / m.sensitivity),
+        to_dp_event=lambda m: dp_accounting.LaplaceDpEvent(m.scale / m.sensitivity * _record_bound_factor(m)),
         exact_mu=Unsupported("Laplace is not exactly GDP"),
         clt_mu_squared=Unsupported("the CLT accountant applies to (subsampled) Gaussians only"),
         # seed 003 Thm 5.1: every eps-DP mechanism is mu-GDP with mu = -2 Phi^-1(1/(1 + e^eps)).
         gdp_upper_bound=lambda m: (closed_form.get_mu_from_pure_dp(epsilon=m.sensitivity / m.scale), "upper"),
         subsampled_gaussian_phases=Unsupported("not a Poisson-subsampled Gaussian"),
         from_dp_event=lambda e, rel: (
-            Laplace(scale=e.noise_multiplier, neighbouring=rel) if isinstance(e, dp_accounting.LaplaceDpEvent) else None
+            Laplace(scale=e.noise_multiplier, sensitivity=_RECORD_FACTOR[rel], neighbouring=rel)
+            if isinstance(e, dp_accounting.LaplaceDpEvent) and e.noise_multiplier > 0
+            else None
         ),
     )
 )
@@ -1488,14 +1505,20 @@ def _zcdp_profile_pld(m: ZCDP, *, step: float, pessimistic: bool) -> pld_lib.Pri
                 break
         hull.append(i)
     idx = np.asarray(hull)
-    slopes = np.diff(delta[idx]) / np.diff(v[idx])  # increasing (convex), <= 0
-    jumps = np.diff(np.concatenate([slopes, [0.0]]))  # slope changes at the vertices after the first
-    masses = v[idx[1:]] * jumps
-    pmf = {int(i): float(p) for i, p in zip(k[idx[1:]], masses, strict=True) if p > 0}
-    infinity = float(delta[idx[-1]])
-    rest = 1.0 - sum(pmf.values()) - infinity
-    if rest > 0:
-        pmf[0] = pmf.get(0, 0.0) + rest
+    from gdpcore.curve import curve_from_profile  # local: gdpcore.curve is not needed by the registry otherwise
+
+    # The symmetric curve of those supporting lines and their mirrors (valid: the statement holds in both directions;
+    # seed 000 Thm A.9), then the symmetric pair that realises it: segment i of the curve, slope -e^l, is an atom of
+    # P-mass -d(beta) at loss l (Q-mass d(alpha)); the P-mass at alpha = 0 is the +inf atom. Losses are rounded up to
+    # the grid (P-mass moved to a larger loss only raises delta: pessimistic).
+    alphas, betas = curve_from_profile(eps[idx], delta[idx]).breakpoints()
+    d_alpha, d_beta = np.diff(alphas), -np.diff(betas)
+    seg = (d_alpha > 0) & (d_beta > 0)
+    losses = np.log(d_beta[seg]) - np.log(d_alpha[seg])
+    pmf: dict[int, float] = {}
+    for loss, mass in zip(np.ceil(losses / step).astype(int), d_beta[seg], strict=True):
+        pmf[int(loss)] = pmf.get(int(loss), 0.0) + float(mass)
+    infinity = float(max(1.0 - betas[0], 0.0))
     return pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
         pmf, infinity, step, pessimistic_estimate=True, symmetric=True
     )
