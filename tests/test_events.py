@@ -133,3 +133,25 @@ def test_from_dp_event_relation_is_checked():
         g.from_dp_event(de.GaussianDpEvent(1.0), neighboring_relation="substitution")
     with pytest.raises(ValueError, match="event must be a dp_accounting DpEvent"):
         g.from_dp_event({"type": "GaussianDpEvent", "noise_multiplier": 1.0})
+
+
+def test_replace_one_events_use_the_record_bound_convention_of_dp_accountings_pld_accountant():
+    """A GaussianDpEvent's noise is relative to one record's norm bound (its docstring): under replace-one the sum
+    moves by 2C, as dp_accounting's PLD accountant reads it (N(1, s^2) vs N(-1, s^2)). gdpcore's reading must match
+    that accountant, never the factor-2-optimistic reading (google/differential-privacy#378)."""
+    from dp_accounting.pld import pld_privacy_accountant
+
+    event = de.GaussianDpEvent(2.0)
+    m = g.from_dp_event(event, neighboring_relation="replace_one")
+    assert m == g.Gaussian(noise_multiplier=1.0, sensitivity=2.0, neighbouring="replace_one")
+    r = g.analyze(m)
+    assert r.exact and r.mu == pytest.approx(1.0)  # shift 2 at noise 2
+    acc = pld_privacy_accountant.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE, 1e-5)
+    acc.compose(event)
+    assert float(r.epsilon(1e-5)) == pytest.approx(acc.get_epsilon(1e-5), rel=1e-3)
+    assert float(r.epsilon(1e-5)) <= acc.get_epsilon(1e-5)  # exact <= dp_accounting's pessimistic value
+    assert m.to_dp_event() == event
+    # A gdpcore Gaussian stated with its replace-one sensitivity goes out with the record-bound noise.
+    assert g.Gaussian(noise_multiplier=1.5, neighbouring="replace_one").to_dp_event() == de.GaussianDpEvent(3.0)
+    lap = g.from_dp_event(de.LaplaceDpEvent(4.0), neighboring_relation="replace_one")
+    assert lap.epsilon == pytest.approx(0.5)  # L1 sensitivity 2 at scale 4
