@@ -470,7 +470,21 @@ def test_subsampled_gaussian_phases_compose_to_the_mechanism(kind, i, m):
 # Upper ends against dp_accounting at a 10x finer step (slow)
 # ---------------------------------------------------------------------------------------------------------------------
 # The first instance of every kind, and the cell of KNOWN_FAILURES (so that its marker is removed with the fix).
-SAMPLED = [c for c in _case_params("reference") if c.values[1] == 0 or c.id == "subsampled_gaussian-2"]
+# dp_accounting's PLD accountant builds the discrete Laplace with privacy buckets (its constructor's default), looser
+# than the connect-the-dots construction at any step: on discrete_laplace-0 (a = 0.5422, Delta = 2) it gives
+# delta = 1.0045e-3 at step 1e-5 where the exact delta (summed over the integers) is 1.0000e-3. The reference there is
+# dp_accounting's connect-the-dots constructor (the kind's construction).
+ACCOUNTANT_LOOSER_THAN_CONNECT_DOTS = ("discrete_laplace",)
+# A zCDP statement has no dp_accounting PLD; its construction at a finer step is another valid upper bound, not a
+# tighter one. Its references are in tests/test_new_kinds.py (Bun & Steinke closed forms, the RDP accountant).
+NO_PLD_REFERENCE = ("zcdp",)
+
+
+SAMPLED = [
+    c
+    for c in _case_params("reference")
+    if (c.values[1] == 0 or c.id == "subsampled_gaussian-2") and c.values[0] not in NO_PLD_REFERENCE
+]
 REFERENCE_DELTAS = (1e-3, 1e-6, 1e-9, 1e-12)
 TRUNCATION = 1e-14
 """dp_accounting moves up to 1e-15 of tail mass per composition (``tail_mass_truncation``; fewer than ten here)."""
@@ -487,7 +501,8 @@ def _le(a: float, b: float, slack: float = TRUNCATION) -> bool:
 def _reference_pld(m: Mechanism, step: float, pessimistic: bool):
     """dp_accounting's own event -> PLD path where its PLD accountant takes the event, else dp_accounting's PLD of
     the kind's construction (:func:`gdpcore.accounting.build_pld`)."""
-    if pessimistic and kinds.supports(m, "to_dp_event"):
+    looser = any(leaf.kind in ACCOUNTANT_LOOSER_THAN_CONNECT_DOTS for leaf in kinds._leaves(m))
+    if pessimistic and kinds.supports(m, "to_dp_event") and not looser:
         relation = (
             dp_accounting.NeighboringRelation.REPLACE_ONE
             if m.neighbouring_relation == "replace_one"
