@@ -66,6 +66,15 @@ _VIEW_SPECIFIC: dict[str, dict[str, str]] = {
         "scale": "Laplace scale b (laplace cells)",
         "sigma": "noise standard deviation (gaussian / discrete_gaussian cells)",
         "rr_epsilon": "epsilon of randomized response (randomized_response cells)",
+        "noise_parameter": "discrete Laplace parameter a, or the k-ary randomized response noise probability p",
+        "rr_num_buckets": "number of categories k (kary_randomized_response cells)",
+        "batch_size": "fixed batch size (sampled_without_replacement_gaussian cells)",
+        "standard_deviation": "Gaussian noise standard deviation (mixture_of_gaussians cells)",
+        "sensitivities": "comma-separated sensitivities c_i (mixture_of_gaussians cells)",
+        "mixture_probabilities": "comma-separated probabilities of the sensitivities (mixture_of_gaussians cells)",
+        "truncated_batch_size": "largest batch kept (truncated_subsampled_gaussian cells)",
+        "rho": "zCDP parameter rho (zcdp cells: a statement, upper ends only)",
+        "xi": "additive zCDP constant xi (zcdp cells)",
         "mu_bound": "bound label of mu: upper / lower / estimate / exact",
         "engine": "how the cell was accounted: pld, closed_form, or rdp_fallback (over the memory budget)",
         "mechanism_kind": "gdpcore kind of the mechanism",
@@ -166,7 +175,8 @@ _VIEW_SPECIFIC: dict[str, dict[str, str]] = {
 _COLUMNS: dict[str, tuple[str, ...]] = {
     "cells": (
         "cell_id noise_multiplier sampling_rate steps mu gdp_regret advantage bayes_security status sensitivity "
-        "neighbouring scale sigma rr_epsilon mu_lower advantage_lower mu_bound gdp_regret_bound advantage_bound "
+        "neighbouring scale sigma rr_epsilon noise_parameter rr_num_buckets dataset_size batch_size standard_deviation "
+        "sensitivities mixture_probabilities truncated_batch_size rho xi mu_lower advantage_lower mu_bound gdp_regret_bound advantage_bound "
         "bayes_security_bound epsilon_bound fnr_bound accountant discretization alpha_min engine mechanism_kind "
         "mechanism_json grid_index eval_key chunk_key gdpcore_version code_version run_id computed_at mechanism spec"
     ).split(),
