@@ -414,7 +414,12 @@ class Producer:
         "gdpcore.fast_pld (connect-the-dots, pessimistic; dp_accounting's construction, vectorised; optimistic twin: "
     )
 
-    def _compose(self, phases: dict[tuple[float, float], int], d: float) -> tuple[SymmetricCurve, int]:
+    def _compose(
+        self, phases: dict[tuple[float, float], int], d: float, *, estimate_only: bool = False
+    ) -> tuple[SymmetricCurve, int]:
+        """The pessimistic curve at step ``d``. ``estimate_only`` (the doubled-step comparison that only estimates the
+        discretisation error of the reported step): no tilted tail and no diagnostics, and nothing of it is reported
+        (its round-off allowance keeps it a valid upper bound, just looser in the far tail)."""
         parts = [(self._single_step(s, q, d), steps) for (s, q), steps in phases.items()]
         if len(parts) == 1:
             single, steps = parts[0]
@@ -424,6 +429,8 @@ class Producer:
             remove = fast_pld.compose_loss_pmf(single, steps, fft_len=reusable[0] if reusable else None)
         else:
             remove = fast_pld.compose_phases(parts)
+        if estimate_only:
+            return curve_from_remove_pmf(remove), remove.probs.size
         self._tilt_loss = None
         smallest = _smallest_query(self.deltas, self.alpha_min, None)
         if len(parts) == 1 and remove.max_roundoff * remove.probs.size > 1e-3 * smallest:
@@ -493,7 +500,7 @@ class Producer:
             probe = self._probe(pess)
             if coarse is None:
                 # Comparison at twice the step (about half the cost): the d^2 law makes coarse - fine ~ 3 err(fine).
-                c2, _ = self._compose(phases, min(2 * d, 0.1))
+                c2, _ = self._compose(phases, min(2 * d, 0.1), estimate_only=True)
                 coarse = (c2, self._probe(c2), 2 * d)
             err = _relative_change(coarse[1], probe) / 3.0
             elapsed = time.perf_counter() - t0

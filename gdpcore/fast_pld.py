@@ -308,6 +308,13 @@ def _power(single: LossPMF, steps: int, *, fft_len: int | None, cache: bool) -> 
 _U = float(np.finfo(float).eps) / 2.0
 
 
+def _norm2(x: np.ndarray) -> float:
+    """Euclidean norm without BLAS: OpenBLAS's threaded dot/nrm2 keeps a second thread spinning after every call
+    (measured: 45% of the grid benchmark's CPU time on 2 cores, stolen from the other worker). Same for the
+    elementwise-product sums below that replace ``@``."""
+    return math.sqrt(float(np.sum(x * x)))
+
+
 def _power_roundoff(probs: np.ndarray, transform: np.ndarray, steps: int, n: int, peak: float) -> float:
     """Per-atom bound on the round-off of ``irfft(rfft(probs, n) ** steps)`` (see :func:`_power`)."""
     # |X_k|^(T-1) matters only where |X_k| is within about 50 / (T - 1) of 1: take the power there only.
@@ -319,7 +326,7 @@ def _power_roundoff(probs: np.ndarray, transform: np.ndarray, steps: int, n: int
     # add at most n e^-60.
     total = 2.0 * float(powered.sum()) + n * math.exp(-60.0)
     log_n = math.log2(max(n, 2))
-    forward = steps * log_n * _U * float(np.linalg.norm(probs)) * total / n
+    forward = steps * log_n * _U * _norm2(probs) * total / n
     return forward + (log_n + math.log2(max(steps, 2))) * _U * peak
 
 
@@ -397,7 +404,7 @@ def tilted_log_mgf(single: LossPMF, theta: float) -> tuple[float, float]:
     m = float(x.max())
     w = np.exp(x - m)
     total = float(w.sum())
-    return m + math.log(total), float(w @ losses) / total
+    return m + math.log(total), float(np.sum(w * losses)) / total
 
 
 def tilt_for_tail(single: LossPMF, steps: int, tail: float) -> float:
@@ -523,8 +530,7 @@ def _linear_convolution(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float
     log_n = math.log2(max(n, 2))
     full = 2.0 * n  # sum over the full spectrum of |coefficient| <= n x ||x||_1 <= n for each factor
     bound = log_n * _U * (
-        float(np.linalg.norm(a)) * min(full, 2.0 * float(np.abs(fb).sum()))
-        + float(np.linalg.norm(b)) * min(full, 2.0 * float(np.abs(fa).sum()))
+        _norm2(a) * min(full, 2.0 * float(np.abs(fb).sum())) + _norm2(b) * min(full, 2.0 * float(np.abs(fa).sum()))
     ) / n + log_n * _U * float(np.abs(conv).max())
     return np.clip(conv[:m], 0.0, None), bound
 
