@@ -306,6 +306,8 @@ class Producer:
         self._diagnostics: dict[str, float] = {}
         self._planned_bytes = 0.0
         self._tilt_loss: float | None = None
+        # Twin step that met the tolerance, per single step (or schedule) of this batch: the next cell starts there.
+        self._twin_hints: dict[object, float] = {}
 
     def release(self) -> None:
         self._single.clear()
@@ -551,14 +553,21 @@ class Producer:
         # Tilted tails on the optimistic side too wherever the pessimistic side needed them, at the same loss.
         target = self._tilt_loss
         best: tuple[SymmetricCurve, str, float, float] | None = None
-        d = d_p
+        key = frozenset(phases.items()) if len(phases) > 1 else next(iter(phases))
+        hint = self._twin_hints.get(key) if refine else None
+        # A batch's earlier cell of the same single step tells the step the twin needed (its gap per unit step is
+        # about the same across T on DP-SGD grids): start there instead of at the pessimistic step.
+        d = max(min(d_p, hint), LADDER_FINEST) if hint is not None else d_p
         for _ in range(_GAP_MAX_ROUNDS if refine else 1):
             try:
-                # The first round, at the pessimistic step, is bounded by the memory budget only.
+                # A round at the pessimistic step is bounded by the memory budget only.
                 opt, twin = self._optimistic_sg(
-                    mechanism, phases, d, smallest, max_points if best else math.inf, target
+                    mechanism, phases, d, smallest, max_points if d < d_p else math.inf, target
                 )
             except _Refused:
+                if best is None and d < d_p:
+                    d = d_p  # the hinted step was refused: fall back to the pessimistic step
+                    continue
                 break
             gap = certified_gap(pess, opt, deltas=self.deltas, alpha_min=self.alpha_min)
             if best is None or gap < best[3]:
@@ -570,6 +579,8 @@ class Producer:
             d = max(min(d_new, d / 2), LADDER_FINEST)
         if best is None:
             return None, "not built (over budget)", None, math.inf
+        if refine and best[3] <= self.tolerance and best[2] < d_p:
+            self._twin_hints[key] = best[2]
         return best
 
     # -- every other mechanism (dp_accounting PLDs) -----------------------------------------------------------------
