@@ -203,9 +203,7 @@ def param_columns(mechanism: Mapping[str, Any]) -> dict[str, Any]:
 
 def axis_columns(values: Sequence[Any]) -> tuple[list[float | None], list[str]]:
     """(numeric value or None, JSON text) of each axis value of one cell (members' ``axis_values`` / ``axis_texts``)."""
-    numbers = [
-        float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None for v in values
-    ]
+    numbers = [float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None for v in values]
     return numbers, [json.dumps(v) for v in values]
 
 
@@ -427,7 +425,9 @@ def members_current(lake: Path, spec_name: str, spec_hash: str, cell_ids: Sequen
         return False
     old = pq.read_table(path)
     table = _members_table(spec_hash, cell_ids, eval_key).select(list(_MEMBER_KEY_COLUMNS))
-    return old.schema.remove_metadata().equals(MEMBERS_SCHEMA) and old.select(list(_MEMBER_KEY_COLUMNS)).replace_schema_metadata(None).equals(table)
+    return old.schema.remove_metadata().equals(MEMBERS_SCHEMA) and old.select(
+        list(_MEMBER_KEY_COLUMNS)
+    ).replace_schema_metadata(None).equals(table)
 
 
 def write_members(

@@ -179,9 +179,10 @@ class GridSpec(_GridAxes, _Strict):
     @classmethod
     def _kind(cls, v: str | dict[str, Any]) -> str | dict[str, Any]:
         if isinstance(v, str):
-            if v not in GRID_KINDS:
+            flat = _kinds.flat_kinds()  # read now, not at import: a kind registered later is picked up
+            if v not in flat:
                 raise ValueError(
-                    f"must be one of {', '.join(GRID_KINDS)}, or a mechanism template mapping for any kind "
+                    f"must be one of {', '.join(flat)}, or a mechanism template mapping for any kind "
                     f"(composed kinds: {{kind: composed, mechanisms: [...]}}, grid keys are paths into it), got {v!r}"
                 )
             return v
@@ -301,7 +302,9 @@ Path_ = tuple[tuple[str, int | None], ...]
 def _parse_path(key: str) -> Path_:
     """``"mechanisms[0].noise_multiplier"`` -> ``(("mechanisms", 0), ("noise_multiplier", None))``."""
     if not isinstance(key, str) or not key or len(key) > 300:
-        raise ValueError(f"a grid key must be a parameter name or a path such as mechanisms[0].noise_multiplier, got {_brief(key)}")
+        raise ValueError(
+            f"a grid key must be a parameter name or a path such as mechanisms[0].noise_multiplier, got {_brief(key)}"
+        )
     out = []
     for part in key.split("."):
         m = _SEGMENT.fullmatch(part)
@@ -376,7 +379,11 @@ def _set_path(cell: dict[str, Any], path: Path_, value: Any) -> None:
 
 def _walk_nodes(node: Any, where: str = "mechanism") -> Iterator[tuple[str, Mapping[str, Any]]]:
     """Every mechanism node of a template (where, node), root first; malformed nodes are reported by gdpcore."""
-    if not isinstance(node, Mapping) or not isinstance(node.get("kind"), str) or node["kind"] not in _kinds.kind_names():
+    if (
+        not isinstance(node, Mapping)
+        or not isinstance(node.get("kind"), str)
+        or node["kind"] not in _kinds.kind_names()
+    ):
         return
     yield where, node
     for name, many in nested_fields(_kinds.get(node["kind"]).cls).items():
@@ -498,7 +505,9 @@ def _check_template(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str
     swept |= {("mechanism", k) for k in base}
     for where, node in _walk_nodes(template):
         kind = _kinds.get(node["kind"])
-        missing = sorted(p.name for p in kind.params if p.required and p.name not in node and (where, p.name) not in swept)
+        missing = sorted(
+            p.name for p in kind.params if p.required and p.name not in node and (where, p.name) not in swept
+        )
         if missing:
             at = "grid" if where == "mechanism" and isinstance(spec.mechanism, str) else where
             raise ValueError(
@@ -625,7 +634,7 @@ def load_grid_spec(path: str | Path, *, force: bool = False) -> GridSpec:
     _check_size(path, spec, force)
     _validate_mechanism_values(path, spec, {})
     if spec.plot is not None:
-        if spec.kind not in GRID_KINDS:
+        if spec.kind not in _kinds.flat_kinds():
             raise ValueError(
                 f"{path}: invalid spec: plot: heat maps read the typed parameter columns of a flat kind; a "
                 f"{spec.kind} sweep has none (query its swept values in the report's axes view)"
