@@ -186,11 +186,7 @@ class GridSpec(_GridAxes, _Strict):
                     f"(composed kinds: {{kind: composed, mechanisms: [...]}}, grid keys are paths into it), got {v!r}"
                 )
             return v
-        kind = v.get("kind")
-        names = _kinds.kind_names()
-        if not (isinstance(kind, str) and kind in names):
-            raise ValueError(f"kind must be one of {', '.join(names)}, got {_brief(kind)}")
-        return v
+        return v  # its kinds, paths and values are checked with the grid (_check_template)
 
     @field_validator("deltas")
     @classmethod
@@ -322,7 +318,7 @@ def _node_kind(node: Any, where: str) -> _kinds.KindSpec:
         raise ValueError(f"{where} must be a mechanism mapping with a 'kind' key, got {_brief(node)}")
     kind = node.get("kind")
     if not (isinstance(kind, str) and kind in _kinds.kind_names()):
-        raise ValueError(f"{where}.kind must be one of {', '.join(_kinds.kind_names())}, got {_brief(kind)}")
+        raise ValueError(f"{where}.kind = {_brief(kind)}: must be one of {', '.join(_kinds.kind_names())}")
     return _kinds.get(kind)
 
 
@@ -488,6 +484,10 @@ def _check_template(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str
     """Grid keys resolve to scalar parameters of the template, none is given twice, and every required parameter of
     every mechanism node is given in the template or swept."""
     template = spec.template
+    try:
+        _node_kind(template, "mechanism")
+    except ValueError as exc:
+        raise ValueError(f"{path}: invalid spec: {exc}") from None
     for key in spec.grid:
         try:
             where, param = axis_param(template, key)
