@@ -71,7 +71,11 @@ def test_integer_parameters_are_rounded_wherever_they_sit(write_spec):
     spec = load_grid_spec(write_spec(SELF_COMPOSED))
     assert spec.axes() == {"count": [1, 2, 4], "mechanism.scale": [1.0, 2.0]}  # linspace 1, 2.5, 4 -> integers
     cell = next(spec.iter_cells())
-    assert cell == {"kind": "self_composed", "mechanism": {"kind": "laplace", "sensitivity": 2.0, "scale": 1.0}, "count": 1}
+    assert cell == {
+        "kind": "self_composed",
+        "mechanism": {"kind": "laplace", "sensitivity": 2.0, "scale": 1.0},
+        "count": 1,
+    }
 
 
 def test_flat_kind_specs_expand_exactly_as_before(write_spec):
