@@ -516,15 +516,27 @@ def _check_template(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str
             )
 
 
-def _blamed_key(message: str, axes: Mapping[str, Any]) -> str | None:
-    """The grid key a gdpcore error names ("mechanism.mechanisms[0] (gaussian): noise_multiplier must be ...")."""
+def _blamed_key(message: str) -> str | None:
+    """The parameter path a gdpcore error names ("mechanism.mechanisms[0] (gaussian): noise_multiplier must be ..."
+    -> "mechanisms[0].noise_multiplier"), or None."""
     head, _, msg = message.partition("): ")
     if not msg:
         return None
     where = head.rsplit(" (", 1)[0].removeprefix("mechanism").removeprefix(".")
     param_name = msg.split(" ", 1)[0]
-    key = f"{where}.{param_name}" if where else param_name
-    return key if key in axes else None
+    return f"{where}.{param_name}" if where else param_name
+
+
+def _template_value(template: Mapping[str, Any], key: str) -> tuple[bool, Any]:
+    """(True, value) when the parameter path ``key`` is set in the template itself."""
+    try:
+        path = _parse_path(key)
+        node: Any = template
+        for name, index in path[:-1]:
+            node = node[name] if index is None else node[name][index]
+        return (True, node[path[-1][0]]) if isinstance(node, Mapping) and path[-1][0] in node else (False, None)
+    except (ValueError, KeyError, IndexError, TypeError):
+        return False, None
 
 
 def _unsupported(mechanism: Any, representations: tuple[str, ...]) -> str | None:
@@ -583,9 +595,15 @@ def _validate_mechanism_values(path: Path, spec: GridSpec | CalibrationSpec, bas
             except ValueError as exc:
                 text = str(exc)
                 msg = text.split("): ", 1)[1] if "): " in text else text
-                blamed = _blamed_key(text, axes)
-                if blamed is not None and blamed != key:  # the other axis's first value is the bad one
+                blamed = _blamed_key(text)
+                if blamed is not None and blamed != key and blamed in axes:  # another axis's first value is bad
                     key, i, value = blamed, 0, axes[blamed][0]
+                elif blamed is not None and blamed not in axes:
+                    fixed, bad = _template_value(template, blamed)
+                    if fixed:  # a value written in the template itself
+                        raise ValueError(
+                            f"{path}: invalid spec: mechanism.{blamed} = {_brief(bad)}: {msg[:300]}"
+                        ) from None
                 raise ValueError(f"{path}: invalid spec: grid.{key}[{i}] = {_brief(value)}: {msg[:300]}") from None
     if mechanism is not None:
         why = _unsupported(mechanism, tuple(getattr(spec, "representations", ())))

@@ -127,6 +127,12 @@ def test_repo_composition_specs_are_valid():
             "mechanisms must share one neighbouring relation",
         ),
         ("representations: [gdp, epsilon_delta]", "plot: {x: a, y: b}", "plot: heat maps read the typed parameter"),
+        (
+            "sampling_rate: 0.05",
+            "sampling_rate: 1.5",
+            "mechanism.mechanisms[0].sampling_rate = 1.5: sampling_rate must be in (0, 1]",
+        ),
+        ("steps: 50}", "steps: 50, noise_multiplyer: 1}", "has unknown field(s) ['noise_multiplyer']"),
     ],
 )
 def test_invalid_composition_spec_names_file_key_and_value(write_spec, old, new, expected):
