@@ -244,3 +244,81 @@ def test_sharing_key_groups_compositions_that_differ_only_in_step_counts():
     )  # same phases, more steps
     ka, kb = _sharing_key(a.to_json()), _sharing_key(b.to_json())
     assert ka[0] == kb[0] and (ka[1], kb[1]) == (110.0, 310.0)
+
+
+# -- hostile templates: rejected with a ValueError naming the file, or fully valid ---------------------------------------
+_BASE_DOC = {
+    "name": "fuzz",
+    "mechanism": {
+        "kind": "composed",
+        "mechanisms": [{"kind": "subsampled_gaussian", "sampling_rate": 0.05, "steps": 5}, {"kind": "gaussian"}],
+    },
+    "grid": {"mechanisms[0].noise_multiplier": [0.8, 1.2], "mechanisms[1].noise_multiplier": [2.0]},
+}
+_PATHS = [
+    ("mechanism",),
+    ("mechanism", "kind"),
+    ("mechanism", "mechanisms"),
+    ("mechanism", "mechanisms", 0),
+    ("mechanism", "mechanisms", 0, "kind"),
+    ("mechanism", "mechanisms", 0, "steps"),
+    ("mechanism", "mechanisms", 1, "neighbouring"),
+    ("mechanism", "extra"),
+    ("grid",),
+    ("grid", "mechanisms[0].noise_multiplier"),
+    ("grid", "mechanisms[1].noise_multiplier", 0),
+    ("grid", "count"),
+    ("grid", "mechanisms[5].x"),
+    ("grid", "mechanism.scale"),
+]
+
+
+def _set(doc, path, value):
+    if not path:
+        return value
+    head, *rest = path
+    if isinstance(doc, dict):
+        doc[head] = _set(doc.get(head, {}), tuple(rest), value)
+    elif isinstance(doc, list) and isinstance(head, int) and head < len(doc):
+        doc[head] = _set(doc[head], tuple(rest), value)
+    return doc
+
+
+def test_mutated_templates_are_rejected_clearly_or_fully_valid(tmp_path):
+    import copy
+
+    import yaml
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(10**20), 10**20),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.sampled_from(["composed", "self_composed", "laplace", "gaussian", "replace_one", "", "kind", 0.5, 3]),
+        st.text(max_size=8),
+    )
+    values = st.recursive(
+        scalars,
+        lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+        max_leaves=6,
+    )
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(mutations=st.lists(st.tuples(st.sampled_from(_PATHS), values), min_size=1, max_size=3))
+    def check(mutations):
+        doc = copy.deepcopy(_BASE_DOC)
+        for p, v in mutations:
+            doc = _set(doc, p, v)
+        path = tmp_path / "spec.yaml"
+        path.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+        try:
+            spec = load_grid_spec(path)
+        except ValueError as exc:
+            assert str(exc).startswith(f"{path}:") and len(str(exc)) < 20_000, str(exc)[:500]
+            return
+        for cell in spec.iter_cells():  # accepted: every cell is a valid mechanism
+            assert gdpcore.mechanism_from_dict(cell).content_hash
+
+    check()
