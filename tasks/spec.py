@@ -16,7 +16,8 @@ cartesian product (first key outermost)::
 **Any kind, and compositions.** ``mechanism`` is either the name of a flat kind (every parameter a scalar; the grid
 keys are its parameter names, as above) or a *template*: a mechanism in gdpcore's JSON form (``gdp analyze --spec``),
 of any registered kind, nested ``composed`` / ``self_composed`` included. A grid key is then a *path* from the
-template's root to one scalar parameter: ``.`` steps into a nested field, ``[i]`` picks the i-th of a list::
+template's root to one scalar parameter: ``.`` steps into a nested field, ``[i]`` picks the i-th of a list (inside a
+``{...}`` flow mapping, quote a key holding ``[``: YAML reads it as a list otherwise)::
 
     name: dpsgd-plus-release
     mechanism:
@@ -69,9 +70,9 @@ __all__ = [
     "GRID_KINDS",
     "REPRESENTATIONS",
     "CalibrationSpec",
-    "axis_param",
     "GridSpec",
     "PlotSpec",
+    "axis_param",
     "load_calibration_spec",
     "load_grid_spec",
 ]
