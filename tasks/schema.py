@@ -69,12 +69,22 @@ _VIEW_SPECIFIC: dict[str, dict[str, str]] = {
         "mu_bound": "bound label of mu: upper / lower / estimate / exact",
         "engine": "how the cell was accounted: pld, closed_form, or rdp_fallback (over the memory budget)",
         "mechanism_kind": "gdpcore kind of the mechanism",
+        "neighbouring": "neighbouring relation: add_remove or replace_one (a composition: the one all its parts share)",
+        "mechanism_json": "the mechanism as gdpcore JSON (mechanism_from_dict reads it back); a composition's "
+        "parameters are here and its swept values in the axes view (typed parameter columns are NULL for it)",
         "chunk_key": "content hash of the chunk (Prefect task) that computed the cell",
     },
     "epsilons": {},
     "curves": {
         "fpr": "false-positive rate (type I error) of a membership-inference test",
         "fnr": "lowest false-negative rate any test reaches at that FPR (pessimistic trade-off curve f; TPR = 1 - fnr)",
+    },
+    "axes": {
+        "axis": "grid key of the spec: a parameter name (flat kinds, e.g. noise_multiplier) or a path into the spec's "
+        "mechanism template (compositions: '.' steps into a nested mechanism, [i] picks a list item, e.g. "
+        "mechanisms[0].noise_multiplier, mechanism.scale, count)",
+        "value": "the cell's value of the axis as a number (NULL for a text value such as a neighbouring relation)",
+        "value_text": "the cell's value of the axis as JSON text (numbers and text alike)",
     },
     "regrets": {
         "representation": "gdp, epsilon_delta, zcdp, rdp or pure_dp",
@@ -173,6 +183,7 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "epsilons": "cell_id delta epsilon epsilon_lower bound mechanism spec".split(),
     "curves": "cell_id fpr fnr bound mechanism spec".split(),
     "regrets": "cell_id representation delta regret bound mechanism spec".split(),
+    "axes": "cell_id axis value value_text mechanism spec".split(),
     "calibrations": (
         "cell_id eval_key sampling_rate steps target target_value fpr delta status noise_multiplier achieved "
         "rejected at_limit accountant discretization bound_types gdpcore_version code_version run_id computed_at "
