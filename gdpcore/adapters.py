@@ -69,8 +69,8 @@ SHUFFLE_REASON = (
     "batches, so these numbers are an estimate of the run's privacy, not an upper bound"
 )
 FIXED_REASON = (
-    "the batches had a fixed size (sampling without replacement) and were accounted as Poisson sampling, which is "
-    "not a proven bound for them, so these numbers are an estimate, not an upper bound"
+    "the batches had a fixed size (sampling without replacement) and were accounted as Poisson sampling under "
+    "add/remove adjacency, which is not a proven bound for them, so these numbers are an estimate, not an upper bound"
 )
 
 _OPACUS_MECHANISMS = ("rdp", "prv", "gdp")
@@ -359,7 +359,9 @@ def from_tf_privacy(
             "under add_remove"
         )
     if sampler == "fixed" and neighbouring == "replace_one":
-        exact = _fixed_batch_mechanism(effective, number_of_examples, batch_size, steps)
+        # Under replace-one a record's clipped contribution already moves by up to 2C with or without microbatches
+        # (the doubling TF-Privacy applies is an add/remove effect), so the noise multiplier is not halved here.
+        exact = _fixed_batch_mechanism(sigma, number_of_examples, batch_size, steps)
         if exact is not None:
             return TrainingRun(
                 mechanism=exact,
@@ -381,10 +383,11 @@ def from_tf_privacy(
 
 def _from_event(event: Any, neighbouring: str) -> Mechanism | None:
     """The registered kind describing a dp_accounting event, or None when no kind does (yet)."""
-    from gdpcore.kinds import UnsupportedMechanismError, mechanism_from_dp_event
+    from gdpcore.events import from_dp_event
+    from gdpcore.kinds import UnsupportedMechanismError
 
     try:
-        return mechanism_from_dp_event(event, neighbouring=neighbouring)
+        return from_dp_event(event, neighboring_relation=neighbouring)
     except UnsupportedMechanismError:
         return None
 

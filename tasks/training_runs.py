@@ -126,7 +126,9 @@ def _read_pt_with_torch(path: Path, torch: Any) -> Any:
         with serialization.safe_globals(safe):
             return torch.load(path, weights_only=True, map_location="cpu")
     except Exception as exc:  # torch raises UnpicklingError / RuntimeError with its own text
-        raise TrainingRunFileError(f"{path}: torch.load(weights_only=True) failed: {str(exc).splitlines()[0]}") from None
+        raise TrainingRunFileError(
+            f"{path}: torch.load(weights_only=True) failed: {str(exc).splitlines()[0]}"
+        ) from None
 
 
 def _normalise(obj: Any) -> Any:
@@ -166,7 +168,9 @@ def read_opacus_state(path: str | Path, *, use_torch: bool | None = None) -> Any
             import torch
         except ImportError:
             if use_torch:
-                raise TrainingRunFileError(f"{path}: torch is not installed (pip install 'gdp-audit[opacus]')") from None
+                raise TrainingRunFileError(
+                    f"{path}: torch is not installed (pip install 'gdp-audit[opacus]')"
+                ) from None
     obj = _read_pt_with_torch(path, torch) if torch is not None else _read_pt_without_torch(path, data)
     return _normalise(obj)
 
