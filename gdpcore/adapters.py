@@ -103,9 +103,9 @@ class TrainingRun:
     """
 
     mechanism: Mechanism
-    sampler: str
+    sampler: str | None  # None: not stated (e.g. a DpEvent, which says what is accounted, not how batches were drawn)
     neighbouring: str
-    steps: int
+    steps: int | None  # None: not a step-based run
     source: str
     privacy_unit: str = "example"
     estimate_reason: str | None = None
@@ -113,7 +113,8 @@ class TrainingRun:
     def __post_init__(self) -> None:
         if not isinstance(self.mechanism, Mechanism):
             raise ValueError(f"mechanism must be a gdpcore mechanism, got {self.mechanism!r}")
-        _check_sampler(self.sampler)
+        if self.sampler is not None:
+            _check_sampler(self.sampler)
         if self.neighbouring != self.mechanism.neighbouring_relation:
             raise ValueError(
                 f"neighbouring {self.neighbouring!r} differs from the mechanism's {self.mechanism.neighbouring_relation!r}"

@@ -350,7 +350,6 @@ class ModelManifest(_Strict):
                 detail = "gdpcore mechanism"
             else:
                 from gdpcore.events import from_dp_event
-
                 from tasks.training_runs import dp_event_from_data
 
                 event = dp_event_from_data(m.dp_event, where="dp_event")
