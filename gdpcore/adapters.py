@@ -222,7 +222,7 @@ def _history_phases(history: Any) -> list[tuple[float, float, int]]:
 
 def _dpsgd_mechanism(phases: Sequence[tuple[float, float, int]]) -> Mechanism:
     parts = [SubsampledGaussian(noise_multiplier=s, sampling_rate=q, steps=t) for s, q, t in phases]
-    return parts[0] if len(parts) == 1 else Composed(mechanisms=parts)
+    return parts[0] if len(parts) == 1 else Composed(mechanisms=tuple(parts))
 
 
 def from_opacus_history(

@@ -3,9 +3,9 @@
 Truth used here:
 * TF-Privacy's own conventions and printed numbers (tensorflow/privacy,
   ``tensorflow_privacy/privacy/analysis/compute_dp_sgd_privacy_lib.py`` and ``compute_dp_sgd_privacy_test.py``);
-* Opacus's published RDP number (pytorch/opacus ``opacus/tests/accountants_test.py``, ``test_rdp_accountant``);
+* Opacus's published RDP number (pytorch/opacus, its test file ``accountants_test.py``, ``test_rdp_accountant``);
 * dp_accounting's PLD accountant on the same DpEvent at a 10x finer step than gdpcore's, computed in the test.
-Sources and values: docs/references.md, "Training-run adapters".
+Sources and values: docs/references.md, P-7.
 """
 
 import math
@@ -125,7 +125,7 @@ def test_tf_privacy_user_level_needs_the_mixture_kind_or_says_so():
 
 # -- Opacus -----------------------------------------------------------------------------------------------------------
 def test_opacus_published_rdp_number_and_dp_accounting():
-    """opacus/tests/accountants_test.py, test_rdp_accountant: sigma 1.5, sample rate 0.04, int(90 / 0.04) = 2250 steps,
+    """pytorch/opacus, accountants_test.py in its test suite, test_rdp_accountant: sigma 1.5, sample rate 0.04, int(90 / 0.04) = 2250 steps,
     delta 1e-5 -> RDPAccountant eps 7.32911117143. The tight PLD bracket is below that RDP bound, contains
     dp_accounting's PLD at a 10x finer step, and the RDP claim is reproduced by the named accountant."""
     run = from_opacus_history([(1.5, 0.04, int(90 / 0.04))])

@@ -176,9 +176,7 @@ def test_training_run_forms(sample_audit):
     }
     assert op["mechanism_form"] == "opacus" and op["neighbouring"] == "add_remove"
     assert de["mechanism_form"] == "dp_event" and de["sampler"] is None and de["mu_bound"] == "upper"
-    models = {
-        r["model"]: r for r in _rows(sample_audit["report"], "SELECT model, neighbouring, sampler FROM models")
-    }
+    models = {r["model"]: r for r in _rows(sample_audit["report"], "SELECT model, neighbouring, sampler FROM models")}
     assert models["mnist-opacus-shuffled"]["sampler"] == "shuffle"
     assert {r["neighbouring"] for r in models.values()} <= {"add_remove", "replace_one"}
 
