@@ -120,8 +120,9 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
         )
     elif sampler == "poisson":
         lines.append(
-            "- **Sampling.** Batches drawn by Poisson sampling (each record independently with probability q per step), "
-            "which is what is accounted. Had the batches been shuffled instead, these numbers would only be estimates."
+            "- **Sampling.** Accounted as Poisson subsampling (each record independently with probability q per step), "
+            "which is how the batches were drawn (sampler: poisson). Had they been shuffled instead, these numbers would "
+            "only be estimates."
         )
     elif sampler == "fixed":
         lines.append(
