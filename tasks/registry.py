@@ -82,6 +82,7 @@ __all__ = [
     "ModelManifest",
     "load_registry",
     "load_manifest_file",
+    "validate_manifest",
 ]
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "data" / "registry"
@@ -536,6 +537,13 @@ def _validate(data: Any, file: Path, prefix: str) -> ModelManifest:
             f"{manifest.neighbouring!r}",
         )
     return manifest
+
+
+def validate_manifest(data: Any, *, file: str | Path = "<manifest>", prefix: str = "") -> ModelManifest:
+    """One model version from a mapping (e.g. built from another registry, such as MLflow's), validated exactly like a
+    YAML manifest: :class:`ManifestError` names ``file`` and the field. ``file`` also anchors an ``opacus: {file:}``
+    path (relative paths resolve against its folder)."""
+    return _validate(data, Path(file), prefix)
 
 
 def load_manifest_file(path: str | Path) -> list[ModelManifest]:
