@@ -355,6 +355,12 @@ def _claim_paragraph(row: dict[str, Any]) -> list[str]:
             f"{row['claim_reproduction']}) - {status}."
         )
     tight = row["claim_tight_epsilon"]
+    if row.get("estimate_reason"):  # sampler honesty: nothing about this run is certified
+        out.append(
+            f"The tight accountant's value at that delta, {_g(tight)}, is an estimate for this run (see above), so the "
+            "claim can be neither certified nor refuted by it."
+        )
+        return out
     if row["claim_certified"]:
         out.append(
             f"The tight pessimistic accountant gives eps <= {_g(tight)} at that delta, so the claim holds"

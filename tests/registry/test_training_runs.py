@@ -139,6 +139,7 @@ def test_shuffled_manifest_is_an_estimate_everywhere(tmp_path):
     card = render_markdown(row, png_name=None)
     assert "is estimated (not proven) to be" in card and "**Estimate, not a guarantee.** Every number" in card
     assert "| upper |" not in card and "| lower |" not in card
+    assert "can be neither certified nor refuted" in card and "so the claim holds" not in card
     hf = hf_record(row)
     assert hf["sampling"] == "shuffle" and hf["estimate_reason"] == SHUFFLE_REASON
     assert hf["neighboring_relation"] == "add_remove" and hf["mu_bound"] == "estimate"
