@@ -296,6 +296,16 @@ def _analyze(args: argparse.Namespace) -> int:
             mechanism, epsilon=eps, delta=delta, accountant=accountant, tight_epsilon=float(report.epsilon(delta))
         )
         summary["claim"] = _claim_summary(check)
+        if run is not None and run.is_estimate:  # nothing about a run accounted for another sampler is certified
+            summary["claim"]["certified"] = None
+            summary["claim"]["tight_epsilon"]["bound"] = "estimate"
+            repro = check.reproduction.epsilon
+            summary["claim"]["summary"] = (
+                f"claimed eps={eps:g} at delta={delta:g} ({accountant}); accounted as Poisson sampling, "
+                + ("" if repro is None else f"{check.reproduction.family} gives {repro:.4g} and ")
+                + f"gdpcore gives {check.tight_epsilon:.4g}, estimates only ({run.estimate_reason}): the claim is "
+                "neither certified nor refuted"
+            )
     if args.json:
         print(json.dumps(summary, indent=2, allow_nan=True))
     else:
