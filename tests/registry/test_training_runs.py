@@ -214,6 +214,7 @@ def test_dp_event_form(tmp_path):
             "valid number",
         ),
         ("  opacus: {file: missing.pt}\n", "", "mechanism.opacus", "missing.pt: no such file"),
+        ("  opacus: {file: ../../etc/passwd}\n", "", "mechanism.opacus", "resolves outside the manifest's folder"),
         (
             "  opacus: {file: acct.json, poisson_sampling: false}\n",
             "sampler: poisson\n",
