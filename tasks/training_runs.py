@@ -3,12 +3,15 @@
 * **JSON** (no torch needed): an accountant ``state_dict()`` (``{"history": [[sigma, q, steps], ...], "mechanism":
   "rdp"}``) or a bare ``history`` list, e.g. written with ``json.dump(accountant.state_dict(), f, default=...)`` or
   ``json.dump(accountant.history, f)``.
-* **``.pt``** written by ``torch.save(accountant.state_dict(), path)``: with torch installed it is read by
+* **``.pt``** written by ``torch.save(accountant.state_dict(), path)``, or a whole checkpoint written by Opacus's
+  ``PrivacyEngine.save_checkpoint`` (the accountant is its ``privacy_accountant_state_dict``; model and optimizer
+  tensors are skipped unread): with torch installed it is read by
   ``torch.load(path, weights_only=True)`` with Opacus's accountant classes allow-listed as *names only* (see below);
   without torch the file is read here: a torch file is a zip holding ``<name>/data.pkl``, which is unpickled by
   :class:`_RestrictedUnpickler`. It builds builtin containers and scalars (dict, list, tuple, str, int, float, bool,
   None, ``collections.OrderedDict``) and nothing else: any other global in the pickle is refused with an error naming
-  it, and the persistent-id records of tensor storages are refused too (an accountant holds no tensors).
+  it. Tensors of a checkpoint (torch's ``_rebuild_tensor_v2`` and storage names, persistent ids) become inert markers
+  whose data is never read; a marker inside the accountant's own state is an error.
 
 Opacus's ``state_dict()`` stores ``"mechanism": self.__class__.mechanism`` - the classmethod itself, which pickles as
 ``getattr(opacus.accountants.rdp.RDPAccountant, "mechanism")``. Both readers resolve exactly these three names
@@ -31,6 +34,7 @@ from typing import Any
 from gdpcore.adapters import TrainingRun, from_opacus_history, from_opacus_state_dict
 
 __all__ = [
+    "CHECKPOINT_KEY",
     "MAX_FILE_BYTES",
     "TrainingRunFileError",
     "load_dp_event_file",
@@ -72,6 +76,35 @@ def _safe_getattr(obj: Any, name: str) -> Any:
     raise pickle.UnpicklingError(f"refused getattr({obj!r}, {name!r}): only <Opacus accountant>.mechanism is read")
 
 
+class _Opaque:
+    """A tensor (or storage) of a checkpoint, skipped unread: only the accountant's plain values are read."""
+
+    def __repr__(self) -> str:
+        return "<tensor, not read>"
+
+
+_OPAQUE = _Opaque()
+
+
+def _opaque(*args: Any, **kwargs: Any) -> _Opaque:
+    return _OPAQUE
+
+
+# Names torch.save writes for tensors in a full checkpoint (PrivacyEngine.save_checkpoint: model and optimizer state
+# next to "privacy_accountant_state_dict"); they become inert markers and their storages are never read.
+_TENSOR_NAMES = {
+    ("torch._utils", "_rebuild_tensor_v2"),
+    ("torch._utils", "_rebuild_tensor"),
+    ("torch._utils", "_rebuild_parameter"),
+    ("torch.storage", "UntypedStorage"),
+    ("torch.storage", "TypedStorage"),
+}
+
+
+def _is_tensor_name(module: str, name: str) -> bool:
+    return (module, name) in _TENSOR_NAMES or (module == "torch" and name.endswith("Storage") and name.isidentifier())
+
+
 _ALLOWED: dict[tuple[str, str], Any] = {
     ("collections", "OrderedDict"): OrderedDict,
     ("builtins", "getattr"): _safe_getattr,
@@ -84,6 +117,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
     """Builtin containers and scalars only (plus the Opacus names above); every other global is refused."""
 
     def find_class(self, module: str, name: str) -> Any:
+        if _is_tensor_name(module, name):
+            return _opaque
         try:
             return _ALLOWED[(module, name)]
         except KeyError:
@@ -93,7 +128,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
             ) from None
 
     def persistent_load(self, pid: Any) -> Any:
-        raise pickle.UnpicklingError(f"refused a tensor storage ({pid[0] if isinstance(pid, tuple) else pid!r})")
+        return _OPAQUE  # a tensor storage: never read
 
 
 def _read_pt_without_torch(path: Path, data: bytes) -> Any:
@@ -131,14 +166,27 @@ def _read_pt_with_torch(path: Path, torch: Any) -> Any:
         ) from None
 
 
-def _normalise(obj: Any) -> Any:
-    """Plain dict / list / scalars (OrderedDicts, tuples of the history and 0-d values become JSON-like)."""
+CHECKPOINT_KEY = "privacy_accountant_state_dict"
+"""Where Opacus's ``PrivacyEngine.save_checkpoint`` puts the accountant's state_dict in a full checkpoint."""
+
+
+def _normalise(obj: Any, where: str = "state") -> Any:
+    """Plain dict / list / scalars (OrderedDicts and the history's tuples become JSON-like); anything else (a tensor
+    inside the accountant's state) is an error naming where it is."""
     if isinstance(obj, dict):
-        return {str(k): _normalise(v) for k, v in obj.items()}
+        return {str(k): _normalise(v, f"{where}[{k!r}]") for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_normalise(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item):  # a 0-d tensor or numpy scalar saved in the history
-        return obj.item()
+        return [_normalise(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+    if obj is None or isinstance(obj, bool | int | float | str):
+        return obj
+    what = "tensor" if isinstance(obj, _Opaque) or type(obj).__name__ == "Tensor" else type(obj).__name__
+    raise ValueError(f"{where} is a {what}, not a number or string")
+
+
+def _accountant_part(obj: Any) -> Any:
+    """A full Opacus checkpoint's accountant state (``privacy_accountant_state_dict``), or ``obj`` itself."""
+    if isinstance(obj, dict) and CHECKPOINT_KEY in obj:
+        return obj[CHECKPOINT_KEY]
     return obj
 
 
@@ -157,7 +205,7 @@ def read_opacus_state(path: str | Path, *, use_torch: bool | None = None) -> Any
     data = path.read_bytes()
     if path.suffix.lower() == ".json":
         try:
-            return json.loads(data.decode("utf-8"))
+            return _accountant_part(json.loads(data.decode("utf-8")))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise TrainingRunFileError(f"{path}: not valid JSON ({exc})") from None
     if path.suffix.lower() not in (".pt", ".pth"):
@@ -172,7 +220,10 @@ def read_opacus_state(path: str | Path, *, use_torch: bool | None = None) -> Any
                     f"{path}: torch is not installed (pip install 'gdp-audit[opacus]')"
                 ) from None
     obj = _read_pt_with_torch(path, torch) if torch is not None else _read_pt_without_torch(path, data)
-    return _normalise(obj)
+    try:
+        return _normalise(_accountant_part(obj))
+    except ValueError as exc:
+        raise TrainingRunFileError(f"{path}: {exc}") from None
 
 
 def load_opacus_file(

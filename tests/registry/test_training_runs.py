@@ -23,6 +23,7 @@ from tasks.training_runs import TrainingRunFileError, load_opacus_file, read_opa
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PT = DATA / "opacus_rdp_two_phase.pt"  # torch.save(RDPAccountant.state_dict()); how it was made: tests/data/README.md
+CKPT = DATA / "opacus_checkpoint.pt"  # PrivacyEngine.save_checkpoint's dict, same accountant (tests/data/README.md)
 TWO_PHASE = [[1.1, 0.004266666666666667, 4688], [0.9, 0.008533333333333334, 586]]
 DELTA = 60_000**-1.1
 STEP = 1e-3  # one fixed step everywhere, so that the three paths run the identical computation
@@ -43,6 +44,14 @@ def test_pt_state_dict_read_with_torch():
     this reason): torch.load(weights_only=True) with Opacus's names allow-listed as inert placeholders."""
     pytest.importorskip("torch", reason="torch is the optional 'opacus' extra; the restricted reader is tested above")
     assert read_opacus_state(PT, use_torch=True) == read_opacus_state(PT, use_torch=False)
+    assert read_opacus_state(CKPT, use_torch=True) == read_opacus_state(CKPT, use_torch=False)
+
+
+def test_full_checkpoint_read_without_torch():
+    """PrivacyEngine.save_checkpoint's dict (model and optimizer tensors + privacy_accountant_state_dict): the tensors
+    are skipped unread, the accountant is what is read; a tensor inside the accountant's state is an error."""
+    assert read_opacus_state(CKPT, use_torch=False) == {"history": TWO_PHASE, "mechanism": "rdp"}
+    assert load_opacus_file(CKPT).mechanism == from_opacus_history(TWO_PHASE).mechanism
 
 
 def _torch_zip(payload: bytes) -> bytes:
@@ -67,6 +76,17 @@ def test_restricted_reader_refuses_anything_but_plain_values(tmp_path):
         TrainingRunFileError, match=r"evil.pt: refused to load posix.system|evil.pt: refused to load os"
     ):
         read_opacus_state(evil, use_torch=False)
+    # {"history": [[1.1, <torch._utils._rebuild_tensor_v2()>]]} written by hand in pickle protocol 2: a tensor where a
+    # number belongs
+    tensor_in_history = tmp_path / "tensor.pt"
+    tensor_in_history.write_bytes(
+        _torch_zip(
+            b"\x80\x02}q\x00X\x07\x00\x00\x00historyq\x01]q\x02]q\x03(G?\xf1\x99\x99\x99\x99\x99\x9a"
+            b"ctorch._utils\n_rebuild_tensor_v2\nq\x04)Rq\x05eas."
+        )
+    )
+    with pytest.raises(TrainingRunFileError, match=r"tensor.pt: state\['history'\]\[0\]\[1\] is a tensor"):
+        read_opacus_state(tensor_in_history, use_torch=False)
     not_zip = tmp_path / "legacy.pt"
     not_zip.write_bytes(pickle.dumps({"history": TWO_PHASE}))
     with pytest.raises(TrainingRunFileError, match="legacy.pt: not a zip-format torch.save file"):
