@@ -15,6 +15,7 @@ import pytest
 import gdpcore
 from flows.cli import main
 from gdpcore.adapters import FIXED_REASON, SHUFFLE_REASON, from_opacus_history
+from gdpcore.mechanisms import SampledWithoutReplacementGaussian
 from tasks.audit import compute_audit_row, estimate_flags
 from tasks.cards import hf_record, render_markdown
 from tasks.mlflow_tags import privacy_tags
@@ -187,12 +188,15 @@ def test_fixed_sampler(tmp_path):
         "  dpsgd: {noise_multiplier: 1.0, batch_size: 600, steps: 100}\n",
         extra="sampler: fixed\nneighbouring: replace_one\n",
     )
-    try:
-        (m,) = load_manifest_file(path)
-    except ManifestError as exc:  # no sampled-without-replacement kind in this build: refused, naming what is missing
-        assert exc.field == "mechanism.dpsgd" and "SampledWithoutReplacementDpEvent" in exc.message
-    else:
-        assert m.estimate_reason is None and m.build_mechanism().neighbouring_relation == "replace_one"
+    (m,) = load_manifest_file(path)  # accounted exactly: fixed-size batches under replace-one
+    assert m.estimate_reason is None
+    assert m.build_mechanism() == SampledWithoutReplacementGaussian(
+        noise_multiplier=1.0, dataset_size=60_000, batch_size=600, steps=100
+    )
+    row = compute_audit_row(m, "test")
+    assert row["neighbouring"] == "replace_one" and row["sampler"] == "fixed" and row["mu_bound"] == "upper"
+    assert hf_record(row)["neighboring_relation"] == privacy_tags(row)["privacy.neighboring_relation"] == "replace_one"
+    assert "Fixed-size batches drawn without replacement, accounted as such" in render_markdown(row, png_name=None)
 
 
 def test_dp_event_form(tmp_path):
