@@ -176,7 +176,10 @@ def _sampling(row: dict[str, Any]) -> str:
     """The HF / MLflow ``sampling`` value: the manifest's sampler, else what the mechanism accounts."""
     if row.get("sampler"):
         return str(row["sampler"])
-    return "poisson" if "subsampled" in row["mechanism_json"] else "none"
+    text = row["mechanism_json"]
+    if "sampled_without_replacement" in text:
+        return "fixed"
+    return "poisson" if "subsampled" in text else "none"
 
 
 def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str, Any]:
