@@ -627,10 +627,14 @@ class Producer:
             diagnostics["add_direction_gap"] = pess.add_direction_gap
             diagnostics["add_excess_mass"] = 0.0 if add is None else max(0.0, add.p_mass - 1.0)
             opt, twin, gap = None, "not built", None
+            upper_only: str | None = None
             if optimistic:
                 smallest = _smallest_query(self.deltas, self.alpha_min, pess)
-                opt, twin = optimistic_curve(None, mechanism, d, smallest)
-                gap = certified_gap(pess, opt, deltas=self.deltas, alpha_min=self.alpha_min)
+                try:
+                    opt, twin = optimistic_curve(None, mechanism, d, smallest)
+                    gap = certified_gap(pess, opt, deltas=self.deltas, alpha_min=self.alpha_min)
+                except kinds.UnsupportedMechanismError as why:  # a kind with upper bounds only (zCDP, truncated)
+                    twin, upper_only = "not available", f"upper_bound_only: {why}"
             best = Curves(
                 pess,
                 opt,
@@ -640,6 +644,7 @@ class Producer:
                     engine="dp_accounting",
                     discretization=d,
                     discretization_lower=d if optimistic else None,
+                    status=upper_only or "ok",
                     certified_gap=gap,
                     tolerance=None if fixed is not None else self.tolerance,
                     support_length=int(remove.probs.size),

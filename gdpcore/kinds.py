@@ -47,19 +47,29 @@ from typing import Any
 import dp_accounting
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from dp_accounting.pld import privacy_loss_mechanism
 from scipy import special
 
 from gdpcore import closed_form
 from gdpcore.mechanisms import (
     Composed,
     DiscreteGaussian,
+    DiscreteLaplace,
     Gaussian,
+    KaryRandomizedResponse,
     Laplace,
     Mechanism,
+    MixtureOfGaussians,
     Param,
     RandomizedResponse,
+    SampledWithoutReplacementGaussian,
     SelfComposed,
+    SubsampledDiscreteLaplace,
     SubsampledGaussian,
+    SubsampledLaplace,
+    TreeAggregation,
+    TruncatedSubsampledGaussian,
+    float_list,
     nested_fields,
     parameters,
 )
@@ -587,7 +597,12 @@ def _sg_from_event(event: dp_accounting.DpEvent, neighbouring: str) -> Subsample
 
 
 def _rr_from_event(event: dp_accounting.DpEvent, neighbouring: str) -> RandomizedResponse | None:
-    if isinstance(event, dp_accounting.RandomizedResponseDpEvent) and event.num_buckets == 2:
+    if (
+        neighbouring == "replace_one"
+        and isinstance(event, dp_accounting.RandomizedResponseDpEvent)
+        and event.num_buckets == 2
+        and 0 < event.noise_parameter < 1
+    ):
         return RandomizedResponse(epsilon=math.log(2.0 / event.noise_parameter - 1.0), neighbouring=neighbouring)
     return None
 
@@ -773,9 +788,17 @@ register(
 )
 
 
+_SLOW_IN_COMPOSITIONS = (
+    "mixture_of_gaussians",
+    "sampled_without_replacement_gaussian",
+    "truncated_subsampled_gaussian",
+)
+
+
 def _draw_parts(rng: np.random.Generator, n: int) -> list[Mechanism]:
     """``n`` random leaf mechanisms of random registered kinds sharing one neighbouring relation (cheap sizes)."""
-    leaves = list(leaf_kinds())
+    # Kinds whose dp_accounting construction takes seconds at the engine's first step are left out of compositions.
+    leaves = [k for k in leaf_kinds() if k not in _SLOW_IN_COMPOSITIONS]
     parts: list[Mechanism] = []
     while len(parts) < n:
         m = get(str(rng.choice(leaves))).draw(rng)  # type: ignore[operator]
@@ -807,14 +830,16 @@ register(
 def mechanism_from_dp_event(event: dp_accounting.DpEvent, *, neighbouring: str = "add_remove") -> Mechanism:
     """The mechanism a dp_accounting ``DpEvent`` describes (the inverse of :func:`to_dp_event`).
 
-    DpEvents state noise in units of the sensitivity and carry no neighbouring relation: the result has sensitivity 1
-    and the given ``neighbouring``. Each leaf kind recognises its own events first (a ``SelfComposedDpEvent`` of a
-    ``PoissonSampledDpEvent`` of a Gaussian is one :class:`SubsampledGaussian`); other ``SelfComposedDpEvent`` /
-    ``ComposedDpEvent`` become :class:`SelfComposed` / :class:`Composed`. An event no kind describes raises
-    :class:`UnsupportedMechanismError`.
+    DpEvents state noise relative to one record's norm bound and carry no neighbouring relation (see
+    :mod:`gdpcore.events`): the result has the given ``neighbouring``. Each leaf kind recognises its own events first
+    (a ``SelfComposedDpEvent`` of a ``PoissonSampledDpEvent`` of a Gaussian is one :class:`SubsampledGaussian`); other
+    ``SelfComposedDpEvent`` / ``ComposedDpEvent`` become :class:`SelfComposed` / :class:`Composed` (``NoOpDpEvent``
+    parts dropped). An event no kind describes raises :class:`UnsupportedMechanismError` naming its type.
     """
     if not isinstance(event, dp_accounting.DpEvent):
         raise ValueError(f"event must be a dp_accounting DpEvent, got {event!r}")
+    if neighbouring not in ("add_remove", "replace_one"):
+        raise ValueError(f"neighbouring must be 'add_remove' or 'replace_one', got {neighbouring!r}")
     for name in leaf_kinds():
         hook = get(name).from_dp_event
         if callable(hook) and not isinstance(hook, Unsupported):
@@ -822,13 +847,20 @@ def mechanism_from_dp_event(event: dp_accounting.DpEvent, *, neighbouring: str =
             if m is not None:
                 return m
     if isinstance(event, dp_accounting.SelfComposedDpEvent):
-        return SelfComposed(
-            mechanism=mechanism_from_dp_event(event.event, neighbouring=neighbouring), count=event.count
-        )
+        if isinstance(event.event, dp_accounting.NoOpDpEvent):
+            raise UnsupportedMechanismError("NoOpDpEvent: a release without privacy cost has no mechanism to report")
+        inner = mechanism_from_dp_event(event.event, neighbouring=neighbouring)
+        return SelfComposed(mechanism=inner, count=event.count)
     if isinstance(event, dp_accounting.ComposedDpEvent):
-        parts = tuple(mechanism_from_dp_event(e, neighbouring=neighbouring) for e in event.events)
+        kept = [e for e in event.events if not isinstance(e, dp_accounting.NoOpDpEvent)]
+        if not kept:
+            raise UnsupportedMechanismError("ComposedDpEvent of NoOpDpEvents only: nothing to report")
+        parts = tuple(mechanism_from_dp_event(e, neighbouring=neighbouring) for e in kept)
         return Composed(mechanisms=parts)
-    raise UnsupportedMechanismError(f"no registered mechanism kind describes {event!r} under {neighbouring!r}")
+    raise UnsupportedMechanismError(
+        f"{type(event).__name__} cannot be accounted for under {neighbouring!r}: no registered mechanism kind "
+        f"describes {event!r}"
+    )
 
 
 def draw(kind: str, rng: np.random.Generator) -> Mechanism:
@@ -837,3 +869,579 @@ def draw(kind: str, rng: np.random.Generator) -> Mechanism:
     if not callable(hook) or isinstance(hook, Unsupported):
         raise UnsupportedMechanismError(f"mechanism kind {kind!r} declares no draw hook")
     return hook(rng)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Kinds of issue 14: what users already describe with dp_accounting events
+# ---------------------------------------------------------------------------------------------------------------------
+def _rdp_from_pure(eps: float, t: np.ndarray) -> np.ndarray:
+    """RDP upper bound of a pure eps-DP mechanism: min(eps, t eps^2 / 2) (eps-DP implies (eps^2/2)-zCDP, Bun &
+    Steinke 2016 Prop. 3.3; and D_t <= D_inf = eps)."""
+    return np.minimum(eps, t * eps * eps / 2.0)
+
+
+def _amplified(eps0: float, q: float) -> float:
+    """Pure eps of a Poisson-subsampled eps0-DP mechanism, log(1 + q (e^eps0 - 1)) (Balle, Barthe, Gaboardi 2018
+    Thm 8; attained by Laplace noise, whose loss reaches eps0 on a set of positive mass)."""
+    return math.log1p(q * math.expm1(eps0))
+
+
+def _self_composed(event: dp_accounting.DpEvent) -> tuple[dp_accounting.DpEvent, int]:
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        return event.event, event.count
+    return event, 1
+
+
+def _repeat(pld: pld_lib.PrivacyLossDistribution, steps: int) -> pld_lib.PrivacyLossDistribution:
+    return pld.self_compose(steps) if steps > 1 else pld
+
+
+# -- discrete Laplace ---------------------------------------------------------------------------------------------------
+register(
+    KindSpec(
+        cls=DiscreteLaplace,
+        summary="discrete Laplace on the integers, P(z) ~ exp(-a|z|); pure (a * sensitivity)-DP (add/remove)",
+        draw=lambda rng: DiscreteLaplace(
+            noise_parameter=_log_uniform(rng, 0.1, 3.0), sensitivity=int(rng.integers(1, 3))
+        ),
+        pld=lambda m, *, step, pessimistic: pld_lib.from_discrete_laplace_mechanism(
+            m.noise_parameter,
+            sensitivity=m.sensitivity,
+            pessimistic_estimate=pessimistic,
+            value_discretization_interval=step,
+            use_connect_dots=pessimistic,
+        ),
+        pure_epsilon=lambda m: m.noise_parameter * m.sensitivity,
+        rdp=lambda m, t: (_rdp_from_pure(m.noise_parameter * m.sensitivity, t), "upper"),
+        rho=lambda m: ((m.noise_parameter * m.sensitivity) ** 2 / 2.0, "upper", "any"),
+        to_dp_event=lambda m: dp_accounting.dp_event.DiscreteLaplaceDpEvent(m.noise_parameter, m.sensitivity),
+        from_dp_event=lambda e, rel: (
+            DiscreteLaplace(noise_parameter=e.noise_parameter, sensitivity=e.sensitivity)
+            if isinstance(e, dp_accounting.dp_event.DiscreteLaplaceDpEvent) and rel == "add_remove"
+            else None
+        ),
+        exact_mu=Unsupported("the discrete Laplace mechanism is not exactly GDP"),
+        clt_mu_squared=Unsupported("the CLT accountant applies to (subsampled) Gaussians only"),
+        gdp_upper_bound=lambda m: (closed_form.get_mu_from_pure_dp(epsilon=m.noise_parameter * m.sensitivity), "upper"),
+        subsampled_gaussian_phases=Unsupported("not a Poisson-subsampled Gaussian"),
+    )
+)
+
+
+# -- Poisson-subsampled Laplace and discrete Laplace --------------------------------------------------------------------
+def _subsampled_from_event(base: type, build: Callable[[Any, float, int], Mechanism | None]):
+    def hook(event: dp_accounting.DpEvent, neighbouring: str) -> Mechanism | None:
+        inner, steps = _self_composed(event)
+        if (
+            neighbouring == "add_remove"
+            and isinstance(inner, dp_accounting.PoissonSampledDpEvent)
+            and isinstance(inner.event, base)
+        ):
+            return build(inner.event, inner.sampling_probability, steps)
+        return None
+
+    return hook
+
+
+def _sl_eps0(m: SubsampledLaplace) -> float:
+    return m.sensitivity / m.scale
+
+
+register(
+    KindSpec(
+        cls=SubsampledLaplace,
+        summary="steps compositions of a Poisson-subsampled Laplace mechanism (add/remove)",
+        draw=lambda rng: SubsampledLaplace(
+            scale=_log_uniform(rng, 0.3, 5.0),
+            sampling_rate=_log_uniform(rng, 1e-2, 0.5),
+            steps=int(rng.integers(1, 30)),
+            sensitivity=float(rng.choice([1.0, 0.5])),
+        ),
+        pld=lambda m, *, step, pessimistic: _repeat(
+            pld_lib.from_laplace_mechanism(
+                m.scale,
+                sensitivity=m.sensitivity,
+                pessimistic_estimate=pessimistic,
+                value_discretization_interval=step,
+                sampling_prob=m.sampling_rate,
+                use_connect_dots=pessimistic,
+            ),
+            m.steps,
+        ),
+        pure_epsilon=lambda m: m.steps * _amplified(_sl_eps0(m), m.sampling_rate),
+        rdp=lambda m, t: (m.steps * _rdp_from_pure(_amplified(_sl_eps0(m), m.sampling_rate), t), "upper"),
+        rho=lambda m: (m.steps * _amplified(_sl_eps0(m), m.sampling_rate) ** 2 / 2.0, "upper", "any"),
+        to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(m.sampling_rate, dp_accounting.LaplaceDpEvent(m.scale / m.sensitivity)),
+            m.steps,
+        ),
+        from_dp_event=_subsampled_from_event(
+            dp_accounting.LaplaceDpEvent,
+            lambda e, q, steps: SubsampledLaplace(scale=e.noise_multiplier, sampling_rate=q, steps=steps),
+        ),
+        exact_mu=Unsupported("the subsampled Laplace mechanism is not exactly GDP"),
+        clt_mu_squared=Unsupported("the CLT accountant applies to (subsampled) Gaussians only"),
+        gdp_upper_bound=lambda m: (
+            math.sqrt(m.steps) * closed_form.get_mu_from_pure_dp(epsilon=_amplified(_sl_eps0(m), m.sampling_rate)),
+            "upper",
+        ),
+        subsampled_gaussian_phases=Unsupported("not a Poisson-subsampled Gaussian"),
+    )
+)
+
+
+def _sdl_eps0(m: SubsampledDiscreteLaplace) -> float:
+    return m.noise_parameter * m.sensitivity
+
+
+register(
+    KindSpec(
+        cls=SubsampledDiscreteLaplace,
+        summary="steps compositions of a Poisson-subsampled discrete Laplace mechanism (add/remove)",
+        draw=lambda rng: SubsampledDiscreteLaplace(
+            noise_parameter=_log_uniform(rng, 0.2, 3.0),
+            sampling_rate=_log_uniform(rng, 1e-2, 0.5),
+            steps=int(rng.integers(1, 30)),
+            sensitivity=int(rng.integers(1, 3)),
+        ),
+        pld=lambda m, *, step, pessimistic: _repeat(
+            pld_lib.from_discrete_laplace_mechanism(
+                m.noise_parameter,
+                sensitivity=m.sensitivity,
+                pessimistic_estimate=pessimistic,
+                value_discretization_interval=step,
+                sampling_prob=m.sampling_rate,
+                use_connect_dots=pessimistic,
+            ),
+            m.steps,
+        ),
+        pure_epsilon=lambda m: m.steps * _amplified(_sdl_eps0(m), m.sampling_rate),
+        rdp=lambda m, t: (m.steps * _rdp_from_pure(_amplified(_sdl_eps0(m), m.sampling_rate), t), "upper"),
+        rho=lambda m: (m.steps * _amplified(_sdl_eps0(m), m.sampling_rate) ** 2 / 2.0, "upper", "any"),
+        to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(
+                m.sampling_rate, dp_accounting.dp_event.DiscreteLaplaceDpEvent(m.noise_parameter, m.sensitivity)
+            ),
+            m.steps,
+        ),
+        from_dp_event=_subsampled_from_event(
+            dp_accounting.dp_event.DiscreteLaplaceDpEvent,
+            lambda e, q, steps: SubsampledDiscreteLaplace(
+                noise_parameter=e.noise_parameter, sensitivity=e.sensitivity, sampling_rate=q, steps=steps
+            ),
+        ),
+        exact_mu=Unsupported("the subsampled discrete Laplace mechanism is not exactly GDP"),
+        clt_mu_squared=Unsupported("the CLT accountant applies to (subsampled) Gaussians only"),
+        gdp_upper_bound=lambda m: (
+            math.sqrt(m.steps) * closed_form.get_mu_from_pure_dp(epsilon=_amplified(_sdl_eps0(m), m.sampling_rate)),
+            "upper",
+        ),
+        subsampled_gaussian_phases=Unsupported("not a Poisson-subsampled Gaussian"),
+    )
+)
+
+
+# -- k-ary randomized response (optionally Poisson-subsampled) ---------------------------------------------------------
+def _krr_eps(m: KaryRandomizedResponse) -> float:
+    p = m.effective_noise_parameter
+    return math.log1p(m.num_buckets * (1.0 - p) / p)
+
+
+def _rdp_kary_rr(p: float, k: int, t: np.ndarray) -> np.ndarray:
+    """Exact replace-one RDP of k-ary RR: outputs x, x' carry (A, B) and (B, A), A = 1 - p + p/k, B = p/k, the other
+    k - 2 outputs B each: eps(t) = log(A^t B^(1-t) + B^t A^(1-t) + (k - 2) B) / (t - 1)."""
+    la, lb = math.log1p(-p + p / k), math.log(p / k)
+    terms = [t * la + (1 - t) * lb, t * lb + (1 - t) * la]
+    if k > 2:
+        terms.append(np.full_like(t, math.log(k - 2) + lb))
+    return np.maximum(special.logsumexp(np.stack(terms), axis=0) / (t - 1.0), 0.0)
+
+
+def _krr_event(m: KaryRandomizedResponse) -> dp_accounting.DpEvent:
+    rr = dp_accounting.RandomizedResponseDpEvent(m.noise_parameter, m.num_buckets)
+    return rr if m.sampling_rate == 1.0 else dp_accounting.PoissonSampledDpEvent(m.sampling_rate, rr)
+
+
+def _krr_from_event(event: dp_accounting.DpEvent, neighbouring: str) -> KaryRandomizedResponse | None:
+    if neighbouring != "replace_one":
+        return None
+    q = 1.0
+    if isinstance(event, dp_accounting.PoissonSampledDpEvent):
+        q, event = event.sampling_probability, event.event
+    if isinstance(event, dp_accounting.RandomizedResponseDpEvent) and 0 < event.noise_parameter < 1:
+        return KaryRandomizedResponse(
+            noise_parameter=event.noise_parameter, num_buckets=event.num_buckets, sampling_rate=q
+        )
+    return None
+
+
+register(
+    KindSpec(
+        cls=KaryRandomizedResponse,
+        summary="k-ary randomized response (replace-one), optionally Poisson-subsampled; pure log(1 + k(1-p)/p)-DP",
+        draw=lambda rng: KaryRandomizedResponse(
+            noise_parameter=float(rng.uniform(0.05, 0.95)),
+            num_buckets=int(rng.integers(3, 12)),
+            sampling_rate=1.0 if rng.uniform() < 0.5 else float(rng.uniform(0.05, 1.0)),
+        ),
+        pld=lambda m, *, step, pessimistic: pld_lib.from_randomized_response(
+            noise_parameter=m.effective_noise_parameter,
+            num_buckets=m.num_buckets,
+            pessimistic_estimate=pessimistic,
+            value_discretization_interval=step,
+        ),
+        pure_epsilon=_krr_eps,
+        rdp=lambda m, t: (_rdp_kary_rr(m.effective_noise_parameter, m.num_buckets, t), "exact"),
+        rho=lambda m: (_krr_eps(m) ** 2 / 2.0, "upper", "any"),
+        to_dp_event=_krr_event,
+        from_dp_event=_krr_from_event,
+        exact_mu=Unsupported("randomized response is not exactly GDP"),
+        clt_mu_squared=Unsupported("the CLT accountant applies to (subsampled) Gaussians only"),
+        gdp_upper_bound=lambda m: (closed_form.get_mu_from_pure_dp(epsilon=_krr_eps(m)), "upper"),
+        subsampled_gaussian_phases=Unsupported("not a Poisson-subsampled Gaussian"),
+    )
+)
+
+
+# -- fixed-size batches (sampling without replacement, replace-one) ----------------------------------------------------
+def _swor_pld(m: SampledWithoutReplacementGaussian, *, step: float, pessimistic: bool):
+    return _repeat(
+        pld_lib.from_gaussian_mechanism(
+            m.noise_multiplier * m.sensitivity,
+            sensitivity=m.sensitivity,
+            pessimistic_estimate=pessimistic,
+            value_discretization_interval=step,
+            sampling_prob=m.sampling_rate,
+            use_connect_dots=pessimistic,
+            neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE,
+        ),
+        m.steps,
+    )
+
+
+def _swor_from_event(event: dp_accounting.DpEvent, neighbouring: str) -> SampledWithoutReplacementGaussian | None:
+    inner, steps = _self_composed(event)
+    if (
+        neighbouring == "replace_one"
+        and isinstance(inner, dp_accounting.SampledWithoutReplacementDpEvent)
+        and isinstance(inner.event, dp_accounting.GaussianDpEvent)
+    ):
+        return SampledWithoutReplacementGaussian(
+            noise_multiplier=inner.event.noise_multiplier,
+            dataset_size=inner.source_dataset_size,
+            batch_size=inner.sample_size,
+            steps=steps,
+        )
+    return None
+
+
+def _swor_draw(rng: np.random.Generator) -> SampledWithoutReplacementGaussian:
+    n = int(rng.integers(100, 2000))  # cheap sizes: the generic engine refines dp_accounting's PLDs
+    return SampledWithoutReplacementGaussian(
+        noise_multiplier=_log_uniform(rng, 0.8, 2.0),
+        dataset_size=n,
+        batch_size=max(1, int(n * _log_uniform(rng, 0.05, 0.5))),
+        steps=int(rng.integers(1, 20)),
+    )
+
+
+register(
+    KindSpec(
+        cls=SampledWithoutReplacementGaussian,
+        summary="DP-SGD with fixed-size batches: steps of a Gaussian on a sample without replacement (replace-one)",
+        draw=_swor_draw,
+        pld=_swor_pld,
+        pure_epsilon=lambda m: _NOT_PURE,
+        # Joint convexity of e^{(t-1) D_t}: at most the unsampled replace-one Gaussian, shift 2C: 2t / sigma^2.
+        rdp=lambda m, t: (m.steps * 2.0 * t / m.noise_multiplier**2, "exact" if m.sampling_rate == 1.0 else "upper"),
+        rho=lambda m: (
+            m.steps * 2.0 / m.noise_multiplier**2,
+            "exact" if m.sampling_rate == 1.0 else "upper",
+            "any",
+        ),
+        to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(
+            dp_accounting.SampledWithoutReplacementDpEvent(
+                m.dataset_size, m.batch_size, dp_accounting.GaussianDpEvent(m.noise_multiplier)
+            ),
+            m.steps,
+        ),
+        from_dp_event=_swor_from_event,
+        # With every record in every batch the steps are Gaussians moving the sum by 2C: exactly (2 sqrt(T)/sigma)-GDP.
+        exact_mu=lambda m: 2.0 * math.sqrt(m.steps) / m.noise_multiplier if m.sampling_rate == 1.0 else None,
+        clt_mu_squared=Unsupported("the CLT accountant applies to Poisson-subsampled Gaussians (add/remove) only"),
+        gdp_upper_bound=lambda m: (
+            2.0 * math.sqrt(m.steps) / m.noise_multiplier,
+            "exact" if m.sampling_rate == 1.0 else "upper",
+        ),
+        subsampled_gaussian_phases=Unsupported("fixed-size batches are not Poisson-subsampled"),
+    )
+)
+
+
+# -- mixtures of Gaussians (DP-MF / BandMF amplification, user-level sampling) -----------------------------------------
+def _mog_cmax(m: MixtureOfGaussians) -> float:
+    return max(float_list(m.sensitivities))
+
+
+def _mog_single(m: MixtureOfGaussians) -> bool:
+    return len(float_list(m.sensitivities)) == 1
+
+
+class _VectorisedMixtureLoss(privacy_loss_mechanism.MixtureGaussianPrivacyLoss):
+    """dp_accounting's mixture-of-Gaussians privacy loss with its inverse's bisection run for all losses at once.
+
+    dp_accounting bisects recursively, one scalar privacy loss per node (8 s for one PLD at step 1e-4). Here every
+    target loss bisects in lock-step over the same range: the same midpoints, the same comparisons, the same output
+    (for each loss l the smallest multiple of ``precision`` x with privacy_loss(x) <= l, rounded as dp_accounting
+    rounds), with the privacy loss evaluated on arrays.
+    """
+
+    def _losses(self, x: np.ndarray) -> np.ndarray:
+        x_loss = np.outer(x, self.sensitivities) / self._variance
+        consts = self._precompute_privacy_loss_constants
+        if self.adjacency_type == privacy_loss_mechanism.AdjacencyType.ADD:
+            return -special.logsumexp(consts + x_loss, axis=1)
+        return special.logsumexp(consts - x_loss, axis=1)
+
+    def _inverse_one(self, loss: float, lo: float, hi: float, precision: float) -> float:
+        consts = [float(c) for c in self._precompute_privacy_loss_constants]
+        scaled = [float(c) / float(self._variance) for c in self.sensitivities]
+        add = self.adjacency_type == privacy_loss_mechanism.AdjacencyType.ADD
+        width = hi - lo
+        while width > precision:
+            mid = (lo + hi) / 2
+            terms = [c + s * mid if add else c - s * mid for c, s in zip(consts, scaled, strict=True)]
+            top = max(terms)
+            value = top + math.log(math.fsum(math.exp(v - top) for v in terms))
+            if loss < (-value if add else value):
+                lo = mid
+            else:
+                hi = mid
+            width /= 2
+        return math.floor(hi / precision) * precision
+
+    def _inverse_privacy_losses_with_range(self, privacy_losses, bounds, precision=1e-6):
+        losses = np.asarray(privacy_losses, dtype=float)
+        if losses.size == 0:
+            return []
+        if losses.size == 1:  # the privacy-buckets construction inverts one loss at a time: plain floats
+            return np.array([self._inverse_one(float(losses[0]), float(bounds[0]), float(bounds[1]), precision)])
+        lo = np.full(losses.size, float(bounds[0]))
+        hi = np.full(losses.size, float(bounds[1]))
+        width = float(bounds[1]) - float(bounds[0])
+        while width > precision:
+            mid = (lo + hi) / 2
+            go_up = losses < self._losses(mid)
+            lo = np.where(go_up, mid, lo)
+            hi = np.where(go_up, hi, mid)
+            width /= 2
+        return np.floor(hi / precision) * precision
+
+
+def _mog_pld(m: MixtureOfGaussians, *, step: float, pessimistic: bool) -> pld_lib.PrivacyLossDistribution:
+    """dp_accounting's ``from_mixture_gaussian_mechanism`` construction with the vectorised inverse above."""
+
+    def single(adjacency: privacy_loss_mechanism.AdjacencyType):
+        loss = _VectorisedMixtureLoss(
+            m.standard_deviation,
+            list(float_list(m.sensitivities)),
+            list(float_list(m.probabilities)),
+            pessimistic_estimate=pessimistic,
+            log_mass_truncation_bound=-50,
+            adjacency_type=adjacency,
+        )
+        return pld_lib._create_pld_pmf_from_monotone_privacy_loss(  # noqa: SLF001 - dp_accounting's own builder
+            loss, pessimistic_estimate=pessimistic, value_discretization_interval=step, use_connect_dots=pessimistic
+        )
+
+    pld = pld_lib.PrivacyLossDistribution(
+        single(privacy_loss_mechanism.AdjacencyType.REMOVE), single(privacy_loss_mechanism.AdjacencyType.ADD)
+    )
+    return _repeat(pld, m.steps)
+
+
+def _floats_text(values: Any) -> str:
+    """A list of numbers as a :class:`~gdpcore.mechanisms.FloatList` parameter's text."""
+    return ",".join(repr(float(x)) for x in values)
+
+
+def _mog_from_event(event: dp_accounting.DpEvent, neighbouring: str) -> MixtureOfGaussians | None:
+    inner, steps = _self_composed(event)
+    if neighbouring == "add_remove" and isinstance(inner, dp_accounting.dp_event.MixtureOfGaussiansDpEvent):
+        return MixtureOfGaussians(
+            standard_deviation=inner.standard_deviation,
+            sensitivities=_floats_text(inner.sensitivities),
+            probabilities=_floats_text(inner.sampling_probs),
+            steps=steps,
+        )
+    return None
+
+
+def _mog_draw(rng: np.random.Generator) -> MixtureOfGaussians:
+    n = int(rng.integers(2, 4))
+    w = rng.dirichlet(np.ones(n))
+    w = np.round(w / w.sum(), 6)
+    w[-1] = 1.0 - w[:-1].sum()
+    return MixtureOfGaussians(  # cheap sizes: few privacy-loss buckets at step 1e-4
+        standard_deviation=_log_uniform(rng, 2.0, 5.0),
+        sensitivities=_floats_text([0.0, *sorted(float(x) for x in np.round(rng.uniform(0.2, 0.6, n - 1), 3))]),
+        probabilities=_floats_text(w),
+        steps=int(rng.integers(1, 5)),
+    )
+
+
+register(
+    KindSpec(
+        cls=MixtureOfGaussians,
+        summary="mixture of Gaussians N(0,s^2) vs sum_i p_i N(c_i,s^2) (DP-MF/BandMF, user-level sampling; add/remove)",
+        draw=_mog_draw,
+        pld=_mog_pld,
+        pure_epsilon=lambda m: _NOT_PURE,
+        # Joint convexity: at most the Gaussian with the largest sensitivity (exact for a single component).
+        rdp=lambda m, t: (
+            m.steps * t * _mog_cmax(m) ** 2 / (2.0 * m.standard_deviation**2),
+            "exact" if _mog_single(m) else "upper",
+        ),
+        rho=lambda m: (
+            m.steps * _mog_cmax(m) ** 2 / (2.0 * m.standard_deviation**2),
+            "exact" if _mog_single(m) else "upper",
+            "any",
+        ),
+        to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(
+            dp_accounting.dp_event.MixtureOfGaussiansDpEvent(
+                m.standard_deviation, list(float_list(m.sensitivities)), list(float_list(m.probabilities))
+            ),
+            m.steps,
+        ),
+        from_dp_event=_mog_from_event,
+        exact_mu=lambda m: math.sqrt(m.steps) * _mog_cmax(m) / m.standard_deviation if _mog_single(m) else None,
+        clt_mu_squared=Unsupported("the CLT accountant applies to Poisson-subsampled Gaussians only"),
+        gdp_upper_bound=lambda m: (
+            math.sqrt(m.steps) * _mog_cmax(m) / m.standard_deviation,
+            "exact" if _mog_single(m) else "upper",
+        ),
+        subsampled_gaussian_phases=Unsupported("not a Poisson-subsampled Gaussian"),
+    )
+)
+
+
+# -- single-epoch tree aggregation (DP-FTRL) ---------------------------------------------------------------------------
+def _tree_from_event(event: dp_accounting.DpEvent, neighbouring: str) -> TreeAggregation | None:
+    if neighbouring == "add_remove" and isinstance(event, dp_accounting.SingleEpochTreeAggregationDpEvent):
+        counts = event.step_counts if isinstance(event.step_counts, list | tuple) else [event.step_counts]
+        if not counts or min(counts) < 0 or max(counts) < 1:
+            return None
+        return TreeAggregation(noise_multiplier=event.noise_multiplier, steps=int(max(counts)))
+    return None
+
+
+def _tree_mu(m: TreeAggregation) -> float:
+    return math.sqrt(m.depth) / m.noise_multiplier
+
+
+register(
+    KindSpec(
+        cls=TreeAggregation,
+        summary="single-epoch tree aggregation (DP-FTRL): exactly (sqrt(ceil(log2(steps+1)))/noise_multiplier)-GDP",
+        draw=lambda rng: TreeAggregation(
+            noise_multiplier=_log_uniform(rng, 0.5, 10.0), steps=int(round(_log_uniform(rng, 1.0, 5000.0)))
+        ),
+        pld=lambda m, *, step, pessimistic: pld_lib.from_gaussian_mechanism(
+            m.noise_multiplier,
+            sensitivity=math.sqrt(m.depth),
+            pessimistic_estimate=pessimistic,
+            value_discretization_interval=step,
+            use_connect_dots=pessimistic,
+        ),
+        pure_epsilon=lambda m: _NOT_PURE,
+        rdp=lambda m, t: (t * m.depth / (2.0 * m.noise_multiplier**2), "exact"),
+        rho=lambda m: (m.depth / (2.0 * m.noise_multiplier**2), "exact", "any"),
+        to_dp_event=lambda m: dp_accounting.SingleEpochTreeAggregationDpEvent(m.noise_multiplier, m.steps),
+        from_dp_event=_tree_from_event,
+        exact_mu=_tree_mu,
+        clt_mu_squared=lambda m: _tree_mu(m) ** 2,
+        gdp_upper_bound=lambda m: (_tree_mu(m), "exact"),
+        subsampled_gaussian_phases=Unsupported("not a Poisson-subsampled Gaussian"),
+    )
+)
+
+
+# -- truncated Poisson batches -----------------------------------------------------------------------------------------
+_DPA_RELATION = {
+    "add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+    "replace_one": dp_accounting.NeighboringRelation.REPLACE_ONE,
+}
+
+
+def _truncated_pld(m: TruncatedSubsampledGaussian, *, step: float, pessimistic: bool):
+    if not pessimistic:
+        raise UnsupportedMechanismError(
+            "dp_accounting's truncated subsampled Gaussian PLD is an upper bound with no optimistic construction: "
+            "lower ends are unavailable"
+        )
+    return _repeat(
+        pld_lib.from_truncated_subsampled_gaussian_mechanism(
+            dataset_size=m.dataset_size,
+            sampling_probability=m.sampling_rate,
+            truncated_batch_size=m.truncated_batch_size,
+            noise_multiplier=m.noise_multiplier,
+            value_discretization_interval=step,
+            use_connect_dots=True,
+            neighboring_relation=_DPA_RELATION[m.neighbouring],
+        ),
+        m.steps,
+    )
+
+
+def _truncated_from_event(event: dp_accounting.DpEvent, neighbouring: str) -> TruncatedSubsampledGaussian | None:
+    inner, steps = _self_composed(event)
+    if isinstance(inner, dp_accounting.dp_event.TruncatedSubsampledGaussianDpEvent):
+        return TruncatedSubsampledGaussian(
+            noise_multiplier=inner.noise_multiplier,
+            sampling_rate=inner.sampling_probability,
+            dataset_size=inner.dataset_size,
+            truncated_batch_size=inner.truncated_batch_size,
+            steps=steps,
+            neighbouring=neighbouring,
+        )
+    return None
+
+
+def _truncated_draw(rng: np.random.Generator) -> TruncatedSubsampledGaussian:
+    n = int(rng.integers(50, 5000))
+    q = _log_uniform(rng, 5e-3, 0.3)
+    return TruncatedSubsampledGaussian(
+        noise_multiplier=_log_uniform(rng, 0.8, 4.0),
+        sampling_rate=q,
+        dataset_size=n,
+        truncated_batch_size=max(1, int(n * q * rng.uniform(0.8, 1.5))),
+        steps=int(rng.integers(1, 50)),
+        neighbouring=_relation(rng),
+    )
+
+
+# dp_accounting's construction mixes a sensitivity-1 subsampled Gaussian with a branch accounted as a replace-one
+# Gaussian of standard deviation sigma/2 (mean shift 2 at noise sigma/2, mu = 4/sigma): the RDP, zCDP and GDP bounds
+# below are those of that worst branch (joint convexity), upper bounds of dp_accounting's own upper bound.
+register(
+    KindSpec(
+        cls=TruncatedSubsampledGaussian,
+        summary="steps of a Gaussian on a Poisson sample truncated to a maximum batch size (upper bounds only)",
+        draw=_truncated_draw,
+        pld=_truncated_pld,
+        pure_epsilon=lambda m: _NOT_PURE,
+        rdp=lambda m, t: (m.steps * 8.0 * t / m.noise_multiplier**2, "upper"),
+        rho=lambda m: (m.steps * 8.0 / m.noise_multiplier**2, "upper", "any"),
+        to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(
+            dp_accounting.dp_event.TruncatedSubsampledGaussianDpEvent(
+                m.dataset_size, m.sampling_rate, m.truncated_batch_size, m.noise_multiplier
+            ),
+            m.steps,
+        ),
+        from_dp_event=_truncated_from_event,
+        exact_mu=lambda m: None,
+        clt_mu_squared=Unsupported("the CLT accountant does not cover truncated batches"),
+        gdp_upper_bound=lambda m: (4.0 * math.sqrt(m.steps) / m.noise_multiplier, "upper"),
+        subsampled_gaussian_phases=Unsupported("truncated batches are not a plain Poisson-subsampled Gaussian"),
+    )
+)

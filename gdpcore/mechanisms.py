@@ -21,15 +21,25 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from gdpcore._validation import Choice, Constraint, Count, Positive, Probability
+from gdpcore._validation import Choice, Constraint, Count, Positive, Probability, check_probability
 
 __all__ = [
     "NEIGHBOURING_RELATIONS",
     "Composed",
     "DiscreteGaussian",
+    "DiscreteLaplace",
+    "KaryRandomizedResponse",
+    "MixtureOfGaussians",
+    "SampledWithoutReplacementGaussian",
+    "SubsampledDiscreteLaplace",
+    "SubsampledLaplace",
+    "TreeAggregation",
+    "TruncatedSubsampledGaussian",
+    "ZCDP",
     "Gaussian",
     "Laplace",
     "Mechanism",
@@ -166,6 +176,14 @@ class Mechanism:
             raise TypeError(f"mechanism kind {self.kind!r} declares no 'neighbouring' parameter")
         return value
 
+    def to_dp_event(self) -> Any:
+        """The dp_accounting ``DpEvent`` describing this mechanism (noise relative to one record's norm bound; see
+        :mod:`gdpcore.events`), dispatched through the kind registry (:func:`gdpcore.kinds.to_dp_event`).
+        :class:`gdpcore.kinds.UnsupportedMechanismError` for a kind dp_accounting has no event for."""
+        from gdpcore import kinds  # local: the registry imports this module
+
+        return kinds.to_dp_event(self)
+
     def gaussian_mu(self) -> float | None:
         """Exact mu-GDP parameter if the mechanism is a composition of plain Gaussians, else None.
 
@@ -253,6 +271,280 @@ class DiscreteGaussian(Mechanism):
     sigma: float = param("scale parameter of the discrete Gaussian on the integers", Positive())
     sensitivity: int = param("integer L1 / L2 " + _SENSITIVITY_DOC, Count(), default=1)
     neighbouring: str = param(_RELATION_DOC, Choice(NEIGHBOURING_RELATIONS), default="add_remove")
+
+
+class OpenProbability(Constraint):
+    """A real number in (0, 1) (randomized response's noise parameter)."""
+
+    type = float
+
+    def check(self, name: str, value: Any) -> float:
+        return check_probability(name, value, high_open=True)
+
+    def describe(self) -> str:
+        return "real in (0, 1)"
+
+
+class NonNegative(Constraint):
+    """A finite real number >= 0."""
+
+    type = float
+
+    def check(self, name: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (value >= 0 and value < float("inf")):
+            raise ValueError(f"{name} must be a finite real >= 0, got {value!r}")
+        return float(value)
+
+    def describe(self) -> str:
+        return "real >= 0"
+
+
+class FloatList(Constraint):
+    """A non-empty list of finite reals, stored as canonical comma-separated text ("0.0,1.0") so that the kind stays
+    flat (one scalar column per parameter in the lake, one ``--flag`` in the CLI). Lists and tuples are accepted and
+    normalised; ``positive`` / ``probabilities`` restrict the values (probabilities must also sum to 1)."""
+
+    type = str
+
+    def __init__(self, *, kind: str = "real >= 0") -> None:
+        self.kind = kind
+
+    def check(self, name: str, value: Any) -> str:
+        if isinstance(value, str):
+            parts: list[Any] = [p.strip() for p in value.split(",")]
+            try:
+                nums = [float(p) for p in parts]
+            except ValueError:
+                raise ValueError(f"{name} must be a comma-separated list of numbers, got {value!r}") from None
+        elif isinstance(value, list | tuple) and value:
+            nums = []
+            for v in value:
+                if isinstance(v, bool) or not isinstance(v, int | float):
+                    raise ValueError(f"{name} must be a list of numbers, got {value!r}")
+                nums.append(float(v))
+        else:
+            raise ValueError(f"{name} must be a non-empty list of numbers, got {value!r}")
+        if not nums or any(not (x >= 0 and x < float("inf")) for x in nums):
+            raise ValueError(f"{name} must hold finite reals >= 0, got {value!r}")
+        if self.kind == "probabilities":
+            if any(x > 1 for x in nums) or abs(sum(nums) - 1.0) > 1e-9:
+                raise ValueError(f"{name} must be probabilities summing to 1, got {value!r}")
+        return ",".join(repr(x) for x in nums)
+
+    def describe(self) -> str:
+        if self.kind == "probabilities":
+            return "comma-separated probabilities summing to 1"
+        return "comma-separated reals >= 0"
+
+
+def float_list(text: str) -> tuple[float, ...]:
+    """The numbers of a :class:`FloatList` parameter."""
+    return tuple(float(x) for x in text.split(","))
+
+
+_RECORD_BOUND_DOC = (
+    "noise standard deviation in units of one record's norm bound C (the clipping norm; dp_accounting's "
+    "noise_multiplier)"
+)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DiscreteLaplace(Mechanism):
+    """Discrete Laplace mechanism on the integers: P(z) proportional to exp(-a |z|); pure (a * sensitivity)-DP.
+
+    dp_accounting's ``DiscreteLaplaceDpEvent(noise_parameter=a, sensitivity)``; add/remove only (its accountants
+    refuse replace-one for this event).
+    """
+
+    kind: ClassVar[str] = "discrete_laplace"
+    noise_parameter: float = param("parameter a of the discrete Laplace noise, P(z) ~ exp(-a |z|)", Positive())
+    sensitivity: int = param("integer L1 sensitivity of the released integer query", Count(), default=1)
+    neighbouring: str = param(
+        _RELATION_DOC + " (dp_accounting accounts for this event under add_remove only)",
+        Choice(("add_remove",)),
+        default="add_remove",
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SubsampledLaplace(Mechanism):
+    """``steps`` compositions of a Poisson-subsampled Laplace mechanism (add/remove): each record is included with
+    probability ``sampling_rate`` and the L1-clipped sum is released with Lap(scale) noise per coordinate."""
+
+    kind: ClassVar[str] = "subsampled_laplace"
+    scale: float = param("Laplace noise scale b (absolute, not in units of the sensitivity)", Positive())
+    sampling_rate: float = param("Poisson sampling probability of each record per step", Probability())
+    steps: int = param("number of composed steps", Count(), default=1)
+    sensitivity: float = param("L1 norm bound of one record's contribution", Positive(), default=1.0)
+    neighbouring: str = param(
+        _RELATION_DOC + " (Poisson subsampling: add_remove only)", Choice(("add_remove",)), default="add_remove"
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SubsampledDiscreteLaplace(Mechanism):
+    """``steps`` compositions of a Poisson-subsampled discrete Laplace mechanism (add/remove)."""
+
+    kind: ClassVar[str] = "subsampled_discrete_laplace"
+    noise_parameter: float = param("parameter a of the discrete Laplace noise, P(z) ~ exp(-a |z|)", Positive())
+    sampling_rate: float = param("Poisson sampling probability of each record per step", Probability())
+    steps: int = param("number of composed steps", Count(), default=1)
+    sensitivity: int = param("integer L1 norm bound of one record's contribution", Count(), default=1)
+    neighbouring: str = param(
+        _RELATION_DOC + " (Poisson subsampling: add_remove only)", Choice(("add_remove",)), default="add_remove"
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KaryRandomizedResponse(Mechanism):
+    """k-ary randomized response (dp_accounting's ``RandomizedResponseDpEvent``): with probability
+    1 - ``noise_parameter`` report the true category, otherwise a uniformly random one of the ``num_buckets``.
+
+    Pure eps = log(1 + k (1 - p) / p) (ratio of the largest to the smallest output probability). Replace-one only
+    (one respondent's category is replaced by another). With ``sampling_rate`` q < 1 each respondent takes part
+    with probability q and a non-participant's output is uniformly random: the output law is then randomized response
+    with noise parameter 1 - q (1 - p) exactly (the mixture q R(x) + (1 - q) U), i.e. Poisson subsampling amplifies
+    randomized response in closed form.
+    """
+
+    kind: ClassVar[str] = "kary_randomized_response"
+    noise_parameter: float = param(
+        "probability p of replacing the true category by a uniformly random one", OpenProbability()
+    )
+    num_buckets: int = param("number of categories k", Count(minimum=2), lake_column="rr_num_buckets")
+    sampling_rate: float = param(
+        "probability that a respondent takes part (one who does not outputs a uniformly random category)",
+        Probability(),
+        default=1.0,
+    )
+    neighbouring: str = param(
+        _RELATION_DOC + " (one respondent's category)", Choice(("replace_one",)), default="replace_one"
+    )
+
+    @property
+    def effective_noise_parameter(self) -> float:
+        """p' = 1 - q (1 - p): the noise parameter of the same output law without subsampling."""
+        return 1.0 - self.sampling_rate * (1.0 - self.noise_parameter)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SampledWithoutReplacementGaussian(Mechanism):
+    """DP-SGD with fixed-size batches: each of ``steps`` steps draws ``batch_size`` distinct records uniformly from
+    ``dataset_size`` and releases the sum of their clipped contributions plus N(0, (noise_multiplier * C)^2).
+
+    Replace-one adjacency only (the dataset size is public). With q = batch_size / dataset_size the replaced record is
+    in a batch with probability q and moves the sum by up to 2C: the privacy-loss pair is
+    (1 - q) N(0, s^2) + q N(-C, s^2) vs (1 - q) N(0, s^2) + q N(C, s^2), the pair of dp_accounting's replace-one
+    subsampled Gaussian and of the Fourier accountant's substitution relation (Koskela, Jaelkoe, Honkela 2020).
+    """
+
+    kind: ClassVar[str] = "sampled_without_replacement_gaussian"
+    noise_multiplier: float = param(_RECORD_BOUND_DOC, Positive())
+    dataset_size: int = param("number of records the batches are drawn from (public)", Count(minimum=2))
+    batch_size: int = param("records per batch (fixed)", Count())
+    steps: int = param("number of composed steps", Count(), default=1)
+    sensitivity: float = param("clipping norm C (one record's L2 norm bound)", Positive(), default=1.0)
+    neighbouring: str = param(
+        _RELATION_DOC + " (fixed-size batches: replace_one only)", Choice(("replace_one",)), default="replace_one"
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.batch_size > self.dataset_size:
+            raise ValueError(f"batch_size must be <= dataset_size = {self.dataset_size}, got {self.batch_size!r}")
+
+    @property
+    def sampling_rate(self) -> float:
+        return self.batch_size / self.dataset_size
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MixtureOfGaussians(Mechanism):
+    """``steps`` compositions of a mixture-of-Gaussians mechanism (dp_accounting's ``MixtureOfGaussiansDpEvent``;
+    Choquette-Choo et al. 2023, arXiv:2310.15526): on D the output is N(0, s^2), on a neighbour D' it is
+    sum_i p_i N(c_i, s^2). DP-MF / BandMF amplification and user-level Poisson sampling (a user's record count in a
+    batch is binomial) are of this form. Add/remove only."""
+
+    kind: ClassVar[str] = "mixture_of_gaussians"
+    standard_deviation: float = param(
+        "standard deviation s of the Gaussian noise, in units of one record's norm bound", Positive()
+    )
+    sensitivities: str = param("the sensitivities c_i (comma separated, >= 0)", FloatList())
+    probabilities: str = param(
+        "the probabilities p_i of the sensitivities (comma separated, summing to 1)",
+        FloatList(kind="probabilities"),
+        lake_column="mixture_probabilities",
+    )
+    steps: int = param("number of composed steps", Count(), default=1)
+    neighbouring: str = param(
+        _RELATION_DOC + " (dp_accounting: add_remove only)", Choice(("add_remove",)), default="add_remove"
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(float_list(self.sensitivities)) != len(float_list(self.probabilities)):
+            raise ValueError(
+                f"sensitivities and probabilities must have the same length, got {self.sensitivities!r} and "
+                f"{self.probabilities!r}"
+            )
+        if max(float_list(self.sensitivities)) == 0.0:
+            raise ValueError(f"sensitivities must not all be 0, got {self.sensitivities!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TreeAggregation(Mechanism):
+    """Single-epoch tree aggregation (DP-FTRL; Kairouz et al. 2021, arXiv:2103.00039 App. D): prefix sums of
+    ``steps`` leaves released through a binary tree with N(0, (noise_multiplier * C)^2) noise on every node; each
+    record is in one leaf, so it moves the h = ceil(log2(steps + 1)) nodes on its path by at most C each. The release
+    is exactly a Gaussian mechanism with mu = sqrt(h) / noise_multiplier (as dp_accounting's RDP accountant counts
+    it). The relation is add/remove in the sense of dp_accounting's REPLACE_SPECIAL: a record's contribution is
+    replaced by zero."""
+
+    kind: ClassVar[str] = "tree_aggregation"
+    noise_multiplier: float = param("noise standard deviation per node in units of the clipping norm C", Positive())
+    steps: int = param("number of leaves (steps) of the tree; several trees: the largest", Count())
+    neighbouring: str = param(
+        _RELATION_DOC + " (a record's contribution replaced by zero: dp_accounting's REPLACE_SPECIAL)",
+        Choice(("add_remove",)),
+        default="add_remove",
+    )
+
+    @property
+    def depth(self) -> int:
+        """Nodes on a leaf's path, ceil(log2(steps + 1)) (dp_accounting's ``max_depth``)."""
+        return int(math.ceil(math.log2(self.steps + 1)))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TruncatedSubsampledGaussian(Mechanism):
+    """``steps`` compositions of a Gaussian mechanism on a Poisson sample truncated to at most
+    ``truncated_batch_size`` records (dp_accounting's ``TruncatedSubsampledGaussianDpEvent``, arXiv:2508.15089).
+
+    dp_accounting's PLD for it is an upper bound (its sensitivity-2 branch is accounted under replace-one, "a slightly
+    loose upper bound") and has no optimistic construction: reports give upper ends only (lower ends unavailable).
+    """
+
+    kind: ClassVar[str] = "truncated_subsampled_gaussian"
+    noise_multiplier: float = param(_RECORD_BOUND_DOC, Positive())
+    sampling_rate: float = param("Poisson sampling probability of each record per step", Probability())
+    dataset_size: int = param("number of records sampled from", Count())
+    truncated_batch_size: int = param("largest batch kept (larger samples are truncated at random)", Count())
+    steps: int = param("number of composed steps", Count(), default=1)
+    neighbouring: str = param(_RELATION_DOC, Choice(NEIGHBOURING_RELATIONS), default="add_remove")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ZCDP(Mechanism):
+    """A (xi, rho)-zCDP *statement* (dp_accounting's ``ZCDpEvent``; Bun & Steinke 2016): RDP eps(alpha) <=
+    xi + rho * alpha for every alpha > 1. It is not one mechanism: its curve is the best upper bound the statement
+    implies, so every report of it gives upper ends only; lower ends are unavailable (NaN), never a lower bound."""
+
+    kind: ClassVar[str] = "zcdp"
+    rho: float = param("zCDP parameter rho (RDP slope)", Positive())
+    xi: float = param("additive constant xi of the RDP bound (0 for rho-zCDP)", NonNegative(), default=0.0)
+    neighbouring: str = param(
+        _RELATION_DOC + " the statement was made for", Choice(NEIGHBOURING_RELATIONS), default="add_remove"
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

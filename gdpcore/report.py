@@ -72,6 +72,16 @@ class PrivacyReport:
     _exact_mu: float | None = dataclasses.field(repr=False, default=None)
     diagnostics: dict[str, float] = dataclasses.field(default_factory=dict)
     provenance: Provenance | None = dataclasses.field(repr=False, default=None)
+    neighbouring_relation: str = ""
+    """The neighbouring relation every number is stated for ("add_remove" or "replace_one"): the mechanism's."""
+
+    def __post_init__(self) -> None:
+        relation = self.mechanism.neighbouring_relation
+        if self.neighbouring_relation and self.neighbouring_relation != relation:
+            raise ValueError(
+                f"neighbouring_relation must be the mechanism's {relation!r}, got {self.neighbouring_relation!r}"
+            )
+        object.__setattr__(self, "neighbouring_relation", relation)
 
     @classmethod
     def from_curves(cls, mechanism: Mechanism, curves: Curves, *, alpha_min: float) -> PrivacyReport:
@@ -293,6 +303,7 @@ class PrivacyReport:
         out: dict[str, Any] = {
             "mechanism": self.mechanism.to_dict(),
             "mechanism_hash": self.mechanism.content_hash,
+            "neighbouring_relation": self.neighbouring_relation,
             "accountant": self.accountant,
             "discretization": self.discretization,
             "status": self.status,

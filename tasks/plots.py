@@ -20,7 +20,21 @@ from tasks.publish import query_report
 __all__ = ["METRICS", "heatmap_filename", "plot_curve", "plot_heatmap", "tradeoff_figure"]
 
 METRICS = ("mu", "gdp_regret", "advantage", "bayes_security")
-_AXES = ("noise_multiplier", "sampling_rate", "steps", "sensitivity", "scale", "sigma", "rr_epsilon")
+_AXES = (
+    "noise_multiplier",
+    "sampling_rate",
+    "steps",
+    "sensitivity",
+    "scale",
+    "sigma",
+    "rr_epsilon",
+    "noise_parameter",
+    "rr_num_buckets",
+    "dataset_size",
+    "batch_size",
+    "standard_deviation",
+    "truncated_batch_size",
+)
 
 
 def _pyplot():

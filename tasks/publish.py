@@ -63,7 +63,9 @@ STORAGE_VERSION = "v1.2.0"
 
 _CELL_COLUMNS = (
     "cell_id, noise_multiplier, sampling_rate, steps, mu, gdp_regret, advantage, bayes_security, status, "
-    "sensitivity, neighbouring, scale, sigma, rr_epsilon, mu_lower, advantage_lower, "
+    "sensitivity, neighbouring, scale, sigma, rr_epsilon, noise_parameter, rr_num_buckets, dataset_size, "
+    "batch_size, standard_deviation, sensitivities, mixture_probabilities, truncated_batch_size, "
+    "mu_lower, advantage_lower, "
     "mu_bound, gdp_regret_bound, advantage_bound, bayes_security_bound, epsilon_bound, fnr_bound, "
     "accountant, discretization, alpha_min, engine, mechanism_kind, mechanism_json, grid_index, "
     "eval_key, chunk_key, gdpcore_version, code_version, run_id, computed_at"

@@ -73,6 +73,19 @@ IDS = [f"{kind}-{i}" for kind, i, _ in CASES]
 # Cells whose invariant is known to fail on this branch, fixed by the single-curve-producer work (issue 13 item 1);
 # strict: the marker must be removed when the fix lands.
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
+    # Found by the kinds of issue 14 (the composite draws now also pick the new leaf kinds), for the engine's owner:
+    ("self_composed-1", "analyze"): (
+        "SelfComposed(DiscreteGaussian(sigma=1.4372, replace_one), 5): inverted eps bracket at delta=1e-12 (lower "
+        "11.796201 > upper 11.796149): the discrete Gaussian's optimistic privacy-bucket twin after self_compose"
+    ),
+    ("self_composed-0", "delta_divergence"): (
+        "SelfComposed(KaryRandomizedResponse(p=0.859, k=9), 5): TV/2 + R*(1/2) = 0.5 + 6e-12, beyond the 1e-12 slack"
+    ),
+    ("subsampled_laplace-0", "delta_divergence"): (
+        "TV/2 + R*(1/2) = 0.4999997 (conservative, not 0.5): advantage read from delta(0) and the Bayes risk from the "
+        "curve disagree on this asymmetric (add/remove) dp_accounting PLD by 3e-7"
+    ),
+    ("subsampled_laplace-2", "delta_divergence"): "TV/2 + R*(1/2) = 0.5 + 6e-12, beyond the 1e-12 slack",
     # Empty. Fixed by the single curve producer (round-off on the safe side, tilted tails): subsampled_gaussian-2 =
     # SubsampledGaussian(sigma=1.0501, q=0.3511, T=1897) had an inverted eps bracket at delta=1e-12 (lower 251.2179 >
     # upper 251.1559, and above dp_accounting's pessimistic eps at step 1e-5, 251.0630).
@@ -100,6 +113,18 @@ def _report(m: Mechanism) -> g.PrivacyReport:
 
 def _eps(report: g.PrivacyReport, side: str = "pessimistic") -> np.ndarray:
     return np.asarray(report.epsilon(DELTAS, side=side), dtype=float)
+
+
+def _lower_eps(report: g.PrivacyReport, delta: float) -> float:
+    """The report's lower end of eps, or 0 (the trivial lower bound) for upper-bound-only kinds (zCDP statements,
+    truncated batches), whose lower ends are unavailable."""
+    return float(report.epsilon(delta, side="optimistic")) if report.has_optimistic else 0.0
+
+
+# dp_accounting's RDP accountant reads the noise of a SampledWithoutReplacementDpEvent relative to the replace-one
+# sensitivity (twice the norm bound), its PLD accountant and the DpEvent docstrings relative to the norm bound: on
+# these kinds its RDP value is not an upper bound of the event as documented (google/differential-privacy#378).
+RDP_CONVENTION_DIFFERS = ("sampled_without_replacement_gaussian",)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -220,10 +245,10 @@ def test_to_dp_event_round_trip_or_declared_unsupported(kind, i, m):
     )
     # dp_accounting's own accountants either take the event or say why not: never silently mis-account it.
     rdp = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
-    if rdp.supports(event):
+    if rdp.supports(event) and kind not in RDP_CONVENTION_DIFFERS:
         rdp.compose(event)
         eps = rdp.get_epsilon(1e-5)
-        assert eps >= float(_report(m).epsilon(1e-5, side="optimistic")) - ROUND  # an upper bound >= our lower end
+        assert eps >= _lower_eps(_report(m), 1e-5) - ROUND  # an upper bound >= our lower end
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -233,6 +258,15 @@ def test_to_dp_event_round_trip_or_declared_unsupported(kind, i, m):
 def test_analyze_both_sides(kind, i, m):
     assert kinds.supports(m, "analyze")
     r = _report(m)
+    if not r.has_optimistic:  # upper ends only: every lower end is unavailable, never a number posing as one
+        assert r.status.startswith("upper_bound_only"), r.status
+        assert math.isnan(r.mu_lower) and math.isnan(r.advantage_lower)
+        with pytest.raises(ValueError, match="optimistic"):
+            r.epsilon(1e-5, side="optimistic")
+        hi = _eps(r)
+        assert not np.isnan(hi).any() and np.all(hi >= 0) and np.all(np.diff(hi) >= -ROUND)
+        assert 0.0 <= r.advantage <= 1.0 + ROUND and r.mu >= 0
+        return
     hi, lo = _eps(r), _eps(r, "optimistic")
     assert not np.isnan(hi).any() and not np.isnan(lo).any()
     assert np.all(hi >= 0) and np.all(lo >= 0)
@@ -279,7 +313,10 @@ def test_analyze_grid_row(kind, i, m):
     row = report_row(0, report, deltas=DELTAS, fprs=FPRS)
     assert row["mechanism_hash"] == m.content_hash and row["mechanism_kind"] == kind
     if row["status"] != "ok":
-        assert row["status"].startswith(("tolerance_not_met", "over_budget")), row["status"]
+        assert row["status"].startswith(("tolerance_not_met", "over_budget", "upper_bound_only")), row["status"]
+    if row["status"].startswith("upper_bound_only"):  # lower ends unavailable: empty, never a number
+        assert row["epsilon_lower"] is None and row["mu_lower"] is None and row["advantage_lower"] is None
+        row = {**row, "epsilon_lower": [0.0] * len(DELTAS), "mu_lower": 0.0, "advantage_lower": 0.0}
     eps, eps_lo = np.array(row["epsilon"], float), np.array(row["epsilon_lower"], float)
     beta = np.array(row["fnr"], float)
     if row["status"] == "ok":
@@ -322,7 +359,7 @@ def test_representation_regrets(kind, i, m):
             continue
         assert 0.0 <= regret_lower <= regret <= 0.5 + ROUND, rep
     eps0 = get_epsilon_from_mechanism(m)
-    assert eps0 >= float(r.epsilon(0.5, side="optimistic")) - ROUND  # pure eps bounds eps(delta) for every delta
+    assert eps0 >= _lower_eps(r, 0.5) - ROUND  # pure eps bounds eps(delta) for every delta
     orders = np.array([1.5, 2.0, 8.0, 64.0])
     rdp, label = get_rdp_and_label(m, orders=orders)
     assert label in ("exact", "upper") and np.all(rdp >= 0) and np.all(np.diff(rdp) >= -ROUND)  # RDP grows with t
@@ -331,7 +368,7 @@ def test_representation_regrets(kind, i, m):
     assert np.all(rdp <= rho * orders * (1 + ROUND) + ROUND)  # rho* = sup_t eps(t)/t
     # RDP and zCDP are upper bounds too: their implied delta at our lower eps(delta) is never below delta.
     for delta in (1e-3, 1e-6, 1e-9):
-        lo = float(r.epsilon(delta, side="optimistic"))
+        lo = _lower_eps(r, delta)
         for curve in (rdp, rho * orders):
             assert float(get_delta_from_rdp(orders=orders, rdp=curve, epsilon=lo)) >= delta * (1 - ROUND)
 
@@ -368,7 +405,7 @@ def test_bayes_security(kind, i, m):
 def test_claims_with_every_named_accountant(kind, i, m):
     r = _report(m)
     delta = 1e-5
-    tight, lower = float(r.epsilon(delta)), float(r.epsilon(delta, side="optimistic"))
+    tight, lower = float(r.epsilon(delta)), _lower_eps(r, delta)
     for accountant, family in (("RDP", "rdp"), ("PLD", "pld"), ("GDP", "clt")):
         check = g.check_claim(m, epsilon=max(tight, 1e-6), delta=delta, accountant=accountant, tight_epsilon=tight)
         rep = check.reproduction
@@ -401,7 +438,9 @@ def test_gdp_upper_bound(kind, i, m):
     r = _report(m)
     mu, label = get_gdp_upper_bound(m)
     assert label in ("exact", "upper") and math.isfinite(mu)
-    assert mu >= r.mu_lower - ROUND  # an analytic mu-GDP bound is at least the tightest mu's lower end
+    assert (
+        not r.has_optimistic or mu >= r.mu_lower - ROUND
+    )  # an analytic mu-GDP bound is at least the tightest mu's lower end
     if label == "exact" and r.exact:
         assert mu == pytest.approx(r.mu, rel=1e-12)
 
@@ -484,7 +523,7 @@ def test_upper_ends_never_below_dp_accounting_at_a_finer_step(kind, i, m):
     slack = TRUNCATION + _excess_mass(pess)
     for delta in REFERENCE_DELTAS:
         hi = float(r.epsilon(delta))
-        lo = float(r.epsilon(delta, side="optimistic"))
+        lo = _lower_eps(r, delta)
         assert _le(pess.get_delta_for_epsilon(hi), delta, slack), (delta, hi, pess.get_delta_for_epsilon(hi))
         assert _le(opt.get_delta_for_epsilon(hi), delta), (delta, hi)
         assert _le(delta, pess.get_delta_for_epsilon(lo)), (delta, lo)
@@ -552,7 +591,11 @@ def test_meta_required_hook_cannot_be_declared_unsupported(required):
 
 def test_dp_event_no_kind_describes_is_refused():
     with pytest.raises(UnsupportedMechanismError):
-        kinds.mechanism_from_dp_event(dp_accounting.dp_event.DiscreteLaplaceDpEvent(1.0, 1))
+        kinds.mechanism_from_dp_event(
+            dp_accounting.dp_event.RepeatAndSelectDpEvent(g.Gaussian(noise_multiplier=1.0).to_dp_event(), 2.0, 1.0)
+        )
+    with pytest.raises(UnsupportedMechanismError, match="DiscreteLaplaceDpEvent"):  # dp_accounting: add/remove only
+        kinds.mechanism_from_dp_event(dp_accounting.dp_event.DiscreteLaplaceDpEvent(1.0, 1), neighbouring="replace_one")
     with pytest.raises(UnsupportedMechanismError):  # Poisson subsampling is add/remove only
         kinds.mechanism_from_dp_event(
             dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(1.0)), neighbouring="replace_one"
