@@ -45,6 +45,7 @@ from tasks.lake import (
     tmp_path,
 )
 from tasks.locks import publish_lock
+from tasks.schema import cell_columns
 
 __all__ = [
     "STORAGE_VERSION",
@@ -61,15 +62,8 @@ KEEP_SNAPSHOTS = 3
 # every newer one does (checked by tests/pipeline/test_portable_report.py with duckdb 1.2.0 in a temporary venv).
 STORAGE_VERSION = "v1.2.0"
 
-_CELL_COLUMNS = (
-    "cell_id, noise_multiplier, sampling_rate, steps, mu, gdp_regret, advantage, bayes_security, status, "
-    "sensitivity, neighbouring, scale, sigma, rr_epsilon, noise_parameter, rr_num_buckets, dataset_size, "
-    "batch_size, standard_deviation, sensitivities, mixture_probabilities, truncated_batch_size, "
-    "mu_lower, advantage_lower, "
-    "mu_bound, gdp_regret_bound, advantage_bound, bayes_security_bound, epsilon_bound, fnr_bound, "
-    "accountant, discretization, alpha_min, engine, mechanism_kind, mechanism_json, grid_index, "
-    "eval_key, chunk_key, gdpcore_version, code_version, run_id, computed_at"
-)
+# The registry's parameter columns included (tasks.schema.cell_columns): one list for the view and its docs.
+_CELL_COLUMNS = ", ".join(cell_columns())
 
 _TABLES: dict[str, str] = {
     "cells": f"SELECT {_CELL_COLUMNS}, spec, mechanism FROM live ORDER BY spec, grid_index",

@@ -8,7 +8,9 @@ that PIPELINE.md, this table and the published views agree column for column).
 
 from __future__ import annotations
 
-__all__ = ["COLUMN_DOCS", "VIEW_ORDER", "column_docs", "schema_markdown"]
+from gdpcore import kinds as _kinds
+
+__all__ = ["COLUMN_DOCS", "VIEW_ORDER", "cell_columns", "column_docs", "schema_markdown"]
 
 # Columns shared by several views (a view-specific entry below overrides these).
 _COMMON: dict[str, str] = {
@@ -178,14 +180,42 @@ _VIEW_SPECIFIC: dict[str, dict[str, str]] = {
     },
 }
 
+_LEADING_PARAMS = ("noise_multiplier", "sampling_rate", "steps")
+
+
+def _param_columns() -> list[str]:
+    """The typed mechanism-parameter columns of ``cells`` after the leading three, in the kind registry's order
+    (:func:`gdpcore.kinds.param_columns`): a kind registered later gets its columns and their docs with no edit."""
+    return [c for c in _kinds.param_columns() if c not in _LEADING_PARAMS]
+
+
+def _param_docs() -> dict[str, str]:
+    """Docs of parameter columns nobody wrote one for: the parameter's own declaration and the kinds that have it."""
+    docs: dict[str, str] = {}
+    owners: dict[str, list[str]] = {}
+    for kind in _kinds.flat_kinds():
+        for p in _kinds.get(kind).params:
+            docs.setdefault(p.lake_column, p.doc)
+            owners.setdefault(p.lake_column, []).append(kind)
+    return {c: f"{docs[c]} ({', '.join(owners[c])} cells)" for c in docs}
+
+
+def cell_columns() -> list[str]:
+    """The ``cells`` view's columns before ``spec, mechanism`` (what :mod:`tasks.publish` selects)."""
+    return [c for c in _COLUMNS["cells"] if c not in ("mechanism", "spec")]
+
+
 # Views in the order the schema is documented; each view's columns in the order DuckDB shows them.
-_COLUMNS: dict[str, tuple[str, ...]] = {
-    "cells": (
-        "cell_id noise_multiplier sampling_rate steps mu gdp_regret advantage bayes_security status sensitivity "
-        "neighbouring scale sigma rr_epsilon mu_lower advantage_lower mu_bound gdp_regret_bound advantage_bound "
-        "bayes_security_bound epsilon_bound fnr_bound accountant discretization alpha_min engine mechanism_kind "
-        "mechanism_json grid_index eval_key chunk_key gdpcore_version code_version run_id computed_at mechanism spec"
-    ).split(),
+_COLUMNS: dict[str, list[str]] = {
+    "cells": [
+        *"cell_id noise_multiplier sampling_rate steps mu gdp_regret advantage bayes_security status".split(),
+        *_param_columns(),
+        *(
+            "mu_lower advantage_lower mu_bound gdp_regret_bound advantage_bound bayes_security_bound epsilon_bound "
+            "fnr_bound accountant discretization alpha_min engine mechanism_kind mechanism_json grid_index eval_key "
+            "chunk_key gdpcore_version code_version run_id computed_at mechanism spec"
+        ).split(),
+    ],
     "epsilons": "cell_id delta epsilon epsilon_lower bound mechanism spec".split(),
     "curves": "cell_id fpr fnr bound mechanism spec".split(),
     "regrets": "cell_id representation delta regret bound mechanism spec".split(),
@@ -228,7 +258,8 @@ VIEW_ORDER: tuple[str, ...] = tuple(_COLUMNS)
 def column_docs(view: str) -> dict[str, str]:
     """{column: meaning} of one view (or of the ``report_info`` table), in column order."""
     specific = _VIEW_SPECIFIC[view]
-    return {c: specific.get(c) or _COMMON[c] for c in _COLUMNS[view]}
+    derived = _param_docs() if view == "cells" else {}
+    return {c: specific.get(c) or _COMMON.get(c) or derived[c] for c in _COLUMNS[view]}
 
 
 COLUMN_DOCS: dict[str, dict[str, str]] = {view: column_docs(view) for view in VIEW_ORDER}
