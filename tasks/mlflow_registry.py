@@ -283,7 +283,10 @@ def description_to_manifest(
             )
     if "epsilon" in d:
         claim_delta = _float("dp.claim_delta", d["claim_delta"]) if "claim_delta" in d else None
-        data["claimed"] = {"epsilon": _float("dp.epsilon", d["epsilon"]), "accountant": d.get("accountant", "unspecified")}
+        data["claimed"] = {
+            "epsilon": _float("dp.epsilon", d["epsilon"]),
+            "accountant": d.get("accountant", "unspecified"),
+        }
         if claim_delta is not None:
             data["claimed"]["delta"] = claim_delta
     elif "accountant" in d or "claim_delta" in d:
@@ -381,7 +384,7 @@ def merge_description(
                 "params; describe the run with dp.* keys"
             )
         else:
-            for dp, (name, value) in framework.items():
+            for dp, (_name, value) in framework.items():
                 if dp in desc or (dp == "dp.sampling_rate" and "dp.batch_size" in desc):
                     continue
                 if dp == "dp.batch_size" and "dp.sampling_rate" in desc:
@@ -414,7 +417,7 @@ def read_mlflow_registry(
     tracking_uri: str, *, models: Sequence[str] | None = None, production_alias: str = "production"
 ) -> list[RegistryVersion]:
     """Every version of the registered models at ``tracking_uri`` (or of ``models`` only), description read and
-    turned into a manifest, or marked not auditable with the key(s) missing. Raises ``LookupError`` for a model
+    turned into a manifest, or marked not auditable with the key(s) missing. Raises ``ValueError`` for a model
     named in ``models`` that is not registered."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
@@ -426,7 +429,7 @@ def read_mlflow_registry(
             try:
                 registered.append(client.get_registered_model(name))
             except MlflowException as exc:
-                raise LookupError(f"--model {name!r}: not a registered model at {public_uri(tracking_uri)}") from exc
+                raise ValueError(f"--model {name!r}: not a registered model at {public_uri(tracking_uri)}") from exc
     else:
         registered, token = [], None
         while True:
