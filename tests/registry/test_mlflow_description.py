@@ -1,0 +1,69 @@
+"""Issue 17: a registry version's dp.* description -> manifest, without a server (tasks.mlflow_registry)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.mlflow_registry import NotAuditable, description_to_manifest, lake_model_name, merge_description, public_uri
+
+BASE = {"dp.noise_multiplier": "1.0", "dp.sampling_rate": "0.01", "dp.steps": "10", "dp.dataset_size": "1000"}
+
+
+def test_description_mapping_errors_name_the_key():
+    base = BASE
+    with pytest.raises(NotAuditable, match=r"missing dp\.delta$"):
+        description_to_manifest(base, name="m", version=1)
+    with pytest.raises(NotAuditable, match=r"dp\.steps='10\.5' is not an integer"):
+        description_to_manifest(base | {"dp.delta": "1e-5", "dp.steps": "10.5"}, name="m", version=1)
+    with pytest.raises(NotAuditable, match=r"^dp\.sampling_rate: Input should be less than or equal to 1"):
+        description_to_manifest(base | {"dp.delta": "1e-5", "dp.sampling_rate": "2"}, name="m", version=1)
+    m = description_to_manifest(base | {"dp.delta": "1/N^1.1"}, name="m", version=1)
+    assert m.delta_value == pytest.approx(1000**-1.1)
+    # an audio model's sample_rate is not a sampling rate; Adam's epsilon is not a claim
+    desc, _, refused = merge_description({}, {"noise_multiplier": "1", "sample_rate": "16000", "epsilon": "1e-8"}, {})
+    assert "dp.sampling_rate" not in desc and "dp.epsilon" not in desc and "sample_rate=16000" in refused
+    desc, _, refused = merge_description({}, {"noise_multiplier": "1", "batch_size": "64", "num_microbatches": "8"}, {})
+    assert desc == {} and "num_microbatches=8" in refused
+
+
+def test_version_tags_win_over_run_params_and_framework_names_only_from_params():
+    desc, places, refused = merge_description(
+        {"dp.noise_multiplier": "2.0"},
+        {"dp.noise_multiplier": "1.0", "sample_rate": "0.02", "epochs": "3", "target_delta": "1e-5"},
+        {"dp.dataset_size": "5000", "noise_multiplier": "9"},  # an unprefixed run *tag* is not read
+    )
+    assert desc == {
+        "dp.noise_multiplier": "2.0",
+        "dp.dataset_size": "5000",
+        "dp.sampling_rate": "0.02",
+        "dp.epochs": "3",
+        "dp.delta": "1e-5",
+    }
+    assert places == ["model-version tags", "run params", "run tags"] and refused is None
+    m = description_to_manifest(desc, name="m", version=2)
+    # Opacus's convention: 3 epochs of 1/0.02 = 50 steps
+    assert m.mechanism_dict()["steps"] == 150 and m.mechanism_dict()["noise_multiplier"] == 2.0
+
+
+def test_opacus_poisson_flag_and_claims():
+    desc, _, _ = merge_description({}, {"noise_multiplier": "1", "poisson_sampling": "False"}, {})
+    assert desc["dp.sampler"] == "shuffle"
+    claim = BASE | {"dp.delta": "1/N^1.1", "dp.epsilon": "3", "dp.accountant": "RDP"}
+    m = description_to_manifest(claim, name="m", version=1)
+    assert m.claimed.epsilon == 3.0 and m.claimed.accountant == "RDP"
+    assert m.claimed.delta == pytest.approx(1000**-1.1)  # the claim is at the declared delta
+    with pytest.raises(NotAuditable, match="missing dp.epsilon"):
+        description_to_manifest(BASE | {"dp.delta": "1e-5", "dp.accountant": "RDP"}, name="m", version=1)
+    with pytest.raises(NotAuditable, match="give one of dp.opacus_history, dp.phases"):
+        description_to_manifest(
+            {"dp.opacus_history": "[[1.0, 0.01, 5]]", "dp.phases": "[]", "dp.dataset_size": "10", "dp.delta": "1e-5"},
+            name="m",
+            version=1,
+        )
+
+
+def test_names_and_uris():
+    assert lake_model_name("cifar10-wrn") == "cifar10-wrn"
+    a, b = lake_model_name("team a/model"), lake_model_name("team_a/model")
+    assert a.startswith("team_a_model-") and a != b  # the hash keeps two names apart
+    assert public_uri("https://user:token@mlflow.example.org:5000/path?x=1") == "https://mlflow.example.org:5000/path"
