@@ -38,6 +38,7 @@ from tasks.audit import (
     comparison_path,
     compute_audit_row,
     compute_comparison_row,
+    estimate_flags,
     read_audit,
     read_members,
     write_audit,
@@ -65,6 +66,8 @@ class AuditSummary:
     cards_written: list[str]
     # "name:v: claimed eps=... (acct) ..." for published claims the audit cannot reproduce or certify
     claim_flags: list[str] = dataclasses.field(default_factory=list)
+    # "name:v (sampler): reason" for models whose numbers are estimates (batches not drawn as accounted)
+    estimates: list[str] = dataclasses.field(default_factory=list)
     mlflow_tagged: list[str] = dataclasses.field(default_factory=list)
     mlflow_missing: list[str] = dataclasses.field(default_factory=list)
     source: str = "manifests"  # or "mlflow"
@@ -349,6 +352,7 @@ def privacy_audit(
         less_private=less_private,
         cards_written=written,
         claim_flags=_claim_flags(rows),
+        estimates=estimate_flags(rows),
         source=source,
         not_auditable=not_auditable,
     )
@@ -452,6 +456,9 @@ def _artifacts(s: AuditSummary, rows: dict[str, dict[str, Any]]) -> None:
         md += ["", "## Less private than the version compared against", ""] + [f"- **{x}**" for x in s.less_private]
     if s.claim_flags:
         md += ["", "## Published claims not certified or not reproduced", ""] + [f"- **{x}**" for x in s.claim_flags]
+    if s.estimates:
+        md += ["", "## Numbers are estimates, not bounds (batches not drawn as accounted)", ""]
+        md += [f"- **{x}**" for x in s.estimates]
     if s.mlflow_missing:
         md += ["", "## Not found in MLflow", ""] + [f"- {x}" for x in s.mlflow_missing]
     create_markdown_artifact(key="privacy-audit", markdown="\n".join(md), description="Registry privacy audit")
@@ -459,11 +466,12 @@ def _artifacts(s: AuditSummary, rows: dict[str, dict[str, Any]]) -> None:
         {
             "model": r["model"],
             "version": r["version"],
-            "mu (upper)": round(r["mu"], 4),
+            "mu": round(r["mu"], 4),
             "gdp_regret": f"{r['gdp_regret']:.2g}",
             f"eps@delta ({r['epsilon_bound']})": round(r["epsilon"], 3),
             "delta": f"{r['delta']:.1e}",
             "verdict": r["verdict"],
+            "numbers": "estimate" if r.get("estimate_reason") else "bounds",
         }
         for r in sorted(rows.values(), key=lambda r: (r["model"], r["version"]))
     ]

@@ -36,6 +36,13 @@ from gdpcore.closed_form import (
 )
 from gdpcore.divergence import delta_divergence, get_bayes_risk, get_delta_divergence, is_at_least_as_private
 from gdpcore.engine import Budget, Curves, Producer, Provenance, certified_gap, produce
+from gdpcore.events import (
+    dp_event_from_dict,
+    dp_event_from_json,
+    dp_event_to_dict,
+    dp_event_to_json,
+    from_dp_event,
+)
 from gdpcore.fast_pld import subsampled_gaussian_loss_pmf
 from gdpcore.gdpt import bracket_mu, get_delta_from_epsilon_delta, identify_gdp, implies
 from gdpcore.grid import analyze_grid
@@ -95,10 +102,15 @@ __all__ = [
     "calibrate_steps",
     "check_claim",
     "delta_divergence",
+    "dp_event_from_dict",
+    "dp_event_from_json",
+    "dp_event_to_dict",
+    "dp_event_to_json",
     "epsilon_for_advantage",
     "fnr_target_from_accuracy",
     "fnr_target_from_advantage",
     "fnr_target_from_precision",
+    "from_dp_event",
     "get_advantage_from_gdp",
     "get_bayes_risk",
     "get_bayes_security_from_dpsgd",

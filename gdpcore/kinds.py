@@ -807,14 +807,16 @@ register(
 def mechanism_from_dp_event(event: dp_accounting.DpEvent, *, neighbouring: str = "add_remove") -> Mechanism:
     """The mechanism a dp_accounting ``DpEvent`` describes (the inverse of :func:`to_dp_event`).
 
-    DpEvents state noise in units of the sensitivity and carry no neighbouring relation: the result has sensitivity 1
-    and the given ``neighbouring``. Each leaf kind recognises its own events first (a ``SelfComposedDpEvent`` of a
-    ``PoissonSampledDpEvent`` of a Gaussian is one :class:`SubsampledGaussian`); other ``SelfComposedDpEvent`` /
-    ``ComposedDpEvent`` become :class:`SelfComposed` / :class:`Composed`. An event no kind describes raises
-    :class:`UnsupportedMechanismError`.
+    DpEvents state noise relative to one record's norm bound and carry no neighbouring relation (see
+    :mod:`gdpcore.events`): the result has the given ``neighbouring``. Each leaf kind recognises its own events first
+    (a ``SelfComposedDpEvent`` of a ``PoissonSampledDpEvent`` of a Gaussian is one :class:`SubsampledGaussian`); other
+    ``SelfComposedDpEvent`` / ``ComposedDpEvent`` become :class:`SelfComposed` / :class:`Composed` (``NoOpDpEvent``
+    parts dropped). An event no kind describes raises :class:`UnsupportedMechanismError` naming its type.
     """
     if not isinstance(event, dp_accounting.DpEvent):
         raise ValueError(f"event must be a dp_accounting DpEvent, got {event!r}")
+    if neighbouring not in ("add_remove", "replace_one"):
+        raise ValueError(f"neighbouring must be 'add_remove' or 'replace_one', got {neighbouring!r}")
     for name in leaf_kinds():
         hook = get(name).from_dp_event
         if callable(hook) and not isinstance(hook, Unsupported):
@@ -822,13 +824,20 @@ def mechanism_from_dp_event(event: dp_accounting.DpEvent, *, neighbouring: str =
             if m is not None:
                 return m
     if isinstance(event, dp_accounting.SelfComposedDpEvent):
-        return SelfComposed(
-            mechanism=mechanism_from_dp_event(event.event, neighbouring=neighbouring), count=event.count
-        )
+        if isinstance(event.event, dp_accounting.NoOpDpEvent):
+            raise UnsupportedMechanismError("NoOpDpEvent: a release without privacy cost has no mechanism to report")
+        inner = mechanism_from_dp_event(event.event, neighbouring=neighbouring)
+        return SelfComposed(mechanism=inner, count=event.count)
     if isinstance(event, dp_accounting.ComposedDpEvent):
-        parts = tuple(mechanism_from_dp_event(e, neighbouring=neighbouring) for e in event.events)
+        kept = [e for e in event.events if not isinstance(e, dp_accounting.NoOpDpEvent)]
+        if not kept:
+            raise UnsupportedMechanismError("ComposedDpEvent of NoOpDpEvents only: nothing to report")
+        parts = tuple(mechanism_from_dp_event(e, neighbouring=neighbouring) for e in kept)
         return Composed(mechanisms=parts)
-    raise UnsupportedMechanismError(f"no registered mechanism kind describes {event!r} under {neighbouring!r}")
+    raise UnsupportedMechanismError(
+        f"{type(event).__name__} cannot be accounted for under {neighbouring!r}: no registered mechanism kind "
+        f"describes {event!r}"
+    )
 
 
 def draw(kind: str, rng: np.random.Generator) -> Mechanism:

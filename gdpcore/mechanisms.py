@@ -166,6 +166,14 @@ class Mechanism:
             raise TypeError(f"mechanism kind {self.kind!r} declares no 'neighbouring' parameter")
         return value
 
+    def to_dp_event(self) -> Any:
+        """The dp_accounting ``DpEvent`` describing this mechanism (noise relative to one record's norm bound; see
+        :mod:`gdpcore.events`), dispatched through the kind registry (:func:`gdpcore.kinds.to_dp_event`).
+        :class:`gdpcore.kinds.UnsupportedMechanismError` for a kind dp_accounting has no event for."""
+        from gdpcore import kinds  # local: the registry imports this module
+
+        return kinds.to_dp_event(self)
+
     def gaussian_mu(self) -> float | None:
         """Exact mu-GDP parameter if the mechanism is a composition of plain Gaussians, else None.
 

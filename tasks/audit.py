@@ -39,6 +39,7 @@ __all__ = [
     "audit_path",
     "compute_audit_row",
     "compute_comparison_row",
+    "estimate_flags",
     "read_audit",
     "registry_views",
 ]
@@ -88,8 +89,13 @@ AUDIT_SCHEMA = pa.schema(
         pa.field("mechanism_form", pa.string()),
         pa.field("mechanism_json", pa.string()),
         pa.field("mechanism_hash", pa.string()),
+        pa.field("mechanism_detail", pa.string()),
         pa.field("privacy_unit", pa.string()),
         pa.field("neighbouring", pa.string()),
+        # How the batches were drawn (poisson / shuffle / fixed; NULL: not stated) and, when the accounted mechanism
+        # is not what the sampler did, the one-sentence reason every *_bound of the row says "estimate".
+        pa.field("sampler", pa.string()),
+        pa.field("estimate_reason", pa.string()),
         pa.field("dataset_size", pa.int64()),
         pa.field("claimed_epsilon", pa.float64()),
         pa.field("claimed_delta", pa.float64()),
@@ -200,7 +206,9 @@ def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
         alpha_min=manifest.accounting.alpha_min,
         deltas=sorted({*gdpcore.engine.DEFAULT_DELTAS, delta}),
     )
-    labels = rep.bound_types
+    # Sampler honesty (gdpcore.adapters): numbers accounted for a sampler the run did not use are estimates.
+    reason = manifest.estimate_reason
+    labels = {k: "estimate" for k in rep.bound_types} if reason else rep.bound_types
     eps_deltas = sorted({delta, *STANDARD_DELTAS}, reverse=True)
     eps_values = [float(rep.epsilon(d)) for d in eps_deltas]
     fprs = list(STANDARD_FPRS)
@@ -257,14 +265,17 @@ def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
         "mechanism_form": manifest.mechanism.form,
         "mechanism_json": json.dumps(mech.to_dict(), sort_keys=True),
         "mechanism_hash": mech.content_hash,
+        "mechanism_detail": manifest.source_detail,
         "privacy_unit": manifest.privacy_unit,
         "neighbouring": manifest.neighbouring,
+        "sampler": manifest.sampler_value,
+        "estimate_reason": reason,
         "dataset_size": manifest.dataset_size,
         "claimed_epsilon": claimed.epsilon if claimed else None,
         "claimed_delta": claimed.delta if claimed else None,
         "claimed_accountant": claimed.accountant if claimed else None,
         "claim_reproduced_epsilon": check.reproduced_epsilon if check else None,
-        "claim_reproduced_bound": check.reproduction.bound if check else None,
+        "claim_reproduced_bound": (("estimate" if reason else check.reproduction.bound) if check else None),
         "claim_reproduction": check.reproduction.detail if check else None,
         "claim_status": check.status if check else None,
         "claim_tight_epsilon": check.tight_epsilon if check else None,
@@ -277,6 +288,15 @@ def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
         "run_id": run_id,
         "compute_seconds": time.perf_counter() - t0,
     }
+
+
+def estimate_flags(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """``"name:version (sampler): reason"`` for every audited model whose numbers are estimates (run summary)."""
+    return [
+        f"{key} ({rows[key].get('sampler')}): {rows[key]['estimate_reason']}"
+        for key in sorted(rows)
+        if rows[key].get("estimate_reason")
+    ]
 
 
 def write_audit(lake: Path, row: dict[str, Any]) -> Path:
@@ -375,7 +395,8 @@ VIEW_COMMENTS: dict[str, str] = {
     "flag, MLflow target, audit_key (the audit its numbers come from), description_source (the manifest file or the "
     "MLflow URI/model/version the training description was read from), status ('audited' or 'not auditable', with "
     "the missing dp.* key in not_auditable).",
-    "model_privacy": "One row per model version: mu (tightest pessimistic mu-GDP, upper bound), gdp_regret, verdict "
+    "model_privacy": "One row per model version: mu (tightest pessimistic mu-GDP, upper bound unless mu_bound says "
+    "estimate: see estimate_reason), gdp_regret, verdict "
     "('GDP is a complete description' when regret < 0.01), epsilon at the declared delta, TPR@FPR lists, advantage, "
     "bayes_security, each with its bound label, the accountant and discretization, audited_at, gdpcore_version; "
     "for a published claim: claim_reproduced_epsilon (labelled by claim_reproduced_bound), claim_status, "
@@ -431,7 +452,7 @@ def _build_registry_snapshot(lake: Path, snap: Path) -> None:
             con.execute("CREATE TEMP TABLE c AS SELECT * FROM empty_cmp")
         selects = {
             "models": "SELECT m.registry, m.model, m.version, m.production, m.manifest_path, m.mlflow_model, "
-            "m.mlflow_version, m.audit_key, a.privacy_unit, a.neighbouring, a.dataset_size, a.description, "
+            "m.mlflow_version, m.audit_key, a.privacy_unit, a.neighbouring, a.sampler, a.dataset_size, a.description, "
             "a.source, a.mechanism_form, m.description_source, m.description_from, "
             "coalesce(m.status, 'audited') AS status, m.not_auditable "
             "FROM m LEFT JOIN a ON a.audit_key = m.audit_key AND a.model = m.model AND a.version = m.version "

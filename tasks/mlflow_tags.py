@@ -50,7 +50,7 @@ def merge_description(existing: str | None, card: str, limit: int = _DESCRIPTION
 
 
 def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run: str | None = None) -> dict[str, str]:
-    from tasks.cards import DEFINITION
+    from tasks.cards import DEFINITION, _sampling
 
     tags = {
         "privacy.status": "audited",
@@ -76,6 +76,8 @@ def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run
         **_claim_tags(row),
         "privacy.unit": row["privacy_unit"],
         "privacy.neighboring_relation": row["neighbouring"],
+        "privacy.sampling": _sampling(row),
+        **({"privacy.estimate_reason": row["estimate_reason"]} if row.get("estimate_reason") else {}),
         "privacy.gdpcore_version": row["gdpcore_version"],
         "privacy.audit_key": row["audit_key"],
         "privacy.audited_at": str(row["audited_at"]),

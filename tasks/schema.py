@@ -42,7 +42,13 @@ _COMMON: dict[str, str] = {
     "fnr_bound": "bound label of the trade-off curve's FNR values (lower: attacks do no better)",
     "neighbouring": "neighbouring relation: add_remove or replace_one",
     "mechanism_json": "the mechanism as gdpcore JSON (mechanism_from_dict reads it back)",
-    "mechanism_form": "how the manifest gave the mechanism: dpsgd, phases, opacus_history, gdpcore",
+    "mechanism_form": "how the manifest gave the mechanism: dpsgd, phases, opacus_history, opacus, tf_privacy, "
+    "dp_event, gdpcore",
+    "sampler": "how the training batches were drawn: poisson, shuffle or fixed (NULL: not stated)",
+    "estimate_reason": "NULL when the numbers are bounds as labelled; else why they are only estimates (e.g. shuffled "
+    "batches accounted as Poisson sampling), and every *_bound column of the row says 'estimate'",
+    "mechanism_detail": "how the mechanism was derived from the manifest (adapter conventions, e.g. TF-Privacy's step "
+    "count)",
     "delta": "delta of (epsilon, delta)-DP",
     "epsilon": "epsilon at delta (upper bound unless the bound column says otherwise)",
     "epsilon_lower": "lower end of the epsilon bracket",
@@ -125,10 +131,10 @@ _VIEW_SPECIFIC: dict[str, dict[str, str]] = {
         "verdict": "'GDP is a complete description' or 'GDP is not a complete description: read the full trade-off curve'",
         "delta": "declared delta (from delta_policy)",
         "delta_policy": "the manifest's delta policy, e.g. 1e-5 or 1/N^1.1",
-        "epsilon": "epsilon at the declared delta (upper bound)",
+        "epsilon": "epsilon at the declared delta (upper bound unless epsilon_bound says estimate)",
         "eps_deltas": "deltas of eps_values (declared delta, 1e-5, 1e-6, 1e-9)",
         "eps_values": "epsilon at each of eps_deltas",
-        "tpr": "highest attack TPR at each of tpr_fprs (upper bound)",
+        "tpr": "highest attack TPR at each of tpr_fprs (upper bound unless tpr_bound says estimate)",
         "tpr_bound": "bound label of tpr",
         "mechanism_hash": "content hash of mechanism_json",
         "claimed_epsilon": "the published claim's epsilon (NULL: no claim)",
@@ -191,14 +197,15 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     ).split(),
     "models": (
         "registry model version production manifest_path mlflow_model mlflow_version audit_key privacy_unit "
-        "neighbouring dataset_size description source mechanism_form description_source description_from status "
+        "neighbouring sampler dataset_size description source mechanism_form description_source description_from status "
         "not_auditable"
     ).split(),
     "model_privacy": (
         "registry model version audit_key spec_hash mu mu_lower mu_bound mu_cutoff gdp_regret gdp_regret_bound "
         "gdp_complete verdict delta delta_policy epsilon epsilon_lower epsilon_bound eps_deltas eps_values tpr_fprs "
         "tpr tpr_bound advantage advantage_lower advantage_bound bayes_security bayes_security_bound accountant "
-        "discretization alpha_min mechanism_form mechanism_json mechanism_hash privacy_unit neighbouring dataset_size "
+        "discretization alpha_min mechanism_form mechanism_json mechanism_hash mechanism_detail privacy_unit "
+        "neighbouring sampler estimate_reason dataset_size "
         "claimed_epsilon claimed_delta claimed_accountant claim_reproduced_epsilon claim_reproduced_bound "
         "claim_reproduction claim_status claim_tight_epsilon claim_certified description source gdpcore_version "
         "audited_at run_id compute_seconds production description_source"
