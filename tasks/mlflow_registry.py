@@ -23,7 +23,9 @@ key                                   meaning (manifest field it fills)
 ``dp.privacy_unit``                   what one record is (default ``example``)
 ``dp.epsilon`` + ``dp.accountant``    optional published claim (checked at ``dp.claim_delta``, default the delta)
 ``dp.opacus_history``                 JSON: an Opacus accountant's ``history`` or ``state_dict()``
-``dp.dp_event``                       JSON: a dp_accounting ``DpEvent`` (when gdp-audit has the DpEvent form)
+``dp.dp_event``                       JSON: a dp_accounting ``DpEvent`` (:func:`gdpcore.events.dp_event_from_dict`)
+``dp.tf_privacy``                     JSON: TF-Privacy's statement parameters (``batch_size``, ``epochs``,
+                                      ``noise_multiplier``, ``used_microbatching``, ...; TF-Privacy's step count)
 ``dp.phases`` / ``dp.gdpcore``        JSON: the manifest's ``phases`` list / a gdpcore mechanism dict
 ``dp.source``, ``dp.description``     free text (where the numbers come from; notes) shown on the card
 ====================================  ========================================================================
@@ -48,8 +50,12 @@ Not accepted unprefixed, because the same name means something else in ordinary 
 (Adam's epsilon), ``delta`` (Huber loss), ``steps`` / ``max_steps`` (scheduler, logging or warm-up steps),
 ``dataset_size`` / ``num_examples`` / ``n_train`` (whole dataset or training split?), ``target_epsilon`` (a target the
 calibration met under an accountant the run does not name, not a claim), ``accountant``. A run that logs
-``num_microbatches`` different from ``batch_size`` (TF-Privacy microbatching: one example may move between
-microbatches) is not audited from unprefixed names: describe it with ``dp.*`` keys.
+``num_microbatches`` different from ``batch_size`` (TF-Privacy microbatching: the effective noise multiplier is
+halved) is not audited from unprefixed names: describe it with ``dp.tf_privacy`` (``used_microbatching``).
+
+``dp.sampler``: ``shuffle`` (and ``fixed`` under add/remove) keep the Poisson-accounted numbers but label every one of
+them *estimate*, with the reason, in the lake, card and tags (:mod:`tasks.registry`, sampler honesty); an absent
+sampler means ``poisson``, exactly as for a YAML manifest.
 
 A version whose description lacks a required key is *not auditable*: the reason names every missing key, e.g.
 ``missing dp.noise_multiplier, dp.delta``; it is listed in the run summary and the ``models`` view and tagged
@@ -77,7 +83,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tasks.registry import _POWER, ManifestError, MechanismSpec, ModelManifest, _validate, is_valid_name
+from tasks.registry import _POWER, ManifestError, ModelManifest, _validate, is_valid_name
 
 __all__ = [
     "CARD_OPT_IN_TAG",
@@ -121,7 +127,7 @@ _SCALARS = (
     "source",
     "description",
 )
-_JSON_FORMS = ("opacus_history", "dp_event", "phases", "gdpcore")
+_JSON_FORMS = ("opacus_history", "dp_event", "tf_privacy", "phases", "gdpcore")
 DP_KEYS: tuple[str, ...] = tuple(DP_PREFIX + k for k in (*_SCALARS, *_JSON_FORMS))
 
 
@@ -190,6 +196,7 @@ _FIELD_TO_KEY = {
     "mechanism.dpsgd": "dp.noise_multiplier",
     "mechanism.opacus_history": "dp.opacus_history",
     "mechanism.dp_event": "dp.dp_event",
+    "mechanism.tf_privacy": "dp.tf_privacy",
     "mechanism.phases": "dp.phases",
     "mechanism.gdpcore": "dp.gdpcore",
     "dataset_size": "dp.dataset_size",
@@ -208,11 +215,6 @@ def _key_of(field: str) -> str:
         if field == prefix or field.startswith(prefix + ".") or field.startswith(prefix + "["):
             return _FIELD_TO_KEY[prefix]
     return field
-
-
-def _manifest_supports(form: str) -> bool:
-    """Whether this gdp-audit's manifest schema has ``form`` (``dp_event``, ``sampler`` arrive with issue 14)."""
-    return form in MechanismSpec.model_fields or form in ModelManifest.model_fields
 
 
 def description_to_manifest(
@@ -255,10 +257,6 @@ def description_to_manifest(
             data[key] = d[key].strip()
     if forms:
         form = forms[0]
-        if not _manifest_supports(form):
-            raise NotAuditable(
-                [DP_PREFIX + form], f"dp.{form}: this gdp-audit's manifests have no {form} form yet (issue 14)"
-            )
         data["mechanism"] = {form: _json(DP_PREFIX + form, d[form])}
     else:
         sgd: dict[str, Any] = {"noise_multiplier": _float("dp.noise_multiplier", d["noise_multiplier"])}
@@ -272,15 +270,7 @@ def description_to_manifest(
             sgd["epochs"] = _float("dp.epochs", d["epochs"])
         data["mechanism"] = {"dpsgd": sgd}
     if "sampler" in d:
-        sampler = _sampler("dp.sampler", d["sampler"])
-        if "sampler" in ModelManifest.model_fields:
-            data["sampler"] = sampler
-        elif sampler != "poisson":
-            raise NotAuditable(
-                ["dp.sampler"],
-                f"dp.sampler={sampler}: this gdp-audit cannot yet label a {sampler} sampler's Poisson-accounted "
-                "numbers as estimates (issue 14), so it does not audit them",
-            )
+        data["sampler"] = _sampler("dp.sampler", d["sampler"])
     if "epsilon" in d:
         claim_delta = _float("dp.claim_delta", d["claim_delta"]) if "claim_delta" in d else None
         data["claimed"] = {
@@ -381,7 +371,7 @@ def merge_description(
         if mb is not None and mb.strip() not in ("", "None", "none") and mb.strip() != (bs or "").strip():
             refused = (
                 f"num_microbatches={mb} (batch_size={bs}): TF-Privacy microbatching is not read from unprefixed "
-                "params; describe the run with dp.* keys"
+                "params; describe the run with dp.tf_privacy (used_microbatching)"
             )
         else:
             for dp, (_name, value) in framework.items():

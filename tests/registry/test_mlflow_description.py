@@ -67,3 +67,23 @@ def test_names_and_uris():
     a, b = lake_model_name("team a/model"), lake_model_name("team_a/model")
     assert a.startswith("team_a_model-") and a != b  # the hash keeps two names apart
     assert public_uri("https://user:token@mlflow.example.org:5000/path?x=1") == "https://mlflow.example.org:5000/path"
+
+
+def test_richer_forms_and_sampler_honesty():
+    import json
+
+    # TF-Privacy's statement parameters: q = B/N and ceil(epochs / q) = 14,063 steps, TF-Privacy's own count for
+    # N=60,000, B=256, 60 epochs (compute_dp_sgd_privacy_statement; issue 14, README "From my training run")
+    tf = {"batch_size": 256, "epochs": 60, "noise_multiplier": 1.1, "used_microbatching": False}
+    m = description_to_manifest(
+        {"dp.tf_privacy": json.dumps(tf), "dp.dataset_size": "60000", "dp.delta": "1e-5"}, name="m", version=1
+    )
+    assert m.mechanism_dict()["steps"] == 14_063 and m.estimate_reason is None
+    shuffled = description_to_manifest(BASE | {"dp.delta": "1e-5", "dp.sampler": "shuffle"}, name="m", version=1)
+    assert shuffled.sampler_value == "shuffle" and shuffled.estimate_reason
+    with pytest.raises(NotAuditable, match=r"^dp\.dp_event: "):
+        description_to_manifest(
+            {"dp.dp_event": '{"type": "NoSuchDpEvent"}', "dp.dataset_size": "10", "dp.delta": "1e-5"},
+            name="m",
+            version=1,
+        )

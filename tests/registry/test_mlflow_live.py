@@ -111,6 +111,11 @@ def _train(uri: str, name: str, *, params=None, run_tags=None, version_tags=None
 POISSON = [1.0, 1.1, 1.2, 0.9, 1.3, 1.0]  # sigma of dpsgd-poisson v1..v6 (q = 0.01, 100 steps)
 CLAIMS = [(1.2, 1.6), (1.0, 2.2), (1.4, 1.2), (1.1, 0.5)]  # (sigma, claimed RDP eps) of claimed-resnet v1..v4
 OPACUS_HISTORY = [[1.1, 0.02, 100], [0.9, 0.02, 50]]
+DP_EVENT_STEP = {
+    "type": "PoissonSampledDpEvent",
+    "sampling_probability": 0.004,
+    "event": {"type": "GaussianDpEvent", "noise_multiplier": 0.9},
+}
 
 
 @pytest.fixture(scope="module")
@@ -155,8 +160,8 @@ def registry(mlflow_server):
         _, runs[f"no-dp-baseline:{i}"] = _train(
             uri, "no-dp-baseline", params={"batch_size": 64, "epochs": 3, "lr": 0.1}, description=NO_DP_NOTES
         )
-    for i in range(1, 3):  # a dp_accounting DpEvent (JSON) on the run
-        event = {"self_composed": {"event": {"poisson_sampled": {"event": {"gaussian": {"noise_multiplier": 1.0}}}}}}
+    for i in range(1, 3):  # a dp_accounting DpEvent (its JSON form, gdpcore.events) as a run tag
+        event = {"type": "SelfComposedDpEvent", "count": 100 * i, "event": DP_EVENT_STEP}
         _, runs[f"dp-event-lm:{i}"] = _train(
             uri,
             "dp-event-lm",
@@ -236,7 +241,8 @@ def test_the_registry_is_audited_through_the_server(registry, audited):
     assert registry["n_versions"] >= 20
     assert s.source == "mlflow" and s.registry == f"mlflow:{registry['uri']}" and not s.failed
     auditable = {f"dpsgd-poisson:{i}" for i in range(1, 7)} | {f"opacus-cifar:{i}" for i in range(1, 5)}
-    auditable |= {f"claimed-resnet:{i}" for i in range(1, 5)}
+    auditable |= {f"claimed-resnet:{i}" for i in range(1, 5)} | {"dp-event-lm:1", "dp-event-lm:2"}
+    auditable |= {"shuffled-bert:1", "shuffled-bert:2"}
     assert auditable <= set(s.computed) and not s.reused
     assert set(s.models) == set(s.computed)
     assert len(s.models) + len(s.not_auditable) == registry["n_versions"]
@@ -329,11 +335,43 @@ def test_claims_and_owner_text(registry, audited):
     assert not client.list_artifacts(registry["runs"]["dpsgd-poisson:3"], "privacy")
 
 
-def test_shuffled_and_dp_event_versions(audited):
-    """Before issue 14's manifest forms: a shuffled sampler and a DpEvent are reported not auditable, named."""
+def test_shuffled_versions_are_labelled_estimate(registry, audited):
+    """dp.sampler=shuffle: the Poisson-accounted numbers are kept, every one labelled estimate, with the reason, in
+    the tags, the lake row and the run summary."""
     s = audited["first"]
-    assert "dp.sampler=shuffle" in s.not_auditable["shuffled-bert:1"]
-    assert s.not_auditable["dp-event-lm:1"].startswith("dp.dp_event:")
+    assert [x.split(" ")[0] for x in s.estimates] == ["shuffled-bert:1", "shuffled-bert:2"]
+    tags = _client(registry["uri"]).get_model_version("shuffled-bert", "1").tags
+    for key in ("mu", "epsilon", "tpr", "advantage", "bayes_security"):
+        assert tags[f"privacy.{key}.bound"] == "estimate", key
+    assert tags["privacy.estimate_reason"] and "shuffle" in tags["privacy.sampling"]
+    _, rows = query_report(
+        audited["report"],
+        "SELECT sampler, mu_bound, epsilon_bound, estimate_reason FROM model_privacy WHERE model = 'shuffled-bert'",
+    )
+    assert len(rows) == 2 and all(r[0] == "shuffle" and r[1] == r[2] == "estimate" and r[3] for r in rows)
+    # the numbers themselves are the Poisson accounting's: q = 500 / 50000, 1 epoch = 100 steps
+    ref = gdpcore.analyze(gdpcore.SubsampledGaussian(noise_multiplier=1.0, sampling_rate=0.01, steps=100))
+    assert float(tags["privacy.mu"]) == pytest.approx(ref.mu, rel=1e-5)
+
+
+def test_dp_event_version_against_dp_accounting(registry, audited):
+    """dp-event-lm v2: SelfComposed(PoissonSampled(0.004, Gaussian(0.9)), 200) at delta 1e-6, read from a run tag:
+    the tagged eps is an upper bound above dp_accounting's PLD at a 10x finer step, within 1%."""
+    import dp_accounting
+    from dp_accounting.pld import PLDAccountant
+
+    tags = _client(registry["uri"]).get_model_version("dp-event-lm", "2").tags
+    assert tags["privacy.epsilon.bound"] == "upper" and float(tags["privacy.delta"]) == 1e-6
+    step = float(tags["privacy.discretization"]) / 10
+    event = dp_accounting.PoissonSampledDpEvent(0.004, dp_accounting.GaussianDpEvent(0.9))
+    ref = PLDAccountant(value_discretization_interval=step).compose(event, 200).get_epsilon(1e-6)
+    eps = float(tags["privacy.epsilon"])
+    assert ref <= eps * (1 + 1e-6) and eps <= ref * 1.01, (eps, ref)
+    _, rows = query_report(
+        audited["report"], "SELECT description_from FROM models WHERE model = 'dp-event-lm' AND version = 2"
+    )
+    run_id = registry["runs"]["dp-event-lm:2"]
+    assert rows == [(f"run {run_id} params + run {run_id} tags",)]
 
 
 def test_rerun_computes_nothing_and_a_new_version_is_audited_alone(registry, audited, capsys):
