@@ -86,7 +86,7 @@ def _train(uri: str, name: str, *, params=None, run_tags=None, version_tags=None
                 import mlflow.pyfunc
 
                 class Identity(mlflow.pyfunc.PythonModel):
-                    def predict(self, context, model_input):
+                    def predict(self, context, model_input: list[str]) -> list[str]:
                         return model_input
 
                 mlflow.pyfunc.log_model(name="model", python_model=Identity(), pip_requirements=[])
@@ -258,8 +258,9 @@ def test_the_registry_is_audited_through_the_server(registry, audited):
     for key in auditable:
         name, v = key.split(":")
         tags = client.get_model_version(name, v).tags
-        assert tags["privacy.status"] == "audited" and tags["privacy.mu.bound"] == "upper", key
-        assert tags["privacy.epsilon.bound"] == "upper" and tags["privacy.audit_key"], key
+        bound = "estimate" if name == "shuffled-bert" else "upper"  # shuffled batches: Poisson numbers, estimates
+        assert tags["privacy.status"] == "audited" and tags["privacy.mu.bound"] == bound, key
+        assert tags["privacy.epsilon.bound"] == bound and tags["privacy.audit_key"], key
 
 
 def test_tagged_numbers_against_dp_accounting(registry, audited):
