@@ -16,6 +16,7 @@ key                                   meaning (manifest field it fills)
 ``dp.sampling_rate``                  Poisson rate q per step, or instead
 ``dp.batch_size`` + ``dp.dataset_size``  q = batch_size / dataset_size (expected batch size under Poisson sampling)
 ``dp.steps`` or ``dp.epochs``         steps; epochs become epochs x ceil(N / batch_size) (or ceil(1/q)) steps
+                                      (Opacus: int(epochs / q), same when 1/q is an integer; docs/references.md C-4)
 ``dp.dataset_size``                   N, the number of privacy units (required: delta policies and the card use it)
 ``dp.delta``                          delta: a number or ``1/N^1.1``
 ``dp.neighbouring``                   ``add_remove`` (default) or ``replace_one``
