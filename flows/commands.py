@@ -471,12 +471,21 @@ def _audit_mlflow(args: argparse.Namespace) -> int:
     from mlflow.exceptions import MlflowException
 
     client = MlflowClient(tracking_uri=args.mlflow_uri, registry_uri=args.mlflow_uri)
-    try:  # before Prefect starts: an unreachable server or an unknown --model is a one-line error, exit 2
+    # Before Prefect starts: an unreachable server or an unknown --model is a one-line error, exit 2. The probe retries
+    # once (MLflow's default backs off for minutes); the audit itself keeps MLflow's and its task's retries.
+    probe_env = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+    saved = {k: os.environ.get(k) for k in probe_env}
+    os.environ.update({k: v for k, v in probe_env.items() if saved[k] is None})
+    try:
         client.search_registered_models(max_results=1)
         for name in args.model or ():
             client.get_registered_model(name)
     except MlflowException as exc:
         raise ValueError(f"--mlflow-uri {public_uri(args.mlflow_uri)}: {str(exc).splitlines()[0][:300]}") from None
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
     _preflight(args)
     _prefect_env(args.verbose)
     from flows.privacy_audit import privacy_audit

@@ -87,3 +87,17 @@ def test_richer_forms_and_sampler_honesty():
             name="m",
             version=1,
         )
+
+
+def test_cli_errors_are_one_line_and_write_nothing(tmp_path, capsys):
+    from flows.cli import main
+    from tests.robustness.conftest import free_port
+
+    store = ["--lake", str(tmp_path / "lake"), "--report", str(tmp_path / "r.duckdb")]
+    assert main(["audit", "data/registry", "--model", "x", *store]) == 2
+    assert "--model selects registered models of the MLflow registry" in capsys.readouterr().err
+    uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    assert main(["audit", "--mlflow-uri", uri, *store]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gdp audit: error: --mlflow-uri {uri}: ") and "Traceback" not in err
+    assert not (tmp_path / "lake").exists() and not (tmp_path / "r.duckdb").exists()
