@@ -3,7 +3,9 @@
 ``gdp analyze <kind> --param value ... [--json] [--claim EPS,DELTA,ACCOUNTANT]`` prints the privacy report of one
 mechanism (and re-checks a published claim about it: :func:`gdpcore.check_claim`). The per-kind options are generated
 from gdpcore's mechanism dataclasses (``gdp analyze gaussian --help`` lists them with types and defaults), so a new
-kind or field needs no CLI change. Pipeline sub-commands register themselves in :data:`SUBCOMMANDS`; each imports its
+kind or field needs no CLI change. ``gdp analyze --opacus FILE | --tf-privacy ... | --dp-event FILE`` takes what a
+training run left behind instead of a kind (:mod:`gdpcore.adapters`; ``--sampler shuffle`` labels every number an
+estimate, with the reason). Pipeline sub-commands register themselves in :data:`SUBCOMMANDS`; each imports its
 heavy dependencies (Prefect, DuckDB) only when run, so ``gdp analyze`` starts fast.
 
 Why argparse and not typer/click: the options of ``analyze`` are generated at run time from the kind registry,
@@ -294,6 +296,16 @@ def _analyze(args: argparse.Namespace) -> int:
             mechanism, epsilon=eps, delta=delta, accountant=accountant, tight_epsilon=float(report.epsilon(delta))
         )
         summary["claim"] = _claim_summary(check)
+        if run is not None and run.is_estimate:  # nothing about a run accounted for another sampler is certified
+            summary["claim"]["certified"] = None
+            summary["claim"]["tight_epsilon"]["bound"] = "estimate"
+            repro = check.reproduction.epsilon
+            summary["claim"]["summary"] = (
+                f"claimed eps={eps:g} at delta={delta:g} ({accountant}); accounted as Poisson sampling, "
+                + ("" if repro is None else f"{check.reproduction.family} gives {repro:.4g} and ")
+                + f"gdpcore gives {check.tight_epsilon:.4g}, estimates only ({run.estimate_reason}): the claim is "
+                "neither certified nor refuted"
+            )
     if args.json:
         print(json.dumps(summary, indent=2, allow_nan=True))
     else:

@@ -120,8 +120,9 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
         )
     elif sampler == "poisson":
         lines.append(
-            "- **Sampling.** Batches drawn by Poisson sampling (each record independently with probability q per step), "
-            "which is what is accounted. Had the batches been shuffled instead, these numbers would only be estimates."
+            "- **Sampling.** Accounted as Poisson subsampling (each record independently with probability q per step), "
+            "which is how the batches were drawn (sampler: poisson). Had they been shuffled instead, these numbers would "
+            "only be estimates."
         )
     elif sampler == "fixed":
         lines.append(
@@ -354,6 +355,12 @@ def _claim_paragraph(row: dict[str, Any]) -> list[str]:
             f"{row['claim_reproduction']}) - {status}."
         )
     tight = row["claim_tight_epsilon"]
+    if row.get("estimate_reason"):  # sampler honesty: nothing about this run is certified
+        out.append(
+            f"The tight accountant's value at that delta, {_g(tight)}, is an estimate for this run (see above), so the "
+            "claim can be neither certified nor refuted by it."
+        )
+        return out
     if row["claim_certified"]:
         out.append(
             f"The tight pessimistic accountant gives eps <= {_g(tight)} at that delta, so the claim holds"

@@ -82,6 +82,7 @@ __all__ = [
     "ModelManifest",
     "load_registry",
     "load_manifest_file",
+    "validate_manifest",
 ]
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "data" / "registry"
@@ -173,7 +174,7 @@ class TfPrivacy(_Strict):
 class OpacusFile(_Strict):
     """An Opacus accountant file (:func:`tasks.training_runs.load_opacus_file`), relative to the manifest."""
 
-    file: StrictStr
+    file: StrictStr  # relative to the manifest's folder, and inside it
     poisson_sampling: StrictBool | None = None  # make_private(poisson_sampling=...); False = shuffled batches
 
 
@@ -397,8 +398,11 @@ class ModelManifest(_Strict):
                 raise ValueError(
                     "replace_one: an Opacus history records sample rates, not batch sizes; declare add_remove"
                 )
-            base = Path(self.manifest_path).parent if self.manifest_path else Path.cwd()
-            run = load_opacus_file(base / op.file, sampler=sampler)  # type: ignore[union-attr]
+            base = (Path(self.manifest_path).parent if self.manifest_path else Path.cwd()).resolve()
+            target = (base / op.file).resolve()  # type: ignore[union-attr]
+            if not target.is_relative_to(base):  # a registry names its own files: no reading outside its folder
+                raise ValueError(f"file {op.file!r} resolves outside the manifest's folder {base}")  # type: ignore[union-attr]
+            run = load_opacus_file(target, sampler=sampler)
             return {"mechanism": run.mechanism.to_dict(), "estimate_reason": run.estimate_reason, "detail": run.source}
         if form == "dpsgd":
             specs: list[DpSgd | None] = [m.dpsgd]
@@ -536,6 +540,13 @@ def _validate(data: Any, file: Path, prefix: str) -> ModelManifest:
             f"{manifest.neighbouring!r}",
         )
     return manifest
+
+
+def validate_manifest(data: Any, *, file: str | Path = "<manifest>", prefix: str = "") -> ModelManifest:
+    """One model version from a mapping (e.g. built from another registry, such as MLflow's), validated exactly like a
+    YAML manifest: :class:`ManifestError` names ``file`` and the field. ``file`` also anchors an ``opacus: {file:}``
+    path (relative paths resolve against its folder)."""
+    return _validate(data, Path(file), prefix)
 
 
 def load_manifest_file(path: str | Path) -> list[ModelManifest]:
