@@ -13,7 +13,8 @@ Non-destructive: what the owner wrote in the description stays; only the text be
 
 A nightly re-audit rewrites no tag whose value is unchanged (an unchanged registry sees no writes). A version the audit
 cannot describe (issue 17: no usable ``dp.*`` description) gets ``privacy.status = not auditable: <missing key>`` and
-loses the ``privacy.*`` numbers an earlier audit wrote (they no longer describe anything the audit checked).
+loses the ``privacy.*`` numbers and the card section an earlier audit wrote (they no longer describe anything the audit
+checked); the owner's text stays.
 """
 
 from __future__ import annotations
@@ -47,6 +48,16 @@ def merge_description(existing: str | None, card: str, limit: int = _DESCRIPTION
     if len(card) > room:
         card = card[: room - len(_TRUNCATED)] + _TRUNCATED
     return f"{before}{CARD_BEGIN}\n{card.rstrip()}\n{CARD_END}{after}"
+
+
+def strip_card(existing: str | None) -> str:
+    """The description without our marked card section (the owner's text before and after it kept)."""
+    owner = existing or ""
+    start, end = owner.find(CARD_BEGIN), owner.find(CARD_END)
+    if start < 0 or end < start:
+        return owner
+    before, after = owner[:start].rstrip(), owner[end + len(CARD_END) :].lstrip("\n")
+    return before + ("\n\n" + after if before and after else after)
 
 
 def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run: str | None = None) -> dict[str, str]:
@@ -176,5 +187,8 @@ def publish_to_mlflow(
             if key.startswith("privacy.") and key != "privacy.status":
                 client.delete_model_version_tag(name, version, key)
                 out.tags_written += 1
+        stripped = strip_card(mv.description)
+        if stripped != (mv.description or ""):  # an earlier audit's card no longer describes this version
+            client.update_model_version(name, version, description=stripped)
         out.not_auditable.append(f"{name}:{version}")
     return out

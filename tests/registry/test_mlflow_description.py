@@ -101,3 +101,14 @@ def test_cli_errors_are_one_line_and_write_nothing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"gdp audit: error: --mlflow-uri {uri}: ") and "Traceback" not in err
     assert not (tmp_path / "lake").exists() and not (tmp_path / "r.duckdb").exists()
+
+
+def test_strip_card_keeps_the_owner_text():
+    from tasks.mlflow_tags import CARD_BEGIN, CARD_END, merge_description, strip_card
+
+    owner = "Owner notes.\n\nMore notes."
+    with_card = merge_description(owner, "# Privacy card\n\nnumbers")
+    assert with_card.startswith(owner) and CARD_BEGIN in with_card
+    assert strip_card(with_card) == owner and strip_card(owner) == owner and strip_card(None) == ""
+    around = f"Above.\n\n{CARD_BEGIN}\ncard\n{CARD_END}\nBelow."
+    assert strip_card(around) == "Above.\n\nBelow."

@@ -381,13 +381,22 @@ def test_rerun_computes_nothing_and_a_new_version_is_audited_alone(registry, aud
     assert s2.comparisons_computed == 0 and s2.mlflow_tags_written == 0
     files, files_after = audited["files"]
     assert files == files_after
+    # the owner removes the noise multiplier from claimed-resnet v4: its audit, numbers and card section go away
+    client = _client(registry["uri"])
+    client.delete_model_version_tag("claimed-resnet", "4", "dp.noise_multiplier")
     main, args = audited["cli"]
     assert main(args) == 0
     out = capsys.readouterr().out
     n_old = len(audited["first"].models)
     n_na = len(audited["first"].not_auditable)
     new = audited["new_version"]
-    assert f"{n_old + n_na + 1} model versions: 1 audited, {n_old} reused (unchanged), {n_na} not auditable" in out
+    total = n_old + n_na + 1
+    assert f"{total} model versions: 1 audited, {n_old - 1} reused (unchanged), {n_na + 1} not auditable" in out
+    assert "not auditable claimed-resnet:4: incomplete DP description: missing dp.noise_multiplier" in out
+    mv4 = client.get_model_version("claimed-resnet", "4")
+    assert mv4.description == OWNER_NOTES and mv4.tags["team"] == "vision"
+    assert mv4.tags["privacy.status"].startswith("not auditable: incomplete DP description: missing dp.noise_mult")
+    assert not any(k.startswith("privacy.") and k != "privacy.status" for k in mv4.tags)
     assert "not auditable no-dp-baseline:1: incomplete DP description: missing dp.noise_multiplier" in out
     tags = _client(registry["uri"]).get_model_version("dpsgd-poisson", new).tags
     ref = gdpcore.analyze(gdpcore.SubsampledGaussian(noise_multiplier=1.5, sampling_rate=0.01, steps=100))
