@@ -132,6 +132,10 @@ _JSON_FORMS = ("opacus_history", "dp_event", "tf_privacy", "phases", "gdpcore")
 DP_KEYS: tuple[str, ...] = tuple(DP_PREFIX + k for k in (*_SCALARS, *_JSON_FORMS))
 
 
+MAX_JSON_CHARS = 1_000_000
+"""Longest JSON description read (MLflow caps tag values at 5,000 and params at 6,000 characters on most backends)."""
+
+
 class NotAuditable(ValueError):
     """A description gdp-audit cannot audit; ``keys`` names the missing or invalid ``dp.*`` key(s)."""
 
@@ -163,10 +167,14 @@ def _float(key: str, text: str) -> float:
 
 
 def _json(key: str, text: str) -> Any:
+    if len(text) > MAX_JSON_CHARS:
+        raise NotAuditable([key], f"{key} has {len(text):,} characters (at most {MAX_JSON_CHARS:,})")
     try:
         return json.loads(text)
     except ValueError as exc:
         raise NotAuditable([key], f"{key} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise NotAuditable([key], f"{key} is nested too deeply") from None
 
 
 def _delta(key: str, text: str) -> Any:
@@ -295,6 +303,10 @@ def description_to_manifest(
     except ManifestError as exc:
         key = _key_of(exc.field)
         raise NotAuditable([key], f"{key}: {exc.message}") from None
+    except RecursionError:
+        raise NotAuditable(
+            [DP_PREFIX + (forms or ["noise_multiplier"])[0]], "the mechanism is nested too deeply"
+        ) from None
 
 
 # -- names ----------------------------------------------------------------------------------------------------------
@@ -476,6 +488,10 @@ def read_mlflow_registry(
             except NotAuditable as exc:
                 reason = exc.message + (f"; {refused}" if refused else "")
                 out.append(RegistryVersion(manifest=None, not_auditable=reason, missing_keys=tuple(exc.keys), **common))
+                continue
+            except Exception as exc:  # one unreadable description must not stop the registry's audit
+                reason = f"the description cannot be read: {type(exc).__name__}: {str(exc)[:300]}"
+                out.append(RegistryVersion(manifest=None, not_auditable=reason, **common))
                 continue
             out.append(RegistryVersion(manifest=manifest, **common))
     return out

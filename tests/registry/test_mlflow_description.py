@@ -112,3 +112,11 @@ def test_strip_card_keeps_the_owner_text():
     assert strip_card(with_card) == owner and strip_card(owner) == owner and strip_card(None) == ""
     around = f"Above.\n\n{CARD_BEGIN}\ncard\n{CARD_END}\nBelow."
     assert strip_card(around) == "Above.\n\nBelow."
+
+
+def test_hostile_json_is_not_auditable_not_a_crash():
+    deep = "[" * 100_000 + "]" * 100_000
+    for key in ("dp.gdpcore", "dp.dp_event", "dp.opacus_history"):
+        with pytest.raises(NotAuditable) as info:
+            description_to_manifest({key: deep, "dp.dataset_size": "10", "dp.delta": "1e-5"}, name="m", version=1)
+        assert info.value.keys == [key]
