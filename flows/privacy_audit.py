@@ -111,7 +111,18 @@ class EmptyRegistryError(ValueError):
     """A registry with no valid model version: refused unless the caller says an empty registry is intended."""
 
 
-@task(name="read-mlflow-registry", retries=2, retry_delay_seconds=10)
+def _transient(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry reading the registry on a server or network error, not on a user error (an unknown --model)."""
+    try:
+        state.result()
+    except ValueError:
+        return False
+    except Exception:
+        return True
+    return False
+
+
+@task(name="read-mlflow-registry", retries=2, retry_delay_seconds=10, retry_condition_fn=_transient)
 def read_mlflow(tracking_uri: str, models: list[str] | None, production_alias: str) -> list[Any]:
     """Every registered version's description (tasks.mlflow_registry), retried on a transient server error."""
     from tasks.mlflow_registry import read_mlflow_registry

@@ -210,6 +210,12 @@ def audited(registry, tmp_path_factory):
     second = privacy_audit(source="mlflow", mlflow_uri=uri, **store)
     t_second = time.perf_counter() - t
     files_after = sorted(str(p) for p in (root / "lake" / "registry").rglob("*.parquet") if "published" not in p.parts)
+    # one registered model only: nothing recomputed, the other models' members kept
+    from tasks.audit import read_members
+    from tasks.mlflow_registry import mlflow_registry_label
+
+    partial = privacy_audit(source="mlflow", mlflow_uri=uri, models=["opacus-cifar"], publish=False, **store)
+    kept = {r["mlflow_model"] for r in read_members(root / "lake", mlflow_registry_label(uri))}
     params = {"dp.noise_multiplier": 1.5, "dp.sampling_rate": 0.01, "dp.steps": 100, "dp.dataset_size": 50000}
     new_version, _ = _train(uri, "dpsgd-poisson", params=params | {"dp.delta": 1e-5})
     cli_args = ["audit", "--mlflow-uri", uri, "--lake", store["lake"], "--report", store["report"], "--no-progress"]
@@ -219,6 +225,7 @@ def audited(registry, tmp_path_factory):
         "first": first,
         "second": second,
         "files": (files, files_after),
+        "partial": (partial, kept),
         "new_version": new_version,
         "cli": (main, cli_args),
         "seconds": (registry["seconds"], t_first, t_second),
@@ -381,6 +388,9 @@ def test_rerun_computes_nothing_and_a_new_version_is_audited_alone(registry, aud
     assert s2.comparisons_computed == 0 and s2.mlflow_tags_written == 0
     files, files_after = audited["files"]
     assert files == files_after
+    partial, kept = audited["partial"]
+    assert sorted(partial.models) == [f"opacus-cifar:{i}" for i in range(1, 5)] and partial.computed == []
+    assert kept == {"dpsgd-poisson", "opacus-cifar", "claimed-resnet", "shuffled-bert", "no-dp-baseline", "dp-event-lm"}
     # the owner removes the noise multiplier from claimed-resnet v4: its audit, numbers and card section go away
     client = _client(registry["uri"])
     client.delete_model_version_tag("claimed-resnet", "4", "dp.noise_multiplier")
