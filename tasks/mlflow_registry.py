@@ -322,7 +322,9 @@ def lake_model_name(mlflow_name: str) -> str:
 def public_uri(uri: str) -> str:
     """The tracking URI without credentials or query (``https://user:token@host`` -> ``https://host``)."""
     p = urllib.parse.urlsplit(uri)
-    netloc = p.hostname or ""
+    if not p.hostname:  # sqlite:///path, file:///path, databricks: nothing secret before the path
+        return uri.split("?", 1)[0]
+    netloc = p.hostname
     if p.port:
         netloc += f":{p.port}"
     return urllib.parse.urlunsplit((p.scheme, netloc, p.path, "", ""))

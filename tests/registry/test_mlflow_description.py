@@ -67,6 +67,10 @@ def test_names_and_uris():
     a, b = lake_model_name("team a/model"), lake_model_name("team_a/model")
     assert a.startswith("team_a_model-") and a != b  # the hash keeps two names apart
     assert public_uri("https://user:token@mlflow.example.org:5000/path?x=1") == "https://mlflow.example.org:5000/path"
+    assert (
+        public_uri("sqlite:////srv/mlflow.db") == "sqlite:////srv/mlflow.db"
+        and public_uri("databricks") == "databricks"
+    )
 
 
 def test_richer_forms_and_sampler_honesty():
