@@ -128,6 +128,13 @@ MEMBERS_SCHEMA = pa.schema(
         pa.field("production", pa.bool_()),
         pa.field("mlflow_model", pa.string()),
         pa.field("mlflow_version", pa.string()),
+        # issue 17: where the training description was read ("manifest:<file>" or "mlflow:<uri>#<model>/<version>"),
+        # which part of it ("manifest", "model-version tags", "run <id> params", ...), and the audit status:
+        # "audited", or "not auditable" with the reason naming the missing dp.* key(s) (audit_key then '').
+        pa.field("description_source", pa.string()),
+        pa.field("description_from", pa.string()),
+        pa.field("status", pa.string()),
+        pa.field("not_auditable", pa.string()),
     ]
 )
 
@@ -306,6 +313,15 @@ def read_audit(path: Path) -> dict[str, Any]:
     return pq.read_table(path).to_pylist()[0]
 
 
+def read_members(lake: Path, registry_label: str) -> list[dict[str, Any]]:
+    """The stored members rows of one registry (without the ``registry`` column); [] when there are none."""
+    path = members_path(lake, registry_label)
+    if not path.exists():
+        return []
+    rows = pq.read_table(path).to_pylist()
+    return [{k: r.get(k) for k in MEMBERS_SCHEMA.names if k != "registry"} for r in rows]
+
+
 def write_members(lake: Path, registry_label: str, rows: Sequence[dict[str, Any]]) -> bool:
     """The registry's current model versions; returns False (and writes nothing) when unchanged."""
     table = pa.Table.from_pylist([{"registry": registry_label, **r} for r in rows], schema=MEMBERS_SCHEMA)
@@ -376,7 +392,9 @@ def write_comparison(lake: Path, row: dict[str, Any]) -> Path:
 # -- report views ---------------------------------------------------------------------------------------------------
 VIEW_COMMENTS: dict[str, str] = {
     "models": "One row per model version in the audited registries: model, version, registry, manifest, production "
-    "flag, MLflow target, audit_key (the audit its numbers come from).",
+    "flag, MLflow target, audit_key (the audit its numbers come from), description_source (the manifest file or the "
+    "MLflow URI/model/version the training description was read from), status ('audited' or 'not auditable', with "
+    "the missing dp.* key in not_auditable).",
     "model_privacy": "One row per model version: mu (tightest pessimistic mu-GDP, upper bound unless mu_bound says "
     "estimate: see estimate_reason), gdp_regret, verdict "
     "('GDP is a complete description' when regret < 0.01), epsilon at the declared delta, TPR@FPR lists, advantage, "
@@ -435,9 +453,13 @@ def _build_registry_snapshot(lake: Path, snap: Path) -> None:
         selects = {
             "models": "SELECT m.registry, m.model, m.version, m.production, m.manifest_path, m.mlflow_model, "
             "m.mlflow_version, m.audit_key, a.privacy_unit, a.neighbouring, a.sampler, a.dataset_size, a.description, "
-            "a.source, a.mechanism_form FROM m LEFT JOIN a USING (audit_key) ORDER BY m.model, m.version",
+            "a.source, a.mechanism_form, m.description_source, m.description_from, "
+            "coalesce(m.status, 'audited') AS status, m.not_auditable "
+            "FROM m LEFT JOIN a ON a.audit_key = m.audit_key AND a.model = m.model AND a.version = m.version "
+            "ORDER BY m.model, m.version, m.registry",
             "model_privacy": "SELECT m.registry, a.* EXCLUDE (curve_fpr, curve_fnr, manifest_json), "
-            "m.production FROM m JOIN a USING (audit_key) ORDER BY a.model, a.version",
+            "m.production, m.description_source FROM m JOIN a ON a.audit_key = m.audit_key AND a.model = m.model "
+            "AND a.version = m.version ORDER BY a.model, a.version, m.registry",
             "model_comparisons": "SELECT c.* FROM c JOIN m ON c.audit_key = m.audit_key "
             "JOIN (SELECT audit_key AS other_audit_key FROM m) o USING (other_audit_key) "
             "ORDER BY c.model, c.version, c.against",

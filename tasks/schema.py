@@ -58,8 +58,11 @@ _COMMON: dict[str, str] = {
     "model": "registered model name",
     "version": "model version (integer)",
     "audit_key": "hash of the manifest's privacy-relevant content and gdpcore's source: identifies an audit",
-    "registry": "registry folder or file the model version was listed in",
-    "production": "true for the version the manifest marks as production",
+    "registry": "registry folder or file the model version was listed in (mlflow-<server> for an MLflow registry)",
+    "production": "true for the production version (manifest: production: true; MLflow: the production alias, "
+    "else the Production stage)",
+    "description_source": "where the training description was read: manifest:<file> or "
+    "mlflow:<tracking URI>#<registered model>/<version>",
     "privacy_unit": "what one neighbouring change adds or removes (example, user, ...)",
     "dataset_size": "N, the number of privacy units in the training set",
     "description": "free text from the manifest",
@@ -125,7 +128,11 @@ _VIEW_SPECIFIC: dict[str, dict[str, str]] = {
         "finished_at": "run end (UTC)",
     },
     "models": {
-        "manifest_path": "the manifest file, relative to its registry",
+        "manifest_path": "the manifest file, relative to its registry (NULL: described in MLflow)",
+        "description_from": "which part of the source described it: manifest, model-version tags, run <id> params, "
+        "run <id> tags (joined by +)",
+        "status": "'audited', or 'not auditable' (no usable DP description; the numbers are NULL)",
+        "not_auditable": "why the version is not auditable, naming the missing or invalid dp.* key(s)",
         "mlflow_model": "MLflow registered-model name to tag (NULL: not in MLflow)",
         "mlflow_version": "MLflow model version to tag",
     },
@@ -231,7 +238,8 @@ _COLUMNS: dict[str, list[str]] = {
     ).split(),
     "models": (
         "registry model version production manifest_path mlflow_model mlflow_version audit_key privacy_unit "
-        "neighbouring sampler dataset_size description source mechanism_form"
+        "neighbouring sampler dataset_size description source mechanism_form description_source description_from status "
+        "not_auditable"
     ).split(),
     "model_privacy": (
         "registry model version audit_key spec_hash mu mu_lower mu_bound mu_cutoff gdp_regret gdp_regret_bound "
@@ -241,7 +249,7 @@ _COLUMNS: dict[str, list[str]] = {
         "neighbouring sampler estimate_reason dataset_size "
         "claimed_epsilon claimed_delta claimed_accountant claim_reproduced_epsilon claim_reproduced_bound "
         "claim_reproduction claim_status claim_tight_epsilon claim_certified description source gdpcore_version "
-        "audited_at run_id compute_seconds production"
+        "audited_at run_id compute_seconds production description_source"
     ).split(),
     "model_comparisons": (
         "model version against other_version audit_key other_audit_key divergence_new_over_old "
