@@ -425,17 +425,43 @@ def _training_run_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="TF-Privacy's compute_dp_sgd_privacy_statement parameters (with the four options below)",
     )
-    g.add_argument("--number-of-examples", dest="tf_number_of_examples", type=_positive_int, metavar="N")
-    g.add_argument("--batch-size", dest="tf_batch_size", type=_positive_int, metavar="B")
-    g.add_argument("--epochs", dest="tf_epochs", type=_positive_float, metavar="E", help="may be fractional")
-    g.add_argument("--noise-multiplier", dest="tf_noise_multiplier", type=_positive_float, metavar="SIGMA")
+    g.add_argument(
+        "--number-of-examples",
+        dest="tf_number_of_examples",
+        type=_positive_int,
+        metavar="N",
+        help="--tf-privacy: training-set size",
+    )
+    g.add_argument(
+        "--batch-size",
+        dest="tf_batch_size",
+        type=_positive_int,
+        metavar="B",
+        help="--tf-privacy: batch size (q = B / N)",
+    )
+    g.add_argument(
+        "--epochs", dest="tf_epochs", type=_positive_float, metavar="E", help="--tf-privacy: epochs (may be fractional)"
+    )
+    g.add_argument(
+        "--noise-multiplier",
+        dest="tf_noise_multiplier",
+        type=_positive_float,
+        metavar="SIGMA",
+        help="--tf-privacy: noise multiplier",
+    )
     g.add_argument(
         "--no-microbatching",
         dest="tf_no_microbatching",
         action="store_true",
         help="TF-Privacy used_microbatching=False (default True: microbatches of size > 1 halve the noise multiplier)",
     )
-    g.add_argument("--max-examples-per-user", dest="tf_max_examples_per_user", type=_positive_int, metavar="K")
+    g.add_argument(
+        "--max-examples-per-user",
+        dest="tf_max_examples_per_user",
+        type=_positive_int,
+        metavar="K",
+        help="--tf-privacy: user-level accounting, at most K examples per user",
+    )
     g.add_argument(
         "--sampler",
         choices=("poisson", "shuffle", "fixed"),
