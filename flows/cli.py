@@ -3,7 +3,9 @@
 ``gdp analyze <kind> --param value ... [--json] [--claim EPS,DELTA,ACCOUNTANT]`` prints the privacy report of one
 mechanism (and re-checks a published claim about it: :func:`gdpcore.check_claim`). The per-kind options are generated
 from gdpcore's mechanism dataclasses (``gdp analyze gaussian --help`` lists them with types and defaults), so a new
-kind or field needs no CLI change. Pipeline sub-commands register themselves in :data:`SUBCOMMANDS`; each imports its
+kind or field needs no CLI change. ``gdp analyze --opacus FILE | --tf-privacy ... | --dp-event FILE`` takes what a
+training run left behind instead of a kind (:mod:`gdpcore.adapters`; ``--sampler shuffle`` labels every number an
+estimate, with the reason). Pipeline sub-commands register themselves in :data:`SUBCOMMANDS`; each imports its
 heavy dependencies (Prefect, DuckDB) only when run, so ``gdp analyze`` starts fast.
 
 Why argparse and not typer/click: the options of ``analyze`` are generated at run time from the kind registry,
@@ -78,6 +80,63 @@ def _load_spec_text(spec: str) -> Any:
         raise ValueError(f"--spec is not valid YAML/JSON: {str(exc).splitlines()[0]}") from None
 
 
+_RUN_SOURCES = ("spec", "dp_event", "opacus", "tf_privacy")
+
+
+def _training_run_from_args(args: argparse.Namespace) -> Any:
+    """--dp-event FILE / --opacus FILE / --tf-privacy ...: the training run (gdpcore.adapters.TrainingRun) or None."""
+    from gdpcore import adapters
+
+    given = [s for s in _RUN_SOURCES if getattr(args, s, None) not in (None, False)]
+    if len(given) > 1 or (given and args.kind is not None):
+        both = [f"--{s.replace('_', '-')}" for s in given] + ([args.kind] if args.kind is not None else [])
+        raise ValueError(f"give one mechanism source, got {' and '.join(both)}")
+    tf_fields = ("number_of_examples", "batch_size", "epochs", "noise_multiplier", "max_examples_per_user")
+    if not args.tf_privacy:
+        stray = [f for f in tf_fields if getattr(args, f"tf_{f}") is not None] + (
+            ["no_microbatching"] if args.tf_no_microbatching else []
+        )
+        if stray:
+            raise ValueError(f"--{stray[0].replace('_', '-')} is an option of --tf-privacy")
+    if args.sampler is not None and not (args.opacus or args.tf_privacy):
+        raise ValueError("--sampler applies to --opacus and --tf-privacy runs")
+    if args.dp_event is not None:
+        from gdpcore.events import from_dp_event
+        from tasks.training_runs import load_dp_event_file
+
+        event = load_dp_event_file(args.dp_event)
+        relation = args.neighbouring or "add_remove"
+        return adapters.TrainingRun(
+            mechanism=from_dp_event(event, neighboring_relation=relation),
+            sampler=None,
+            neighbouring=relation,
+            steps=None,
+            source=f"dp_accounting {type(event).__name__} from {args.dp_event}, read under {relation}",
+        )
+    if args.neighbouring is not None and not args.tf_privacy:
+        raise ValueError("--neighbouring applies to --dp-event and --tf-privacy (with --sampler fixed)")
+    if args.opacus is not None:
+        from tasks.training_runs import load_opacus_file
+
+        return load_opacus_file(args.opacus, sampler=args.sampler)
+    if args.tf_privacy:
+        missing = [f for f in tf_fields[:4] if getattr(args, f"tf_{f}") is None]
+        if missing:
+            raise ValueError(f"--tf-privacy needs --{missing[0].replace('_', '-')}")
+        run = adapters.from_tf_privacy(
+            number_of_examples=args.tf_number_of_examples,
+            batch_size=args.tf_batch_size,
+            num_epochs=args.tf_epochs,
+            noise_multiplier=args.tf_noise_multiplier,
+            used_microbatching=not args.tf_no_microbatching,
+            max_examples_per_user=args.tf_max_examples_per_user,
+            sampler=args.sampler or "poisson",
+            neighbouring=args.neighbouring or "add_remove",
+        )
+        return run
+    return None
+
+
 def _mechanism_from_args(args: argparse.Namespace):
     from gdpcore import mechanism_from_dict
 
@@ -150,6 +209,11 @@ def _describe(mech: dict[str, Any]) -> str:
     return f"{kind}({params})"
 
 
+def _bound(label: str) -> str:
+    """'upper bound' / 'lower bound' / 'exact bound'; an estimate is no bound."""
+    return label if label == "estimate" else f"{label} bound"
+
+
 def _print_report(summary: dict[str, Any]) -> None:
     mech = summary["mechanism"]
     lines = [
@@ -163,7 +227,7 @@ def _print_report(summary: dict[str, Any]) -> None:
             else ""
         ),
         "",
-        f"  mu-GDP          {_fmt(summary['mu']['value'])}   ({summary['mu']['bound']} bound; "
+        f"  mu-GDP          {_fmt(summary['mu']['value'])}   ({_bound(summary['mu']['bound'])}; "
         f"bracket [{_fmt(summary['mu']['lower'])}, {_fmt(summary['mu']['value'])}])",
     ]
     if summary["mu_certified_for_fpr_at_least"] is not None:
@@ -178,9 +242,9 @@ def _print_report(summary: dict[str, Any]) -> None:
     )
     lines += [
         f"  GDP regret      {_fmt(summary['gdp_regret']['value'])}   ({summary['gdp_regret']['bound']}; {verdict})",
-        f"  advantage       {_fmt(summary['advantage']['value'])}   ({summary['advantage']['bound']} bound; "
+        f"  advantage       {_fmt(summary['advantage']['value'])}   ({_bound(summary['advantage']['bound'])}; "
         f"max TPR - FPR of membership inference)",
-        f"  Bayes security  {_fmt(summary['bayes_security']['value'])}   ({summary['bayes_security']['bound']} bound)",
+        f"  Bayes security  {_fmt(summary['bayes_security']['value'])}   ({_bound(summary['bayes_security']['bound'])})",
         "",
         "  (eps, delta)    delta        eps (bound)",
     ]
@@ -191,14 +255,25 @@ def _print_report(summary: dict[str, Any]) -> None:
         lines.append(f"                  {row['fpr']:<12g} {_fmt(row['value'])} ({row['bound']})")
     if "claim" in summary:
         lines += ["", f"  published claim {summary['claim']['summary']}"]
+    run = summary.get("training_run")
+    if run is not None:
+        lines[1:1] = [
+            f"  training run    {run['source']}",
+            f"  sampler         {run['sampler'] or 'not stated'}; neighbouring {run['neighbouring']}; "
+            f"unit {run['privacy_unit']}" + ("" if run["steps"] is None else f"; {run['steps']:,} steps"),
+        ]
+        if run["estimate_reason"]:
+            lines[3:3] = [f"  ESTIMATE        every number below is an estimate: {run['estimate_reason']}"]
     print("\n".join(lines))
 
 
 def _analyze(args: argparse.Namespace) -> int:
     from gdpcore import analyze, check_claim
+    from gdpcore.adapters import TrainingRunReport
 
     claim = _parse_claim(args.claim)  # before any accounting: a malformed claim fails fast
-    mechanism = _mechanism_from_args(args)
+    run = _training_run_from_args(args)
+    mechanism = run.mechanism if run is not None else _mechanism_from_args(args)
     deltas = tuple(args.delta) if args.delta else (1e-5, 1e-6, 1e-9)
     report = analyze(
         mechanism,
@@ -211,13 +286,26 @@ def _analyze(args: argparse.Namespace) -> int:
         time_budget_seconds=args.time_budget,
     )
     fprs = tuple(args.fpr) if args.fpr else (1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2, 1e-1)
-    summary = report.summary(deltas=deltas, fprs=fprs)
+    if run is not None:  # the run's labels: "estimate" everywhere when the batches were not drawn as accounted
+        summary = TrainingRunReport(run=run, report=report).summary(deltas=deltas, fprs=fprs)
+    else:
+        summary = report.summary(deltas=deltas, fprs=fprs)
     if claim is not None:
         eps, delta, accountant = claim
         check = check_claim(
             mechanism, epsilon=eps, delta=delta, accountant=accountant, tight_epsilon=float(report.epsilon(delta))
         )
         summary["claim"] = _claim_summary(check)
+        if run is not None and run.is_estimate:  # nothing about a run accounted for another sampler is certified
+            summary["claim"]["certified"] = None
+            summary["claim"]["tight_epsilon"]["bound"] = "estimate"
+            repro = check.reproduction.epsilon
+            summary["claim"]["summary"] = (
+                f"claimed eps={eps:g} at delta={delta:g} ({accountant}); accounted as Poisson sampling, "
+                + ("" if repro is None else f"{check.reproduction.family} gives {repro:.4g} and ")
+                + f"gdpcore gives {check.tight_epsilon:.4g}, estimates only ({run.estimate_reason}): the claim is "
+                "neither certified nor refuted"
+            )
     if args.json:
         print(json.dumps(summary, indent=2, allow_nan=True))
     else:
@@ -303,6 +391,92 @@ def _analyze_options(p: argparse.ArgumentParser, *, suppress: bool) -> None:
     )
 
 
+def _positive_int(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if x < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return x
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 < x < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return x
+
+
+def _training_run_options(p: argparse.ArgumentParser) -> None:
+    """``gdp analyze`` from what a training run left behind (gdpcore.adapters; README "From my training run ...")."""
+    g = p.add_argument_group("training runs (instead of a KIND)")
+    g.add_argument("--dp-event", metavar="FILE", help="a dp_accounting DpEvent as JSON (gdpcore.events form)")
+    g.add_argument(
+        "--opacus",
+        metavar="FILE",
+        help="an Opacus accountant: state_dict() saved by torch.save (.pt) or as JSON, or its history as JSON",
+    )
+    g.add_argument(
+        "--tf-privacy",
+        action="store_true",
+        help="TF-Privacy's compute_dp_sgd_privacy_statement parameters (with the four options below)",
+    )
+    g.add_argument(
+        "--number-of-examples",
+        dest="tf_number_of_examples",
+        type=_positive_int,
+        metavar="N",
+        help="--tf-privacy: training-set size",
+    )
+    g.add_argument(
+        "--batch-size",
+        dest="tf_batch_size",
+        type=_positive_int,
+        metavar="B",
+        help="--tf-privacy: batch size (q = B / N)",
+    )
+    g.add_argument(
+        "--epochs", dest="tf_epochs", type=_positive_float, metavar="E", help="--tf-privacy: epochs (may be fractional)"
+    )
+    g.add_argument(
+        "--noise-multiplier",
+        dest="tf_noise_multiplier",
+        type=_positive_float,
+        metavar="SIGMA",
+        help="--tf-privacy: noise multiplier",
+    )
+    g.add_argument(
+        "--no-microbatching",
+        dest="tf_no_microbatching",
+        action="store_true",
+        help="TF-Privacy used_microbatching=False (default True: microbatches of size > 1 halve the noise multiplier)",
+    )
+    g.add_argument(
+        "--max-examples-per-user",
+        dest="tf_max_examples_per_user",
+        type=_positive_int,
+        metavar="K",
+        help="--tf-privacy: user-level accounting, at most K examples per user",
+    )
+    g.add_argument(
+        "--sampler",
+        choices=("poisson", "shuffle", "fixed"),
+        default=None,
+        help="how the batches were drawn (default: poisson; Opacus runs: as recorded). shuffle / fixed label "
+        "Poisson-accounted numbers as estimates",
+    )
+    g.add_argument(
+        "--neighbouring",
+        choices=("add_remove", "replace_one"),
+        default=None,
+        help="relation a --dp-event is read under (default add_remove); replace_one with --tf-privacy --sampler fixed",
+    )
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gdp", description="Honest, complete differential-privacy reports.")
     parser.add_argument("--version", action="version", version=_version(), help="print the version and exit")
@@ -314,6 +488,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "; 'gdp analyze KIND --help' lists the kind's parameters",
     )
     _analyze_options(p, suppress=False)
+    _training_run_options(p)
     kinds = p.add_subparsers(dest="kind", metavar="KIND", parser_class=_Parser, help="mechanism kind (or use --spec)")
     for kind, (doc, params) in _mechanism_kinds().items():
         kp = kinds.add_parser(kind, help=doc, description=doc)

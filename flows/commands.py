@@ -409,8 +409,14 @@ def _demo(args: argparse.Namespace) -> int:
 
 # -- registry audits (issue 7) ----------------------------------------------------------------------------------------
 def _audit(args: argparse.Namespace) -> int:
+    """``gdp audit [REGISTRY]``: the manifests of REGISTRY (tagging their MLflow versions with --mlflow-uri); without
+    REGISTRY and with --mlflow-uri, the MLflow Model Registry itself (issue 17, tasks.mlflow_registry)."""
     from tasks.registry import DEFAULT_REGISTRY, MANIFEST_DEADLINE, load_registry, registry_files
 
+    if args.registry is None and args.mlflow_uri:
+        return _audit_mlflow(args)
+    if args.model:
+        raise ValueError("--model selects registered models of the MLflow registry: give --mlflow-uri and no REGISTRY")
     registry = args.registry or str(DEFAULT_REGISTRY)
     if not args.allow_empty:  # a missing or empty registry fails here, before Prefect starts and without a traceback
         if not registry_files(registry):
@@ -450,6 +456,66 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"  published claim: {x}")
     if args.mlflow_uri:
         print(f"MLflow: tagged {len(s.mlflow_tagged)}, not registered: {', '.join(s.mlflow_missing) or 'none'}")
+    print(f"report: {s.report}   (views: models, model_privacy, model_comparisons)\ncards: {s.cards_dir}")
+    return 1 if s.failed else 0
+
+
+def _audit_mlflow(args: argparse.Namespace) -> int:
+    from tasks.mlflow_registry import public_uri
+
+    try:
+        import mlflow  # noqa: F401
+    except ImportError:
+        raise ValueError("--mlflow-uri needs MLflow: pip install 'gdp-audit[mlflow]'") from None
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient(tracking_uri=args.mlflow_uri, registry_uri=args.mlflow_uri)
+    # Before Prefect starts: an unreachable server or an unknown --model is a one-line error, exit 2. The probe retries
+    # once (MLflow's default backs off for minutes); the audit itself keeps MLflow's and its task's retries.
+    probe_env = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+    saved = {k: os.environ.get(k) for k in probe_env}
+    os.environ.update({k: v for k, v in probe_env.items() if saved[k] is None})
+    try:
+        client.search_registered_models(max_results=1)
+        for name in args.model or ():
+            client.get_registered_model(name)
+    except MlflowException as exc:
+        raise ValueError(f"--mlflow-uri {public_uri(args.mlflow_uri)}: {str(exc).splitlines()[0][:300]}") from None
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+    _preflight(args)
+    _prefect_env(args.verbose)
+    from flows.privacy_audit import privacy_audit
+
+    s = privacy_audit(
+        source="mlflow",
+        mlflow_uri=args.mlflow_uri,
+        models=args.model or None,
+        production_alias=args.production_alias,
+        lake=args.lake,
+        report=args.report,
+        cards_dir=args.cards,
+        allow_empty=args.allow_empty,
+        report_uri=args.report_uri,
+        progress=not args.no_progress,
+    )
+    print(
+        f"audit mlflow:{public_uri(args.mlflow_uri)}: {len(s.models) + len(s.not_auditable)} model versions: "
+        f"{len(s.computed)} audited, {len(s.reused)} reused (unchanged), {len(s.not_auditable)} not auditable, "
+        f"{len(s.failed)} failed; {s.comparisons_computed} comparisons computed"
+    )
+    for key, why in sorted(s.not_auditable.items()):
+        print(f"  not auditable {key}: {why}")
+    for msg in s.failed.values():
+        print(f"  FAILED {msg}", file=sys.stderr)
+    for x in s.less_private:
+        print(f"  less private: {x}")
+    for x in s.claim_flags:
+        print(f"  published claim: {x}")
+    print(f"MLflow: {s.mlflow_tags_written} tag value(s) written on {len(s.mlflow_tagged)} audited version(s)")
     print(f"report: {s.report}   (views: models, model_privacy, model_comparisons)\ncards: {s.cards_dir}")
     return 1 if s.failed else 0
 
@@ -576,7 +642,23 @@ def _register() -> None:
             metavar="REGISTRY",
             help="folder of YAML manifests or one YAML file (default: the sample registry data/registry)",
         )
-        p.add_argument("--mlflow-uri", help="tracking URI: tag the registered model versions (needs gdp-audit[mlflow])")
+        p.add_argument(
+            "--mlflow-uri",
+            help="tracking URI. Without REGISTRY: audit this MLflow Model Registry itself (each version's dp.* "
+            "description from its tags or its run; see README 'Audit my MLflow registry'); with REGISTRY: tag the "
+            "versions its manifests name (needs gdp-audit[mlflow])",
+        )
+        p.add_argument(
+            "--model",
+            action="append",
+            metavar="NAME",
+            help="with --mlflow-uri and no REGISTRY: audit this registered model only (repeatable; default all)",
+        )
+        p.add_argument(
+            "--production-alias",
+            default="production",
+            help="MLflow alias of the production version (default 'production'; else the legacy Production stage)",
+        )
         p.add_argument("--cards", help="where privacy cards go (default: cards/ next to the report)")
         p.add_argument(
             "--allow-empty",

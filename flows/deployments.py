@@ -57,6 +57,7 @@ class Deployment:
     cron: str | None = None  # UTC
     slug: str | None = None  # schedule slug: later edits update the schedule instead of adding one
     concurrency_limit: int | None = 1  # one writer of a spec's / registry's members file at a time
+    active: bool = True  # False: the schedule is declared but paused until the user resumes it
 
     def flow(self) -> Any:
         path, func = self.entrypoint.split(":")
@@ -97,6 +98,19 @@ DEPLOYMENTS: tuple[Deployment, ...] = (
         cron="0 2 * * *",
         slug="nightly-registry",
     ),
+    Deployment(
+        "nightly-mlflow-audit",
+        "flows/privacy_audit.py:privacy_audit",
+        "Nightly audit of a live MLflow Model Registry (issue 17): reads each registered version's dp.* description "
+        "from its tags or its source run, audits only new or changed versions, writes privacy.* tags back and lists "
+        "versions that are not auditable. Set the job variable MLFLOW_TRACKING_URI (e.g. --job-variable "
+        'env=\'{"MLFLOW_TRACKING_URI": "http://mlflow:5000"}\' or on the work pool), then resume the schedule '
+        "(paused as deployed: there is no tracking server to assume).",
+        {"source": "mlflow"},
+        cron="30 2 * * *",
+        slug="nightly-mlflow-registry",
+        active=False,
+    ),
 )
 
 _HEADER = """\
@@ -123,6 +137,8 @@ def prefect_yaml() -> dict[str, Any]:
             entry["parameters"] = dict(d.parameters)
         if d.cron:
             entry["schedules"] = [{"cron": d.cron, "timezone": "UTC", "slug": d.slug}]
+            if not d.active:
+                entry["schedules"][0]["active"] = False
         if d.concurrency_limit:
             entry["concurrency_limit"] = d.concurrency_limit
         entry["work_pool"] = {"name": POOL, "job_variables": {"env": dict(ENV)}}
@@ -150,8 +166,12 @@ def serve_deployments() -> list[Any]:
     out = []
     for d in DEPLOYMENTS:
         kwargs: dict[str, Any] = {"name": d.name, "description": d.description, "parameters": dict(d.parameters)}
-        if d.cron:
+        if d.cron and d.active:
             kwargs["cron"] = d.cron
+        elif d.cron:
+            from prefect.schedules import Cron
+
+            kwargs["schedules"] = [Cron(d.cron, timezone="UTC", active=False, slug=d.slug)]
         if d.concurrency_limit:
             kwargs["concurrency_limit"] = d.concurrency_limit
         out.append(d.flow().to_deployment(**kwargs))

@@ -52,7 +52,14 @@ class SweepSummary:
 @task(name="record-members", retries=2, retry_delay_seconds=1, retry_condition_fn=transient_io_error)
 def record_members(plan: SweepPlan, lake: str) -> bool:
     """The spec's current cell set (what the report shows for it); unchanged sets are not rewritten."""
-    return write_members(Path(lake), plan.spec_name, plan.spec_hash, plan.cell_ids, plan.eval_key)
+    return write_members(
+        Path(lake),
+        plan.spec_name,
+        plan.spec_hash,
+        plan.cell_ids,
+        plan.eval_key,
+        axes=(plan.axis_names, plan.axis_values),
+    )
 
 
 @task(name="record-run", retries=2, retry_delay_seconds=1, retry_condition_fn=transient_io_error)
@@ -237,10 +244,13 @@ def _sweep_artifacts(spec: GridSpec, s: SweepSummary) -> None:
     if s.report and Path(s.report).exists():
         from tasks.publish import query_report
 
+        # The swept values come from the axes view: grid keys of compositions (and parameters stored under another
+        # column name, such as randomized response's epsilon) are not columns of `cells`.
         cols, rows = query_report(
             s.report,
-            f"SELECT cell_id, {', '.join(spec.grid)}, mu, gdp_regret, advantage, status FROM cells "
-            f"WHERE spec = '{spec.name}' ORDER BY mu DESC NULLS LAST LIMIT 10",
+            "SELECT c.cell_id, (SELECT string_agg(a.axis || '=' || a.value_text, ', ') FROM axes a "
+            "WHERE a.spec = c.spec AND a.cell_id = c.cell_id) AS axes, c.mu, c.gdp_regret, c.advantage, c.status "
+            f"FROM cells c WHERE c.spec = '{spec.name}' ORDER BY c.mu DESC NULLS LAST, c.cell_id LIMIT 10",
         )
         worst = [{c: _fmt(v) for c, v in zip(cols, r, strict=True)} for r in rows]
     md = [

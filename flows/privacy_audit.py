@@ -1,7 +1,14 @@
 """``privacy_audit``: audit a model registry (issue 7) -> lake rows, privacy cards, DuckDB views, MLflow tags.
 
+The registry is a folder of YAML manifests (``source="manifests"``, the default) or a live MLflow Model Registry
+(``source="mlflow"``, issue 17: every registered version's ``dp.*`` description, read from the version's tags or its
+source run, becomes a manifest - see :mod:`tasks.mlflow_registry` for the table of keys). Both go through the same
+steps below, the same lake rows, cards and views; the ``models`` view names where each description came from
+(``description_source``) and lists MLflow versions that are *not auditable* with the missing key.
+
 1. Load the registry's manifests (:mod:`tasks.registry`); an invalid file fails *its* models only, with a message
-   naming file and field in the run summary and artifact; everything else is audited and published.
+   naming file and field in the run summary and artifact; everything else is audited and published. An MLflow
+   version without a usable description is reported *not auditable* (not a failure).
 2. For each model version, compute its audit only when no audit exists for its ``audit_key`` (manifest spec hash +
    gdpcore version and source hash): a re-run with nothing changed computes nothing.
 3. Compare each version with the previous version of the same model and with the production version (Delta-divergence
@@ -31,7 +38,9 @@ from tasks.audit import (
     comparison_path,
     compute_audit_row,
     compute_comparison_row,
+    estimate_flags,
     read_audit,
+    read_members,
     write_audit,
     write_comparison,
     write_members,
@@ -57,8 +66,14 @@ class AuditSummary:
     cards_written: list[str]
     # "name:v: claimed eps=... (acct) ..." for published claims the audit cannot reproduce or certify
     claim_flags: list[str] = dataclasses.field(default_factory=list)
+    # "name:v (sampler): reason" for models whose numbers are estimates (batches not drawn as accounted)
+    estimates: list[str] = dataclasses.field(default_factory=list)
     mlflow_tagged: list[str] = dataclasses.field(default_factory=list)
     mlflow_missing: list[str] = dataclasses.field(default_factory=list)
+    source: str = "manifests"  # or "mlflow"
+    # "name:version" -> why it cannot be audited, naming the missing dp.* key(s) (MLflow source)
+    not_auditable: dict[str, str] = dataclasses.field(default_factory=dict)
+    mlflow_tags_written: int = 0  # tag values changed in MLflow by this run (unchanged values are not rewritten)
 
 
 AUDIT_DEADLINE = float(os.environ.get("GDP_AUDIT_DEADLINE", "1800"))
@@ -96,6 +111,25 @@ class EmptyRegistryError(ValueError):
     """A registry with no valid model version: refused unless the caller says an empty registry is intended."""
 
 
+def _transient(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry reading the registry on a server or network error, not on a user error (an unknown --model)."""
+    try:
+        state.result()
+    except ValueError:
+        return False
+    except Exception:
+        return True
+    return False
+
+
+@task(name="read-mlflow-registry", retries=2, retry_delay_seconds=10, retry_condition_fn=_transient)
+def read_mlflow(tracking_uri: str, models: list[str] | None, production_alias: str) -> list[Any]:
+    """Every registered version's description (tasks.mlflow_registry), retried on a transient server error."""
+    from tasks.mlflow_registry import read_mlflow_registry
+
+    return read_mlflow_registry(tracking_uri, models=models, production_alias=production_alias)
+
+
 @flow(
     name="privacy-audit",
     task_runner=ThreadPoolTaskRunner(max_workers=2),
@@ -111,13 +145,29 @@ def privacy_audit(
     allow_empty: bool = False,
     report_uri: str | None = None,
     progress: bool = False,
+    source: str = "manifests",
+    models: list[str] | None = None,
+    production_alias: str = "production",
 ) -> AuditSummary:
-    """Audit ``registry`` (a folder of YAML manifests or one file; default the sample registry in data/registry).
+    """Audit ``registry`` (a folder of YAML manifests or one file; default the sample registry in data/registry), or
+    with ``source="mlflow"`` the MLflow Model Registry at ``mlflow_uri`` (default ``$MLFLOW_TRACKING_URI``), all its
+    registered models or ``models`` only; its production version is the one with alias ``production_alias`` (else
+    the legacy ``Production`` stage).
 
-    A registry with no valid model version (an empty or unmounted folder, every file invalid) raises
-    :class:`EmptyRegistryError` and writes nothing, unless ``allow_empty``: then the registry's models are removed
-    from the report (that is what auditing an empty registry means)."""
+    A registry with no valid model version (an empty or unmounted folder, every file invalid, no registered version)
+    raises :class:`EmptyRegistryError` and writes nothing, unless ``allow_empty``: then the registry's models are
+    removed from the report (that is what auditing an empty registry means)."""
     logger = get_run_logger()
+    if source not in ("manifests", "mlflow"):
+        raise ValueError(f"source must be 'manifests' or 'mlflow', got {source!r}")
+    if source == "mlflow":
+        mlflow_uri = mlflow_uri or os.environ.get("MLFLOW_TRACKING_URI") or None
+        if not mlflow_uri:
+            raise ValueError("source='mlflow' needs mlflow_uri (or $MLFLOW_TRACKING_URI): the tracking server to read")
+        if registry:
+            raise ValueError("source='mlflow' reads the MLflow registry: give no manifest registry")
+    elif models:
+        raise ValueError("models selects registered models of an MLflow registry (source='mlflow')")
     reg = Path(registry) if registry else DEFAULT_REGISTRY
     lake_p = Path(lake or default_lake()).resolve()
     report_p = Path(report or default_report()).resolve()
@@ -127,13 +177,55 @@ def privacy_audit(
     # a local path of the auditing machine.
     report_uri = report_uri or os.environ.get("GDP_REPORT_URI") or None
 
-    manifests, errors = load_registry(reg, deadline=MANIFEST_DEADLINE)  # each file in isolation, with a deadline
-    if not manifests and not allow_empty:
-        why = f"{len(errors)} invalid file(s), e.g. {errors[0]}" if errors else "no .yaml/.yml file"
-        raise EmptyRegistryError(
-            f"registry {reg} has no valid model version ({why}); nothing was written. If the registry is meant to be "
-            "empty (its models removed from the report), pass --allow-empty"
-        )
+    # Each entry: the manifest audited (its audit_key), production flag, and its members row's provenance columns.
+    production: dict[str, bool] = {}
+    provenance: dict[str, dict[str, Any]] = {}
+    not_auditable: dict[str, str] = {}
+    mlflow_versions: list[Any] = []
+    if source == "mlflow":
+        from tasks.mlflow_registry import mlflow_registry_label, public_uri
+
+        mlflow_versions = read_mlflow(mlflow_uri, list(models) if models else None, production_alias)
+        label = mlflow_registry_label(mlflow_uri)
+        reg_name = f"mlflow:{public_uri(mlflow_uri)}"
+        if not mlflow_versions and not allow_empty:
+            raise EmptyRegistryError(
+                f"MLflow registry {reg_name} has no registered model version; nothing was written. If it is meant to "
+                "be empty (its models removed from the report), pass --allow-empty"
+            )
+        manifests, errors = [], []
+        for v in mlflow_versions:
+            provenance[v.key] = {
+                "description_source": v.description_source,
+                "description_from": v.description_from,
+                "manifest_path": None,
+                "mlflow_model": v.mlflow_model,
+                "mlflow_version": v.mlflow_version,
+            }
+            production[v.key] = v.production
+            if v.manifest is None:
+                not_auditable[v.key] = v.not_auditable
+                logger.warning("not auditable: %s (%s): %s", v.key, v.description_source, v.not_auditable)
+            else:
+                manifests.append(v.manifest)
+    else:
+        label, reg_name = _registry_label(reg), str(reg)
+        manifests, errors = load_registry(reg, deadline=MANIFEST_DEADLINE)  # each file in isolation, with a deadline
+        if not manifests and not allow_empty:
+            why = f"{len(errors)} invalid file(s), e.g. {errors[0]}" if errors else "no .yaml/.yml file"
+            raise EmptyRegistryError(
+                f"registry {reg} has no valid model version ({why}); nothing was written. If the registry is meant "
+                "to be empty (its models removed from the report), pass --allow-empty"
+            )
+        for m in manifests:
+            production[m.key] = m.production
+            provenance[m.key] = {
+                "description_source": f"manifest:{m.manifest_path}",
+                "description_from": "manifest",
+                "manifest_path": m.manifest_path,
+                "mlflow_model": m.mlflow_target()[0],
+                "mlflow_version": m.mlflow_target()[1],
+            }
     failed = {e.file + (f" ({e.field})" if e.field else ""): str(e) for e in errors}
     for msg in failed.values():
         logger.warning("invalid manifest: %s", msg)  # also in the run summary and artifact
@@ -164,22 +256,35 @@ def privacy_audit(
     bar.close()
     by_key = {m.key: m for m in manifests}
     ok = [m for m in manifests if m.key in rows]
-    write_members(
-        lake_p,
-        _registry_label(reg),
-        [
-            {
-                "model": m.name,
-                "version": m.version,
-                "audit_key": rows[m.key]["audit_key"],
-                "manifest_path": m.manifest_path,
-                "production": m.production,
-                "mlflow_model": m.mlflow_target()[0],
-                "mlflow_version": m.mlflow_target()[1],
-            }
-            for m in ok
-        ],
-    )
+    member_rows = [
+        {
+            "model": m.name,
+            "version": m.version,
+            "audit_key": rows[m.key]["audit_key"],
+            "production": production[m.key],
+            "status": "audited",
+            "not_auditable": None,
+            **provenance[m.key],
+        }
+        for m in ok
+    ]
+    for v in mlflow_versions:
+        if v.key in not_auditable:
+            member_rows.append(
+                {
+                    "model": v.model,
+                    "version": v.version,
+                    "audit_key": "",
+                    "production": v.production,
+                    "status": "not auditable",
+                    "not_auditable": not_auditable[v.key],
+                    **provenance[v.key],
+                }
+            )
+    if models:  # a partial MLflow audit keeps the other registered models' members
+        member_rows += [r for r in read_members(lake_p, label) if r["mlflow_model"] not in set(models)]
+    member_rows.sort(key=lambda r: (r["model"], r["version"]))
+    write_members(lake_p, label, member_rows)
 
     # -- comparisons: previous version and production version -----------------------------------------------------
     by_model: dict[str, list[ModelManifest]] = {}
@@ -188,7 +293,7 @@ def privacy_audit(
     pairs: list[tuple[dict, dict, str]] = []
     for versions in by_model.values():
         versions.sort(key=lambda m: m.version)
-        prod = [m for m in versions if m.production]
+        prod = [m for m in versions if production[m.key]]
         if len(prod) > 1:
             logger.warning("%s: %d versions marked production; comparing with the newest", versions[0].name, len(prod))
         prod_m = prod[-1] if prod else None
@@ -246,7 +351,7 @@ def privacy_audit(
         publish_lake(lake_p, report_p)
 
     summary = AuditSummary(
-        registry=str(reg),
+        registry=reg_name,
         lake=str(lake_p),
         report=str(report_p),
         cards_dir=str(cards),
@@ -258,20 +363,45 @@ def privacy_audit(
         less_private=less_private,
         cards_written=written,
         claim_flags=_claim_flags(rows),
+        estimates=estimate_flags(rows),
+        source=source,
+        not_auditable=not_auditable,
     )
     if mlflow_uri:
         from tasks.mlflow_tags import publish_to_mlflow
 
-        targets = [(*by_key[k].mlflow_target(), rows[k], card_paths[k]) for k in summary.models]
-        res = publish_to_mlflow(mlflow_uri, targets, report_uri=report_uri, flow_run=_flow_run_link())
+        if source == "mlflow":  # the card goes into MLflow only where the owner opted in (tasks.mlflow_registry)
+            opted = {v.key: v.card_opt_in for v in mlflow_versions}
+            targets = [
+                (
+                    provenance[k]["mlflow_model"],
+                    provenance[k]["mlflow_version"],
+                    rows[k],
+                    card_paths[k] if opted[k] else None,
+                )
+                for k in summary.models
+            ]
+            unaudited = [
+                (v.mlflow_model, v.mlflow_version, not_auditable[v.key])
+                for v in mlflow_versions
+                if v.key in not_auditable
+            ]
+        else:
+            targets = [(*by_key[k].mlflow_target(), rows[k], card_paths[k]) for k in summary.models]
+            unaudited = []
+        res = publish_to_mlflow(
+            mlflow_uri, targets, report_uri=report_uri, flow_run=_flow_run_link(), not_auditable=unaudited
+        )
         summary.mlflow_tagged, summary.mlflow_missing = res.tagged, res.missing
+        summary.mlflow_tags_written = res.tags_written
 
     _artifacts(summary, rows)
     logger.info(
-        "privacy audit: %d model versions (%d computed, %d reused), %d failed",
+        "privacy audit: %d model versions (%d computed, %d reused), %d not auditable, %d failed",
         len(summary.models),
         len(computed),
         len(reused),
+        len(not_auditable),
         len(failed),
     )
     return summary
@@ -322,17 +452,24 @@ def _artifacts(s: AuditSummary, rows: dict[str, dict[str, Any]]) -> None:
     md = [
         f"# Privacy audit of `{s.registry}`",
         "",
-        f"- model versions audited: {len(s.models)} ({len(s.computed)} computed, {len(s.reused)} unchanged)",
+        f"- model versions audited: {len(s.models)} ({len(s.computed)} computed, {len(s.reused)} unchanged); "
+        f"not auditable: {len(s.not_auditable)}",
         f"- comparisons computed: {s.comparisons_computed}",
         f"- report: `{s.report}` (views `models`, `model_privacy`, `model_comparisons`); cards: `{s.cards_dir}`",
         f"- at {dt.datetime.now(dt.UTC).isoformat()}",
     ]
     if s.failed:
         md += ["", "## Failed (not audited)", ""] + [f"- {msg}" for msg in s.failed.values()]
+    if s.not_auditable:
+        md += ["", "## Not auditable (no usable DP description)", ""]
+        md += [f"- {k}: {why}" for k, why in sorted(s.not_auditable.items())]
     if s.less_private:
         md += ["", "## Less private than the version compared against", ""] + [f"- **{x}**" for x in s.less_private]
     if s.claim_flags:
         md += ["", "## Published claims not certified or not reproduced", ""] + [f"- **{x}**" for x in s.claim_flags]
+    if s.estimates:
+        md += ["", "## Numbers are estimates, not bounds (batches not drawn as accounted)", ""]
+        md += [f"- **{x}**" for x in s.estimates]
     if s.mlflow_missing:
         md += ["", "## Not found in MLflow", ""] + [f"- {x}" for x in s.mlflow_missing]
     create_markdown_artifact(key="privacy-audit", markdown="\n".join(md), description="Registry privacy audit")
@@ -340,11 +477,12 @@ def _artifacts(s: AuditSummary, rows: dict[str, dict[str, Any]]) -> None:
         {
             "model": r["model"],
             "version": r["version"],
-            "mu (upper)": round(r["mu"], 4),
+            "mu": round(r["mu"], 4),
             "gdp_regret": f"{r['gdp_regret']:.2g}",
             f"eps@delta ({r['epsilon_bound']})": round(r["epsilon"], 3),
             "delta": f"{r['delta']:.1e}",
             "verdict": r["verdict"],
+            "numbers": "estimate" if r.get("estimate_reason") else "bounds",
         }
         for r in sorted(rows.values(), key=lambda r: (r["model"], r["version"]))
     ]

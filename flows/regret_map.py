@@ -17,6 +17,7 @@ from prefect.artifacts import create_link_artifact, create_markdown_artifact
 from flows.grid_sweep import SweepSummary, _key, run_sweep
 from flows.naming import run_name
 from flows.runners import runner_from_env
+from gdpcore.kinds import flat_kinds
 from tasks.lake import default_report
 from tasks.plots import heatmap_filename, plot_curve, plot_heatmap
 from tasks.publish import query_report
@@ -49,6 +50,11 @@ def render_curve(report: str, spec: str, cell_id: str, out: str) -> str:
 
 def choose_axes(spec: GridSpec, x: str | None, y: str | None) -> tuple[str, str, dict[str, Any], str]:
     """Axes from the arguments, else the spec's ``plot`` block, else the first two axes with more than one value."""
+    if spec.kind not in flat_kinds():  # heat maps read typed parameter columns, which compositions do not have
+        raise ValueError(
+            f"regret-map draws heat maps over the parameter columns of a flat kind; spec {spec.name!r} sweeps a "
+            f"{spec.kind} (run 'gdp sweep' and query its swept values in the report's axes view)"
+        )
     fixed: dict[str, Any] = {}
     reduce = "max"
     if spec.plot is not None:

@@ -311,7 +311,7 @@ def profile_on_lattice(pmf, k_max: int) -> np.ndarray:
     out = suffix_p[inside] - suffix_w[inside]
     below = i_k < 0  # eps_k below the smallest atom: every atom counts
     if below.any():
-        total_w = float(p @ np.exp(-step * np.arange(n)))
+        total_w = float(np.sum(p * np.exp(-step * np.arange(n))))  # no BLAS: see fast_pld._norm2
         out = np.where(below, p.sum() - np.exp(-step * (lo - k)) * total_w, out)
     out = np.where(i_k > n - 1, 0.0, out)
     return np.clip(out, 0.0, None) + pmf.infinity_mass
@@ -409,7 +409,7 @@ def curve_from_remove_pmf(pmf, delta_offset: float = 0.0) -> SymmetricCurve:
     delta = np.clip(suffix_p[i] - suffix_w[i], 0.0, None)
     if below.any():
         # eps_k below every atom: sum p (1 - e^{eps_k - l}) = sum p - e^{(k - lo) step} sum p e^{-(l - lo step)}.
-        w = float(p @ np.exp(-step * np.arange(n)))
+        w = float(np.sum(p * np.exp(-step * np.arange(n))))
         delta = np.where(below, np.clip(p.sum() - np.exp((ks - lo) * step) * w, 0.0, None), delta)
     delta = delta + pmf.infinity_mass
     if delta_offset:

@@ -255,9 +255,11 @@ SPLICED_BYTES_PER_POINT = 176
 (``gdpcore.engine``'s 160 per point)."""
 
 WRAP_TAIL = 1e-30
-"""Mass allowed outside the FFT buffer's true-mass span: the buffer holds the Chernoff window at this tail plus a
-guard band, so at most this much mass can wrap around into the output window (which holds all but
-``TAIL_MASS_TRUNCATION``)."""
+"""Default mass allowed outside an optimistic FFT buffer's true-mass span: the buffer holds the Chernoff window at
+this tail plus a guard band, so at most this much mass can wrap around into the output window (which holds all but
+``TAIL_MASS_TRUNCATION``). Callers that know the smallest delta or FPR they read pass a larger ``wrap_tail`` (the
+engine passes 1e-4 of it, ``gdpcore.engine.twin_tail``): the buffer then shrinks to the output window's size (it
+was 1.4-1.9x larger at 1e-30 on DP-SGD grids) and the same slack is subtracted from the lower profile."""
 
 _GUARD_MIN = 64
 
@@ -278,15 +280,17 @@ def _fft_plan(single: LossPMF, steps: int, wrap_tail: float | None = None) -> tu
     return lo, hi, lo30, hi30, n
 
 
-def fft_length(single: LossPMF, steps: int) -> int:
+def fft_length(single: LossPMF, steps: int, *, wrap_tail: float = WRAP_TAIL) -> int:
     """The FFT length :func:`compose_loss_pmf` uses for ``steps`` (Chernoff windows; computed before any FFT):
-    optimistic single steps span the mass down to ``WRAP_TAIL`` (wrap-around would raise a lower bound)."""
+    optimistic single steps span the mass down to ``wrap_tail`` (wrap-around would raise a lower bound)."""
     if steps == 1:
         return single.probs.size
-    return _fft_plan(single, steps, None if single.pessimistic else WRAP_TAIL)[4]
+    return _fft_plan(single, steps, None if single.pessimistic else wrap_tail)[4]
 
 
-def _power(single: LossPMF, steps: int, *, fft_len: int | None, cache: bool) -> tuple[int, np.ndarray, float]:
+def _power(
+    single: LossPMF, steps: int, *, fft_len: int | None, cache: bool, wrap_tail: float = WRAP_TAIL
+) -> tuple[int, np.ndarray, float]:
     """(first index of the output window, its values, per-atom round-off bound) of the T-fold convolution power.
 
     Round-off bound (first-order FFT error analysis): the forward transform's error per coefficient is at most
@@ -296,7 +300,7 @@ def _power(single: LossPMF, steps: int, *, fft_len: int | None, cache: bool) -> 
     is 2.5-10x above the observed error (tests/test_fast_pld.py). A noise level read off empty buffer positions is
     *not* a bound: the error is the white transform error smoothed by the composition, correlated over the whole
     support, and was measured 100x larger than what a guard band shows."""
-    lo, hi, _, _, n = _fft_plan(single, steps, None if single.pessimistic else WRAP_TAIL)
+    lo, hi, _, _, n = _fft_plan(single, steps, None if single.pessimistic else wrap_tail)
     if fft_len is not None and fft_len >= n:
         n = fft_len
     transform = single.rfft(n) if cache else sp_fft.rfft(single.probs, n)
@@ -306,6 +310,13 @@ def _power(single: LossPMF, steps: int, *, fft_len: int | None, cache: bool) -> 
 
 
 _U = float(np.finfo(float).eps) / 2.0
+
+
+def _norm2(x: np.ndarray) -> float:
+    """Euclidean norm without BLAS: OpenBLAS's threaded dot/nrm2 keeps a second thread spinning after every call
+    (measured: 45% of the grid benchmark's CPU time on 2 cores, stolen from the other worker). Same for the
+    elementwise-product sums below that replace ``@``."""
+    return math.sqrt(float(np.sum(x * x)))
 
 
 def _power_roundoff(probs: np.ndarray, transform: np.ndarray, steps: int, n: int, peak: float) -> float:
@@ -319,7 +330,7 @@ def _power_roundoff(probs: np.ndarray, transform: np.ndarray, steps: int, n: int
     # add at most n e^-60.
     total = 2.0 * float(powered.sum()) + n * math.exp(-60.0)
     log_n = math.log2(max(n, 2))
-    forward = steps * log_n * _U * float(np.linalg.norm(probs)) * total / n
+    forward = steps * log_n * _U * _norm2(probs) * total / n
     return forward + (log_n + math.log2(max(steps, 2))) * _U * peak
 
 
@@ -329,7 +340,13 @@ def fft_bytes(length: int) -> int:
 
 
 def compose_loss_pmf(
-    single: LossPMF, steps: int, *, pessimistic: bool = True, fft_len: int | None = None, tilt: float = 0.0
+    single: LossPMF,
+    steps: int,
+    *,
+    pessimistic: bool = True,
+    fft_len: int | None = None,
+    tilt: float = 0.0,
+    wrap_tail: float = WRAP_TAIL,
 ) -> LossPMF:
     """T-fold composition of a single-step PMF as a :class:`LossPMF` (FFT power on a Chernoff window).
 
@@ -352,7 +369,7 @@ def compose_loss_pmf(
     inf_mass = -math.expm1(steps * math.log1p(-single.infinity_mass)) if single.infinity_mass < 1 else 1.0
     if steps == 1:
         return LossPMF(single.lower_index, single.step, p.copy(), float(inf_mass), pessimistic, single.roundoff)
-    lo, out, noise = _power(single, steps, fft_len=fft_len, cache=True)
+    lo, out, noise = _power(single, steps, fft_len=fft_len, cache=True, wrap_tail=wrap_tail)
     roundoff = noise + single.max_roundoff * steps
     probs = np.clip(out, 0.0, None)
     composed = LossPMF(
@@ -364,12 +381,18 @@ def compose_loss_pmf(
         roundoff=roundoff,
     )
     if tilt > 0.0:
-        return refine_tail(composed, single, steps, tilt)
+        return refine_tail(composed, single, steps, tilt, wrap_tail=wrap_tail)
     return composed
 
 
 def refine_tail(
-    composed: LossPMF, single: LossPMF, steps: int, theta: float, *, max_bytes: float = math.inf
+    composed: LossPMF,
+    single: LossPMF,
+    steps: int,
+    theta: float,
+    *,
+    max_bytes: float = math.inf,
+    wrap_tail: float = WRAP_TAIL,
 ) -> LossPMF:
     """``composed`` (= ``compose_loss_pmf(single, steps)``) with its upper tail recomputed on the single step tilted
     by ``theta`` (see :func:`compose_loss_pmf`); identity for theta <= 0, a single step with round-off, or when the
@@ -378,11 +401,11 @@ def refine_tail(
     if theta <= 0.0 or steps == 1 or single.max_roundoff > 0.0:
         return composed
     tilted = _tilted_single(single, theta)
-    n = _fft_plan(tilted, steps, None if single.pessimistic else WRAP_TAIL)[4]
+    n = _fft_plan(tilted, steps, None if single.pessimistic else wrap_tail)[4]
     # FFT buffers, then the spliced window (at most both windows), its per-atom bounds and the curve read from it.
     if fft_bytes(n) + SPLICED_BYTES_PER_POINT * (n + composed.probs.size) > max_bytes:
         return composed
-    return _splice(composed, _tilted_tail(single, steps, theta, tilted))
+    return _splice(composed, _tilted_tail(single, steps, theta, tilted, wrap_tail=wrap_tail))
 
 
 def tilted_log_mgf(single: LossPMF, theta: float) -> tuple[float, float]:
@@ -397,7 +420,7 @@ def tilted_log_mgf(single: LossPMF, theta: float) -> tuple[float, float]:
     m = float(x.max())
     w = np.exp(x - m)
     total = float(w.sum())
-    return m + math.log(total), float(w @ losses) / total
+    return m + math.log(total), float(np.sum(w * losses)) / total
 
 
 def tilt_for_tail(single: LossPMF, steps: int, tail: float) -> float:
@@ -455,17 +478,18 @@ def _tilted_single(single: LossPMF, theta: float) -> LossPMF:
 
 
 def _tilted_tail(
-    single: LossPMF, steps: int, theta: float, tilted: LossPMF | None = None
+    single: LossPMF, steps: int, theta: float, tilted: LossPMF | None = None, *, wrap_tail: float = WRAP_TAIL
 ) -> tuple[int, np.ndarray, np.ndarray]:
     """(first global lattice index, untilted values, their per-atom round-off bounds) of the T-fold composition
     computed on the tilted single step; both are exact rescalings of the tilted composition."""
     if tilted is None:
         tilted = _tilted_single(single, theta)
     k = tilted.cached("tilt_log_mgf")
-    lo, out, noise = _power(tilted, steps, fft_len=None, cache=False)
+    lo, out, noise = _power(tilted, steps, fft_len=None, cache=False, wrap_tail=wrap_tail)
     out_len = out.size
-    # Per atom: the transform's noise plus the tilted mass that may wrap around into the window.
-    rho = noise + WRAP_TAIL
+    # Per atom: the transform's noise plus the tilted mass that may wrap around into the window (the pessimistic
+    # side's wrap-around only adds mass, which is safe there).
+    rho = noise + (wrap_tail if not single.pessimistic else 0.0)
     first = single.lower_index * steps + lo
     # untilt: r_J = r~_J exp(T K - theta J d), in log space (no overflow)
     log_scale = steps * k - theta * single.step * (first + np.arange(out_len))
@@ -523,8 +547,7 @@ def _linear_convolution(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float
     log_n = math.log2(max(n, 2))
     full = 2.0 * n  # sum over the full spectrum of |coefficient| <= n x ||x||_1 <= n for each factor
     bound = log_n * _U * (
-        float(np.linalg.norm(a)) * min(full, 2.0 * float(np.abs(fb).sum()))
-        + float(np.linalg.norm(b)) * min(full, 2.0 * float(np.abs(fa).sum()))
+        _norm2(a) * min(full, 2.0 * float(np.abs(fb).sum())) + _norm2(b) * min(full, 2.0 * float(np.abs(fa).sum()))
     ) / n + log_n * _U * float(np.abs(conv).max())
     return np.clip(conv[:m], 0.0, None), bound
 
@@ -725,16 +748,18 @@ def optimistic_loss_pmf(
     fft_len: int | None = None,
     tilt_target: float | None = None,
     tilt_max_bytes: float = math.inf,
+    wrap_tail: float = WRAP_TAIL,
 ) -> LossPMF:
     """T-fold composition of an optimistic single-step PMF (``pessimistic=False``, no mass added at +inf).
 
     The output window holds all but ``TAIL_MASS_TRUNCATION`` of the mass; what lies outside it is dropped (which
-    only lowers delta) and at most ``WRAP_TAIL`` may wrap around into it, so delta(eps) of the result exceeds the
-    exact composition of the optimistic single step by at most ``WRAP_TAIL`` (callers lower their profile by it).
+    only lowers delta) and at most ``wrap_tail`` may wrap around into it, so delta(eps) of the result exceeds the
+    exact composition of the optimistic single step by at most ``wrap_tail`` (callers lower their profile by it).
     """
-    out = compose_loss_pmf(single, steps, pessimistic=False, fft_len=fft_len)
+    out = compose_loss_pmf(single, steps, pessimistic=False, fft_len=fft_len, wrap_tail=wrap_tail)
     if tilt_target is not None:
-        out = refine_tail(out, single, steps, tilt_for_loss(single, steps, tilt_target), max_bytes=tilt_max_bytes)
+        theta = tilt_for_loss(single, steps, tilt_target)
+        out = refine_tail(out, single, steps, theta, max_bytes=tilt_max_bytes, wrap_tail=wrap_tail)
     return dataclasses.replace(out, infinity_mass=0.0)
 
 
@@ -788,6 +813,7 @@ def certified_optimistic_composition(
     tail: float,
     tilt_target: float | None = None,
     tilt_max_bytes: float = math.inf,
+    wrap_tail: float = WRAP_TAIL,
 ) -> tuple[LossPMF, float, float]:
     """:func:`certified_optimistic_loss_pmf` for a heterogeneous schedule: phases (single step, steps) at one step.
 
@@ -802,11 +828,11 @@ def certified_optimistic_composition(
     target = tilt_target if len(parts) == 1 else None  # tilted tails for single-phase compositions only
     pmf = convolve_pmfs(
         [
-            optimistic_loss_pmf(single, steps, tilt_target=target, tilt_max_bytes=tilt_max_bytes)
+            optimistic_loss_pmf(single, steps, tilt_target=target, tilt_max_bytes=tilt_max_bytes, wrap_tail=wrap_tail)
             for single, steps in parts
         ]
     )
-    offset = tail + len(parts) * WRAP_TAIL
+    offset = tail + len(parts) * wrap_tail
     total_steps = sum(steps for _, steps in parts)
     c = composed_residual_shift(parts, tail) if total_steps > 1 else 0.0
     if c <= 0.0:

@@ -2,7 +2,9 @@
 
 The batch is accounted by one :class:`gdpcore.engine.Producer`: Poisson-subsampled Gaussians that share
 (sigma, q) are taken together, largest T first, so their single-step PMFs and transforms are built once and reused
-for every T (then released); every other mechanism goes through the same producer on its own. Every report is built
+for every T (then released); compositions of several such phases (schedules) that share their set of (sigma, q) are
+taken together the same way (each phase's single steps built once for all of them); every other mechanism goes
+through the same producer on its own. Every report is built
 from its curves the one way (:meth:`gdpcore.report.PrivacyReport.from_curves`): the grid has no numbers of its own.
 
 :func:`report_row` flattens a report into the plain-dict row the pipeline stores (one row per mechanism, every
@@ -114,15 +116,27 @@ def analyze_grid(
 
     reports: list[PrivacyReport | None] = [None] * len(mechs)
     groups: dict[tuple[float, float], list[int]] = {}
+    schedules: dict[tuple[tuple[float, float], ...], list[int]] = {}
     for i, m in enumerate(mechs):
         phases = subsampled_gaussian_phases(m) if shared else None
         if phases is not None and len(phases) == 1 and exact_mu(m) is None:
             groups.setdefault(next(iter(phases)), []).append(i)
             continue
+        if phases is not None and len(phases) > 1:  # compositions of DP-SGD phases: share per set of (sigma, q)
+            schedules.setdefault(tuple(sorted(phases)), []).append(i)
+            continue
         curves = producer().produce(m, discretization=discretization)
         reports[i] = PrivacyReport.from_curves(m, curves, alpha_min=alpha_min)
     # One (sigma, q) group at a time: its single steps and transforms serve every T, then are released.
     for idx in groups.values():
+        prod = producer()
+        for i in sorted(idx, key=lambda j: -_total_steps(mechs[j])):
+            curves = prod.produce(mechs[i], discretization=discretization)
+            reports[i] = PrivacyReport.from_curves(mechs[i], curves, alpha_min=alpha_min)
+        prod.release()
+    # Schedules of several phases (e.g. a swept composition of two DP-SGD phases) with the same set of (sigma, q):
+    # each phase's single steps are built once for the whole set of cells.
+    for idx in schedules.values():
         prod = producer()
         for i in sorted(idx, key=lambda j: -_total_steps(mechs[j])):
             curves = prod.produce(mechs[i], discretization=discretization)

@@ -56,9 +56,11 @@ class LossPMF:
     def q_mass(self) -> float:
         """Sum of p * e^-l: the Q-mass the PMF accounts for (1 for a consistent likelihood ratio).
 
-        Below 1 where truncation of the lower tail dropped Q-mass, above 1 where discretisation added some.
+        Below 1 where truncation of the lower tail dropped Q-mass, above 1 where discretisation added some. Atoms not
+        above their round-off bound are left out: an FFT composition's noise floor (~1e-17) at a loss of -40 would
+        otherwise weigh e^40 times its size and say nothing about the PMF.
         """
-        pos = self.probs > 0
+        pos = self.probs > self.roundoff
         return float(np.sum(np.exp(np.log(self.probs[pos]) - self.losses[pos])))
 
     # -- per-object caches (a single step serves every number of compositions) -------------------------------------

@@ -39,6 +39,7 @@ __all__ = [
     "audit_path",
     "compute_audit_row",
     "compute_comparison_row",
+    "estimate_flags",
     "read_audit",
     "registry_views",
 ]
@@ -88,8 +89,13 @@ AUDIT_SCHEMA = pa.schema(
         pa.field("mechanism_form", pa.string()),
         pa.field("mechanism_json", pa.string()),
         pa.field("mechanism_hash", pa.string()),
+        pa.field("mechanism_detail", pa.string()),
         pa.field("privacy_unit", pa.string()),
         pa.field("neighbouring", pa.string()),
+        # How the batches were drawn (poisson / shuffle / fixed; NULL: not stated) and, when the accounted mechanism
+        # is not what the sampler did, the one-sentence reason every *_bound of the row says "estimate".
+        pa.field("sampler", pa.string()),
+        pa.field("estimate_reason", pa.string()),
         pa.field("dataset_size", pa.int64()),
         pa.field("claimed_epsilon", pa.float64()),
         pa.field("claimed_delta", pa.float64()),
@@ -122,6 +128,13 @@ MEMBERS_SCHEMA = pa.schema(
         pa.field("production", pa.bool_()),
         pa.field("mlflow_model", pa.string()),
         pa.field("mlflow_version", pa.string()),
+        # issue 17: where the training description was read ("manifest:<file>" or "mlflow:<uri>#<model>/<version>"),
+        # which part of it ("manifest", "model-version tags", "run <id> params", ...), and the audit status:
+        # "audited", or "not auditable" with the reason naming the missing dp.* key(s) (audit_key then '').
+        pa.field("description_source", pa.string()),
+        pa.field("description_from", pa.string()),
+        pa.field("status", pa.string()),
+        pa.field("not_auditable", pa.string()),
     ]
 )
 
@@ -193,7 +206,9 @@ def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
         alpha_min=manifest.accounting.alpha_min,
         deltas=sorted({*gdpcore.engine.DEFAULT_DELTAS, delta}),
     )
-    labels = rep.bound_types
+    # Sampler honesty (gdpcore.adapters): numbers accounted for a sampler the run did not use are estimates.
+    reason = manifest.estimate_reason
+    labels = {k: "estimate" for k in rep.bound_types} if reason else rep.bound_types
     eps_deltas = sorted({delta, *STANDARD_DELTAS}, reverse=True)
     eps_values = [float(rep.epsilon(d)) for d in eps_deltas]
     fprs = list(STANDARD_FPRS)
@@ -250,14 +265,17 @@ def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
         "mechanism_form": manifest.mechanism.form,
         "mechanism_json": json.dumps(mech.to_dict(), sort_keys=True),
         "mechanism_hash": mech.content_hash,
+        "mechanism_detail": manifest.source_detail,
         "privacy_unit": manifest.privacy_unit,
         "neighbouring": manifest.neighbouring,
+        "sampler": manifest.sampler_value,
+        "estimate_reason": reason,
         "dataset_size": manifest.dataset_size,
         "claimed_epsilon": claimed.epsilon if claimed else None,
         "claimed_delta": claimed.delta if claimed else None,
         "claimed_accountant": claimed.accountant if claimed else None,
         "claim_reproduced_epsilon": check.reproduced_epsilon if check else None,
-        "claim_reproduced_bound": check.reproduction.bound if check else None,
+        "claim_reproduced_bound": (("estimate" if reason else check.reproduction.bound) if check else None),
         "claim_reproduction": check.reproduction.detail if check else None,
         "claim_status": check.status if check else None,
         "claim_tight_epsilon": check.tight_epsilon if check else None,
@@ -272,6 +290,15 @@ def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
     }
 
 
+def estimate_flags(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """``"name:version (sampler): reason"`` for every audited model whose numbers are estimates (run summary)."""
+    return [
+        f"{key} ({rows[key].get('sampler')}): {rows[key]['estimate_reason']}"
+        for key in sorted(rows)
+        if rows[key].get("estimate_reason")
+    ]
+
+
 def write_audit(lake: Path, row: dict[str, Any]) -> Path:
     path = audit_path(lake, row["model"], row["version"], row["audit_key"])
     atomic_write_parquet(
@@ -284,6 +311,15 @@ def write_audit(lake: Path, row: dict[str, Any]) -> Path:
 
 def read_audit(path: Path) -> dict[str, Any]:
     return pq.read_table(path).to_pylist()[0]
+
+
+def read_members(lake: Path, registry_label: str) -> list[dict[str, Any]]:
+    """The stored members rows of one registry (without the ``registry`` column); [] when there are none."""
+    path = members_path(lake, registry_label)
+    if not path.exists():
+        return []
+    rows = pq.read_table(path).to_pylist()
+    return [{k: r.get(k) for k in MEMBERS_SCHEMA.names if k != "registry"} for r in rows]
 
 
 def write_members(lake: Path, registry_label: str, rows: Sequence[dict[str, Any]]) -> bool:
@@ -356,8 +392,11 @@ def write_comparison(lake: Path, row: dict[str, Any]) -> Path:
 # -- report views ---------------------------------------------------------------------------------------------------
 VIEW_COMMENTS: dict[str, str] = {
     "models": "One row per model version in the audited registries: model, version, registry, manifest, production "
-    "flag, MLflow target, audit_key (the audit its numbers come from).",
-    "model_privacy": "One row per model version: mu (tightest pessimistic mu-GDP, upper bound), gdp_regret, verdict "
+    "flag, MLflow target, audit_key (the audit its numbers come from), description_source (the manifest file or the "
+    "MLflow URI/model/version the training description was read from), status ('audited' or 'not auditable', with "
+    "the missing dp.* key in not_auditable).",
+    "model_privacy": "One row per model version: mu (tightest pessimistic mu-GDP, upper bound unless mu_bound says "
+    "estimate: see estimate_reason), gdp_regret, verdict "
     "('GDP is a complete description' when regret < 0.01), epsilon at the declared delta, TPR@FPR lists, advantage, "
     "bayes_security, each with its bound label, the accountant and discretization, audited_at, gdpcore_version; "
     "for a published claim: claim_reproduced_epsilon (labelled by claim_reproduced_bound), claim_status, "
@@ -413,10 +452,14 @@ def _build_registry_snapshot(lake: Path, snap: Path) -> None:
             con.execute("CREATE TEMP TABLE c AS SELECT * FROM empty_cmp")
         selects = {
             "models": "SELECT m.registry, m.model, m.version, m.production, m.manifest_path, m.mlflow_model, "
-            "m.mlflow_version, m.audit_key, a.privacy_unit, a.neighbouring, a.dataset_size, a.description, "
-            "a.source, a.mechanism_form FROM m LEFT JOIN a USING (audit_key) ORDER BY m.model, m.version",
+            "m.mlflow_version, m.audit_key, a.privacy_unit, a.neighbouring, a.sampler, a.dataset_size, a.description, "
+            "a.source, a.mechanism_form, m.description_source, m.description_from, "
+            "coalesce(m.status, 'audited') AS status, m.not_auditable "
+            "FROM m LEFT JOIN a ON a.audit_key = m.audit_key AND a.model = m.model AND a.version = m.version "
+            "ORDER BY m.model, m.version, m.registry",
             "model_privacy": "SELECT m.registry, a.* EXCLUDE (curve_fpr, curve_fnr, manifest_json), "
-            "m.production FROM m JOIN a USING (audit_key) ORDER BY a.model, a.version",
+            "m.production, m.description_source FROM m JOIN a ON a.audit_key = m.audit_key AND a.model = m.model "
+            "AND a.version = m.version ORDER BY a.model, a.version, m.registry",
             "model_comparisons": "SELECT c.* FROM c JOIN m ON c.audit_key = m.audit_key "
             "JOIN (SELECT audit_key AS other_audit_key FROM m) o USING (other_audit_key) "
             "ORDER BY c.model, c.version, c.against",

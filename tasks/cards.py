@@ -64,7 +64,8 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
     lines = [
         f"# Privacy card: {row['model']} v{row['version']}",
         "",
-        f"**Statement.** The training mechanism of {row['model']} v{row['version']} is {_g(mu)}-GDP (Gaussian differential privacy) with respect to "
+        f"**Statement.** The training mechanism of {row['model']} v{row['version']} "
+        f"{'is estimated (not proven) to be' if row.get('estimate_reason') else 'is'} {_g(mu)}-GDP (Gaussian differential privacy) with respect to "
         f"{adj}. Equivalently, any membership-inference attack on one {unit} behaves no better than telling apart two "
         f"unit-variance Gaussians {_g(mu)} standard deviations apart"
         + (
@@ -79,6 +80,7 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
             " and TPR numbers below, which come from the full trade-off curve."
         ),
         "",
+        *_estimate_paragraph(row),
         f"- Verdict: **{row['verdict']}**",
         f"- Accountant: {row['accountant']}; discretization {_disc(row)}; gdpcore {row['gdpcore_version']}",
         f"- Audited at {row['audited_at']} (audit key `{row['audit_key']}`)",
@@ -111,7 +113,22 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
         f"- **Adjacency.** The guarantee protects one {unit} under {row['neighbouring']} neighbouring datasets; it says "
         "nothing about groups of records or about users contributing several records unless the unit is the user.",
     ]
-    if row["mechanism_form"] in ("dpsgd", "phases", "opacus_history") or "subsampled" in row["mechanism_json"]:
+    sampler = row.get("sampler")
+    if row.get("estimate_reason"):
+        lines.append(
+            f"- **Sampling.** Batches drawn by {_SAMPLER_TEXT.get(sampler, sampler)}; {row['estimate_reason']}."
+        )
+    elif sampler == "poisson":
+        lines.append(
+            "- **Sampling.** Accounted as Poisson subsampling (each record independently with probability q per step), "
+            "which is how the batches were drawn (sampler: poisson). Had they been shuffled instead, these numbers would "
+            "only be estimates."
+        )
+    elif sampler == "fixed":
+        lines.append(
+            "- **Sampling.** Fixed-size batches drawn without replacement, accounted as such under replace-one adjacency."
+        )
+    elif "subsampled" in row["mechanism_json"]:
         lines.append(
             "- **Sampling assumption.** Accounted as Poisson subsampling at rate q = batch size / dataset size. Training "
             "with shuffled fixed-size batches is not covered by this analysis; the true guarantee may then differ."
@@ -124,6 +141,8 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
         "",
         f"Mechanism ({row['mechanism_form']}): `{json.dumps(mech, sort_keys=True)[:1500]}`",
     ]
+    if row.get("mechanism_detail"):
+        lines.append(f"\nDerived as: {row['mechanism_detail']}.")
     if row.get("source"):
         lines.append(f"\nSource: {row['source']}")
     query = f"SELECT * FROM model_privacy WHERE model = '{row['model']}' AND version = {row['version']}"
@@ -134,6 +153,33 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
     if png_name:
         lines.append(f"\n![trade-off curve]({png_name})")
     return "\n".join(lines) + "\n"
+
+
+_SAMPLER_TEXT = {
+    "poisson": "Poisson sampling",
+    "shuffle": "shuffling (fixed-size batches, one pass per epoch)",
+    "fixed": "fixed-size sampling without replacement",
+}
+
+
+def _estimate_paragraph(row: dict[str, Any]) -> list[str]:
+    """The card's first caveat when its numbers are estimates (sampler honesty, gdpcore.adapters)."""
+    if not row.get("estimate_reason"):
+        return []
+    return [
+        f"**Estimate, not a guarantee.** Every number on this card is an *estimate*: {row['estimate_reason']}.",
+        "",
+    ]
+
+
+def _sampling(row: dict[str, Any]) -> str:
+    """The HF / MLflow ``sampling`` value: the manifest's sampler, else what the mechanism accounts."""
+    if row.get("sampler"):
+        return str(row["sampler"])
+    text = row["mechanism_json"]
+    if "sampled_without_replacement" in text:
+        return "fixed"
+    return "poisson" if "subsampled" in text else "none"
 
 
 def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str, Any]:
@@ -161,7 +207,8 @@ def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str
         "bayes_security": {"value": round(float(row["bayes_security"]), 6), "bound": row["bayes_security_bound"]},
         "privacy_unit": row["privacy_unit"],
         "neighboring_relation": row["neighbouring"],
-        "sampling": "poisson" if "subsampled" in row["mechanism_json"] else "none",
+        "sampling": _sampling(row),
+        **({"estimate_reason": row["estimate_reason"]} if row.get("estimate_reason") else {}),
         "accountant": row["accountant"],
         "discretization": row["discretization"],
         "gdpcore_version": row["gdpcore_version"],
@@ -275,7 +322,7 @@ def plot_card_curve(row: dict[str, Any], path: Path) -> Path:
     return path
 
 
-CARD_FORMAT = "card-v3"  # bump when the card's layout changes: existing cards are then rewritten
+CARD_FORMAT = "card-v4"  # bump when the card's layout changes: existing cards are then rewritten
 
 
 def card_stamp(row: dict[str, Any], report_uri: str | None) -> str:
@@ -311,6 +358,12 @@ def _claim_paragraph(row: dict[str, Any]) -> list[str]:
             f"{row['claim_reproduction']}) - {status}."
         )
     tight = row["claim_tight_epsilon"]
+    if row.get("estimate_reason"):  # sampler honesty: nothing about this run is certified
+        out.append(
+            f"The tight accountant's value at that delta, {_g(tight)}, is an estimate for this run (see above), so the "
+            "claim can be neither certified nor refuted by it."
+        )
+        return out
     if row["claim_certified"]:
         out.append(
             f"The tight pessimistic accountant gives eps <= {_g(tight)} at that delta, so the claim holds"

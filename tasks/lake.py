@@ -40,6 +40,7 @@ __all__ = [
     "RUNS_SCHEMA",
     "STAGING_SCHEMA",
     "atomic_write_parquet",
+    "axis_columns",
     "chunk_path",
     "code_version",
     "computed_cells",
@@ -109,9 +110,18 @@ MEMBERS_SCHEMA = pa.schema(
         pa.field("eval_key", pa.string(), nullable=False),
         pa.field("grid_index", pa.int64(), nullable=False),
         pa.field("spec_hash", pa.string(), nullable=False),
+        # The spec's grid keys (parameter names, or paths into a mechanism template such as
+        # mechanisms[0].noise_multiplier) and this cell's value of each: numeric (NULL for a text value) and as JSON
+        # text. Stored with the members, not the staging rows: a cell computed for one spec keeps its numbers when
+        # another spec (or an edited template) reaches it through other axes.
+        pa.field("axis_names", pa.list_(pa.string())),
+        pa.field("axis_values", pa.list_(pa.float64())),
+        pa.field("axis_texts", pa.list_(pa.string())),
     ]
 )
 """A spec's current cells. Rewritten (atomically) only when it changes, so an unchanged re-run leaves it byte-equal."""
+
+_MEMBER_KEY_COLUMNS = ("cell_id", "eval_key", "grid_index", "spec_hash")
 
 RUNS_SCHEMA = pa.schema(
     [
@@ -169,14 +179,32 @@ def source_hash(root: Path) -> str:
 
 
 def param_columns(mechanism: Mapping[str, Any]) -> dict[str, Any]:
-    """The typed parameter columns of one flat mechanism dict (absent parameters are null)."""
+    """The typed parameter columns of one mechanism dict (absent parameters are null).
+
+    A flat kind fills its own parameters' columns. A composition (any kind nesting mechanisms) fills only
+    ``neighbouring`` (the relation all its parts share); its parameters are in ``mechanism_json`` and its swept values
+    in the spec's members (the report's ``axes`` view), since one column per parameter cannot say which part it
+    belongs to."""
     out: dict[str, Any] = dict.fromkeys(PARAM_COLUMNS)
+    spec = _kinds.get(mechanism["kind"])
+    if not spec.flat:
+        if "neighbouring" in out:
+            from gdpcore import mechanism_from_dict
+
+            out["neighbouring"] = mechanism_from_dict(mechanism).neighbouring_relation
+        return out
     columns = _kinds.lake_columns(mechanism["kind"])
     for key, value in mechanism.items():
         if key == "kind":
             continue
         out[columns.get(key, key)] = value
     return out
+
+
+def axis_columns(values: Sequence[Any]) -> tuple[list[float | None], list[str]]:
+    """(numeric value or None, JSON text) of each axis value of one cell (members' ``axis_values`` / ``axis_texts``)."""
+    numbers = [float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None for v in values]
+    return numbers, [json.dumps(v) for v in values]
 
 
 _COMPONENT = re.compile(r"[A-Za-z0-9=][A-Za-z0-9._=-]{0,199}")
@@ -361,33 +389,55 @@ def computed_cells(lake: Path, spec_name: str) -> set[tuple[str, str]]:
     return done
 
 
-def _members_table(spec_hash: str, cell_ids: Sequence[str], eval_key: str) -> pa.Table:
-    return pa.Table.from_pydict(
-        {
-            "cell_id": list(cell_ids),
-            "eval_key": [eval_key] * len(cell_ids),
-            "grid_index": list(range(len(cell_ids))),
-            "spec_hash": [spec_hash] * len(cell_ids),
-        },
-        schema=MEMBERS_SCHEMA,
-    )
+Axes = tuple[Sequence[str], Sequence[Sequence[Any]]]
+"""(grid keys, each cell's values of them in the same order): what a spec's members record per cell."""
+
+
+def _members_table(spec_hash: str, cell_ids: Sequence[str], eval_key: str, axes: Axes | None = None) -> pa.Table:
+    n = len(cell_ids)
+    cols: dict[str, list[Any]] = {
+        "cell_id": list(cell_ids),
+        "eval_key": [eval_key] * n,
+        "grid_index": list(range(n)),
+        "spec_hash": [spec_hash] * n,
+        "axis_names": [None] * n,
+        "axis_values": [None] * n,
+        "axis_texts": [None] * n,
+    }
+    if axes is not None:
+        names, values = axes
+        if len(values) != n:
+            raise ValueError(f"axes: {len(values)} value rows for {n} cells")
+        cols["axis_names"] = [list(names)] * n
+        pairs = [axis_columns(v) for v in values]
+        cols["axis_values"] = [p[0] for p in pairs]
+        cols["axis_texts"] = [p[1] for p in pairs]
+    return pa.Table.from_pydict(cols, schema=MEMBERS_SCHEMA)
 
 
 def members_current(lake: Path, spec_name: str, spec_hash: str, cell_ids: Sequence[str], eval_key: str) -> bool:
-    """True when the spec's members file already records exactly these cells (write_members would write nothing)."""
+    """True when the spec's members file already records exactly these cells (write_members would write nothing).
+
+    The axis columns are not compared: they are a function of the spec, which ``spec_hash`` identifies. A file in an
+    older layout (without them) is not current, so the next sweep rewrites it once."""
     path = members_path(lake, spec_name)
     if not path.exists():
         return False
     old = pq.read_table(path)
-    table = _members_table(spec_hash, cell_ids, eval_key)
-    return old.schema.remove_metadata().equals(MEMBERS_SCHEMA) and old.replace_schema_metadata(None).equals(table)
+    table = _members_table(spec_hash, cell_ids, eval_key).select(list(_MEMBER_KEY_COLUMNS))
+    return old.schema.remove_metadata().equals(MEMBERS_SCHEMA) and old.select(
+        list(_MEMBER_KEY_COLUMNS)
+    ).replace_schema_metadata(None).equals(table)
 
 
-def write_members(lake: Path, spec_name: str, spec_hash: str, cell_ids: Sequence[str], eval_key: str) -> bool:
-    """Record the spec's current cells; returns False (and writes nothing) when they are unchanged."""
+def write_members(
+    lake: Path, spec_name: str, spec_hash: str, cell_ids: Sequence[str], eval_key: str, *, axes: Axes | None = None
+) -> bool:
+    """Record the spec's current cells (and, for grid specs, each cell's swept values); returns False (and writes
+    nothing) when they are unchanged."""
     if members_current(lake, spec_name, spec_hash, cell_ids, eval_key):
         return False
-    table = _members_table(spec_hash, cell_ids, eval_key)
+    table = _members_table(spec_hash, cell_ids, eval_key, axes)
     atomic_write_parquet(table, members_path(lake, spec_name), {"spec": spec_name, "spec_hash": spec_hash})
     return True
 

@@ -10,6 +10,11 @@ Non-destructive: what the owner wrote in the description stays; only the text be
 ``definition``, ``neighboring_relation`` as the manifests spell it). No local path of the auditing machine is tagged:
 ``privacy.report_uri`` only when the user gives one (``--report-uri`` / ``$GDP_REPORT_URI``), and
 ``privacy.audit_flow_run`` only when ``$PREFECT_UI_URL`` names a persistent Prefect UI.
+
+A nightly re-audit rewrites no tag whose value is unchanged (an unchanged registry sees no writes). A version the audit
+cannot describe (issue 17: no usable ``dp.*`` description) gets ``privacy.status = not auditable: <missing key>`` and
+loses the ``privacy.*`` numbers and the card section an earlier audit wrote (they no longer describe anything the audit
+checked); the owner's text stays.
 """
 
 from __future__ import annotations
@@ -45,10 +50,21 @@ def merge_description(existing: str | None, card: str, limit: int = _DESCRIPTION
     return f"{before}{CARD_BEGIN}\n{card.rstrip()}\n{CARD_END}{after}"
 
 
+def strip_card(existing: str | None) -> str:
+    """The description without our marked card section (the owner's text before and after it kept)."""
+    owner = existing or ""
+    start, end = owner.find(CARD_BEGIN), owner.find(CARD_END)
+    if start < 0 or end < start:
+        return owner
+    before, after = owner[:start].rstrip(), owner[end + len(CARD_END) :].lstrip("\n")
+    return before + ("\n\n" + after if before and after else after)
+
+
 def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run: str | None = None) -> dict[str, str]:
-    from tasks.cards import DEFINITION
+    from tasks.cards import DEFINITION, _sampling
 
     tags = {
+        "privacy.status": "audited",
         "privacy.definition": DEFINITION,
         "privacy.mu": f"{row['mu']:.6g}",
         "privacy.mu.bound": row["mu_bound"],
@@ -71,6 +87,8 @@ def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run
         **_claim_tags(row),
         "privacy.unit": row["privacy_unit"],
         "privacy.neighboring_relation": row["neighbouring"],
+        "privacy.sampling": _sampling(row),
+        **({"privacy.estimate_reason": row["estimate_reason"]} if row.get("estimate_reason") else {}),
         "privacy.gdpcore_version": row["gdpcore_version"],
         "privacy.audit_key": row["audit_key"],
         "privacy.audited_at": str(row["audited_at"]),
@@ -109,6 +127,8 @@ class MlflowPublishResult:
     tagged: list[str] = dataclasses.field(default_factory=list)  # "name:version"
     missing: list[str] = dataclasses.field(default_factory=list)  # not registered in MLflow
     artifacts: list[str] = dataclasses.field(default_factory=list)
+    not_auditable: list[str] = dataclasses.field(default_factory=list)  # "name:version" marked not auditable
+    tags_written: int = 0  # tag values set or deleted (unchanged values are not rewritten)
 
 
 def publish_to_mlflow(
@@ -117,8 +137,10 @@ def publish_to_mlflow(
     *,
     report_uri: str | None = None,
     flow_run: str | None = None,
+    not_auditable: list[tuple[str, str, str]] = (),  # type: ignore[assignment]
 ) -> MlflowPublishResult:
-    """``targets``: (registered model name, version, audit row, card paths or None) per model version."""
+    """``targets``: (registered model name, version, audit row, card paths or None) per model version;
+    ``not_auditable``: (registered model name, version, reason) per version the audit could not describe."""
     try:
         from mlflow import MlflowClient
         from mlflow.exceptions import MlflowException
@@ -136,15 +158,37 @@ def publish_to_mlflow(
         tags = privacy_tags(row, report_uri=report_uri, flow_run=flow_run)
         if card:
             tags["privacy.card"] = Path(card["markdown"]).name
+        existing = dict(mv.tags or {})
         for key, value in tags.items():
-            client.set_model_version_tag(name, version, key, value[:5000])
+            if existing.get(key) != value[:5000]:
+                client.set_model_version_tag(name, version, key, value[:5000])
+                out.tags_written += 1
         if card:
             text = merge_description(mv.description, Path(card["markdown"]).read_text(encoding="utf-8"))
             if text != (mv.description or ""):
                 client.update_model_version(name, version, description=text)
-            if mv.run_id:
+            if mv.run_id and existing.get("privacy.audit_key") != row["audit_key"]:  # a new audit's card files
                 for path in card.values():
                     client.log_artifact(mv.run_id, path, artifact_path=f"privacy/v{version}")
                     out.artifacts.append(f"{mv.run_id}/privacy/v{version}/{Path(path).name}")
         out.tagged.append(f"{name}:{version}")
+    for name, version, reason in not_auditable:
+        try:
+            mv = client.get_model_version(name, version)
+        except MlflowException:
+            out.missing.append(f"{name}:{version}")
+            continue
+        existing = dict(mv.tags or {})
+        status = f"not auditable: {reason}"[:5000]
+        if existing.get("privacy.status") != status:
+            client.set_model_version_tag(name, version, "privacy.status", status)
+            out.tags_written += 1
+        for key in existing:
+            if key.startswith("privacy.") and key != "privacy.status":
+                client.delete_model_version_tag(name, version, key)
+                out.tags_written += 1
+        stripped = strip_card(mv.description)
+        if stripped != (mv.description or ""):  # an earlier audit's card no longer describes this version
+            client.update_model_version(name, version, description=stripped)
+        out.not_auditable.append(f"{name}:{version}")
     return out

@@ -102,6 +102,8 @@ class SweepPlan:
     cell_ids: tuple[str, ...]  # every cell of the spec, grid order
     chunks: tuple[Chunk, ...]  # only the cells not yet in the lake
     cells_present: int
+    axis_names: tuple[str, ...] = ()  # the spec's grid keys (paths into its mechanism template), spec order
+    axis_values: tuple[tuple[Any, ...], ...] = ()  # each cell's value of every grid key, aligned with cell_ids
 
     @property
     def cells_total(self) -> int:
@@ -131,23 +133,25 @@ def build_plan(spec: GridSpec, lake: Path, *, workers: int = 2) -> SweepPlan:
     eval_key = settings.eval_key
     present = computed_cells(lake, spec.name)
     cell_ids: list[str] = []
+    axis_values: list[tuple[Any, ...]] = []
     todo: list[str] = []
     seen: set[str] = set()
-    for cell in spec.iter_cells():
+    for cell, values in spec.iter_cells_with_axes():
         mech = mechanism_from_dict(cell)
         cid = mech.content_hash
         if cid in seen:  # e.g. two rounded values that coincide
             continue
         seen.add(cid)
         cell_ids.append(cid)
+        axis_values.append(values)
         if (cid, eval_key) not in present:
             todo.append(mech.to_json())
     # Cells that differ only in `steps` share one single-step PLD inside analyze_grid: keep them in the same chunk,
-    # whatever the axis order of the spec.
+    # whatever the axis order of the spec (compositions: cells with equal text but the step counts, see _sharing_key).
     todo.sort(key=_sharing_key)
     size = spec.chunk_size or auto_chunk_size(len(todo), workers)
     chunks = tuple(
-        Chunk(spec_name=spec.name, kind=spec.mechanism, mechanisms=tuple(todo[i : i + size]), settings=settings)
+        Chunk(spec_name=spec.name, kind=spec.kind, mechanisms=tuple(todo[i : i + size]), settings=settings)
         for i in range(0, len(todo), size)
     )
     return SweepPlan(
@@ -157,10 +161,26 @@ def build_plan(spec: GridSpec, lake: Path, *, workers: int = 2) -> SweepPlan:
         cell_ids=tuple(cell_ids),
         chunks=chunks,
         cells_present=len(cell_ids) - len(todo),
+        axis_names=tuple(spec.grid),
+        axis_values=tuple(axis_values),
     )
 
 
 def _sharing_key(mech_json: str) -> tuple[str, float]:
+    """Sort key that puts cells sharing single steps next to each other: the mechanism without its step counts
+    (``steps`` at any depth; Poisson-subsampled Gaussians are shared per (sigma, q) by gdpcore.analyze_grid), then
+    the total of those counts."""
     data = json.loads(mech_json)
-    steps = data.pop("steps", 0)
-    return json.dumps(data, sort_keys=True), float(steps)
+    total = [0.0]
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "steps" in node and isinstance(node["steps"], int | float):
+                total[0] += float(node["steps"])
+            return {k: strip(v) for k, v in node.items() if k != "steps"}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    stripped = strip(data)
+    return json.dumps(stripped, sort_keys=True), total[0]

@@ -18,7 +18,8 @@ read-write, and it only ever writes a file nobody else has opened yet.
 
 View contract (issue 6): ``cells`` (cell_id, noise_multiplier, sampling_rate, steps, mu, gdp_regret, advantage,
 bayes_security, status, ...), ``epsilons(cell_id, delta, epsilon, ...)``, ``curves(cell_id, fpr, fnr, ...)``,
-``regrets(cell_id, representation, regret, ...)``; every view also has ``spec`` and ``mechanism`` (hive partitions):
+``regrets(cell_id, representation, regret, ...)``, ``axes(cell_id, axis, value, value_text)`` (issue 14: the swept
+value of every grid key, for any kind and for compositions, whose parameters have no typed column); every view also has ``spec`` and ``mechanism`` (hive partitions):
 (spec, cell_id) identifies a row of ``cells``. Every column is documented in :mod:`tasks.schema` (written into the
 file as column comments, rendered into PIPELINE.md).
 """
@@ -44,6 +45,7 @@ from tasks.lake import (
     tmp_path,
 )
 from tasks.locks import publish_lock
+from tasks.schema import cell_columns
 
 __all__ = [
     "STORAGE_VERSION",
@@ -60,15 +62,8 @@ KEEP_SNAPSHOTS = 3
 # every newer one does (checked by tests/pipeline/test_portable_report.py with duckdb 1.2.0 in a temporary venv).
 STORAGE_VERSION = "v1.2.0"
 
-_CELL_COLUMNS = (
-    "cell_id, noise_multiplier, sampling_rate, steps, mu, gdp_regret, advantage, bayes_security, status, "
-    "sensitivity, neighbouring, scale, sigma, rr_epsilon, noise_parameter, rr_num_buckets, dataset_size, "
-    "batch_size, standard_deviation, sensitivities, mixture_probabilities, truncated_batch_size, rho, xi, "
-    "mu_lower, advantage_lower, "
-    "mu_bound, gdp_regret_bound, advantage_bound, bayes_security_bound, epsilon_bound, fnr_bound, "
-    "accountant, discretization, alpha_min, engine, mechanism_kind, mechanism_json, grid_index, "
-    "eval_key, chunk_key, gdpcore_version, code_version, run_id, computed_at"
-)
+# The registry's parameter columns included (tasks.schema.cell_columns): one list for the view and its docs.
+_CELL_COLUMNS = ", ".join(cell_columns())
 
 _TABLES: dict[str, str] = {
     "cells": f"SELECT {_CELL_COLUMNS}, spec, mechanism FROM live ORDER BY spec, grid_index",
@@ -85,6 +80,12 @@ _TABLES: dict[str, str] = {
         "UNNEST(regret) AS regret, UNNEST(regret_bound) AS bound, spec, mechanism FROM live "
         "WHERE regret_representation IS NOT NULL ORDER BY spec, grid_index"
     ),
+    # The swept values of every cell, by grid key (a parameter name or a path into a composition's template): the
+    # one place every kind's and every composition's swept parameters are queryable, whatever columns `cells` has.
+    "axes": (
+        "SELECT cell_id, UNNEST(axis_names) AS axis, UNNEST(axis_values) AS value, UNNEST(axis_texts) AS value_text, "
+        "spec, mechanism FROM live WHERE axis_names IS NOT NULL ORDER BY spec, grid_index"
+    ),
 }
 
 VIEWS: dict[str, str] = {
@@ -94,6 +95,9 @@ VIEWS: dict[str, str] = {
     "epsilons": "epsilon(delta) per cell for every delta of its spec; bound says upper/exact.",
     "curves": "The pessimistic trade-off curve of each cell: lowest FNR at each FPR of a fixed grid (+ the spec's fprs).",
     "regrets": "Regret of each representation (gdp, epsilon_delta at delta, zcdp, rdp, pure_dp) per cell.",
+    "axes": "The swept value of every grid key per cell: axis is a parameter name (flat kinds) or a path into the "
+    "spec's mechanism template (compositions: mechanisms[0].noise_multiplier, mechanism.scale, count). "
+    "One column per axis: first(value) FILTER (WHERE axis = ...) grouped by cell_id.",
     "calibrations": "calibration_sweep results: smallest noise_multiplier meeting the target per (sampling_rate, "
     "steps); achieved = the metric re-evaluated there (pessimistic accountant); status says when none exists.",
     "runs": "One row per sweep run: spec hash, counts, gdpcore version, task runner, timings.",
@@ -225,10 +229,17 @@ def _build_snapshot(lake: Path, snap: Path) -> dict[str, int]:
         has_staging = any(lake.glob("staging/spec=*/mechanism=*/chunk-*.parquet"))
         has_members = any(lake.glob("members/spec=*/members.parquet"))
         if has_staging and has_members:
+            members = _read(lake / "members" / "**" / "*.parquet", ("spec",))
+            # Members written before the axis columns existed have none (the next sweep of the spec adds them).
+            have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {members}").fetchall()}
+            axis_cols = ", ".join(
+                f"m.{c}" if c in have else f"NULL::{t} AS {c}"
+                for c, t in (("axis_names", "VARCHAR[]"), ("axis_values", "DOUBLE[]"), ("axis_texts", "VARCHAR[]"))
+            )
             con.execute(
                 f"""CREATE TEMP TABLE live AS
-                SELECT s.*, m.grid_index FROM {_read(lake / "staging" / "**" / "*.parquet")} s
-                JOIN {_read(lake / "members" / "**" / "*.parquet", ("spec",))} m
+                SELECT s.*, m.grid_index, {axis_cols} FROM {_read(lake / "staging" / "**" / "*.parquet")} s
+                JOIN {members} m
                   ON s.spec = m.spec AND s.cell_id = m.cell_id AND s.eval_key = m.eval_key
                 QUALIFY row_number() OVER (PARTITION BY s.spec, s.cell_id ORDER BY s.computed_at DESC, s.chunk_key) = 1"""
             )
@@ -236,7 +247,8 @@ def _build_snapshot(lake: Path, snap: Path) -> dict[str, int]:
             from tasks.lake import STAGING_SCHEMA
 
             con.execute(
-                "CREATE TEMP TABLE live AS SELECT *, NULL::BIGINT AS grid_index, NULL::VARCHAR AS spec, "
+                "CREATE TEMP TABLE live AS SELECT *, NULL::BIGINT AS grid_index, NULL::VARCHAR[] AS axis_names, "
+                "NULL::DOUBLE[] AS axis_values, NULL::VARCHAR[] AS axis_texts, NULL::VARCHAR AS spec, "
                 "NULL::VARCHAR AS mechanism FROM empty"
             )
         kv = (

@@ -11,10 +11,17 @@ A registry is a folder of YAML files (or one YAML file). A file holds one model 
     delta: 1.0e-5                    # or "1/N^1.1", or {fixed: 1e-5}, or {inverse_power: 1.1}
     production: true                 # optional: the version currently in production
     claimed: {epsilon: 8, delta: 1.0e-5, accountant: RDP}   # optional: what the authors published
+    sampler: poisson                 # optional: poisson | shuffle | fixed (default poisson for the DP-SGD forms)
     mechanism:                       # exactly one of:
       dpsgd: {noise_multiplier: 9.4, batch_size: 16384, steps: 2000}           # q = batch_size / dataset_size
       # phases: [{noise_multiplier: 1.0, sampling_rate: 0.01, steps: 500}, ...]  # heterogeneous schedule
       # opacus_history: [[1.1, 0.01, 1000], [0.9, 0.01, 500]]  # or {history: [...]} (an accountant state_dict)
+      # opacus: {file: runs/accountant.pt}     # accountant.state_dict() saved with torch.save, or JSON; relative
+      #                                        # to this manifest; poisson_sampling: false = shuffled batches
+      # tf_privacy: {batch_size: 256, epochs: 60, noise_multiplier: 1.1, used_microbatching: false}
+      #             # TF-Privacy's statement parameters (number_of_examples defaults to dataset_size,
+      #             # max_examples_per_user optional): q = B / N, steps = ceil(epochs / q), as TF-Privacy counts
+      # dp_event: {type: SelfComposedDpEvent, count: 1000, event: {...}}   # a dp_accounting DpEvent (JSON form)
       # gdpcore: {kind: composed, mechanisms: [...]}                         # any gdpcore mechanism dict
     accounting: {discretization: 1.0e-4, alpha_min: 1.0e-10}                 # optional (default: refined step)
     mlflow: {registered_model: cifar10-wrn40-4, version: "6"}                # optional (defaults: name, version)
@@ -23,12 +30,27 @@ YAML is read with :func:`tasks.safe_yaml.load_yaml_file` only (size, depth and a
 keys rejected, YAML 1.2 scalars); scalar types are strict (``'7'`` is not a version, ``'yes'`` not a boolean). Errors are :class:`ManifestError` and name the file and the field, e.g.
 ``registry/bad.yaml: models[1].mechanism.dpsgd.steps: Input should be greater than 0``.
 
-Every DP-SGD form is analysed as Poisson subsampling at rate q under add/remove adjacency (gdpcore's
-:class:`~gdpcore.SubsampledGaussian`); fixed-size batches or shuffling are *not* what is accounted, and the card says so.
+Every DP-SGD form (dpsgd, phases, opacus_history, opacus, tf_privacy) is analysed as Poisson subsampling at rate q
+under add/remove adjacency (gdpcore's :class:`~gdpcore.SubsampledGaussian`; the mapping of each form is
+:mod:`gdpcore.adapters`'s). ``sampler`` says how the batches were really drawn (:data:`gdpcore.adapters.SAMPLERS`):
+
+* ``poisson`` (default for the DP-SGD forms): what is accounted; the numbers are bounds as labelled.
+* ``shuffle``: a shuffled pass in fixed-size batches. The Poisson-accounted numbers are kept but every one of them is
+  labelled ``estimate`` (lake row, card, HF and MLflow fields), with the reason in one sentence
+  (``estimate_reason``); the audit summary lists the model.
+* ``fixed``: fixed-size batches drawn without replacement. Under ``neighbouring: replace_one`` (with batch sizes
+  given: dpsgd / phases with ``batch_size``, tf_privacy) this is accounted exactly as dp_accounting's
+  ``SampledWithoutReplacementDpEvent`` when a kind for it is registered (else the manifest is refused, naming what is
+  missing); under ``add_remove`` the Poisson numbers are labelled ``estimate``.
+
+For ``gdpcore`` and ``dp_event`` mechanisms ``sampler`` is optional: given as shuffle / fixed, the numbers are labelled
+``estimate`` the same way. ``neighbouring`` uses gdpcore's vocabulary (``add_remove`` / ``replace_one``) and must be the
+relation of the mechanism (a dp_event is read under it).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -60,6 +82,7 @@ __all__ = [
     "ModelManifest",
     "load_registry",
     "load_manifest_file",
+    "validate_manifest",
 ]
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "data" / "registry"
@@ -137,10 +160,35 @@ class DpSgd(_Strict):
         return float(self.noise_multiplier), q, int(steps)
 
 
+class TfPrivacy(_Strict):
+    """TF-Privacy's ``compute_dp_sgd_privacy_statement`` parameters (:func:`gdpcore.adapters.from_tf_privacy`)."""
+
+    number_of_examples: PosInt | None = None  # defaults to the model's dataset_size
+    batch_size: PosInt
+    epochs: Annotated[float, Strict(), Field(gt=0, le=1e6, allow_inf_nan=False)]
+    noise_multiplier: PosFloat
+    used_microbatching: StrictBool = True  # TF-Privacy's default: microbatches of size > 1 (noise multiplier halved)
+    max_examples_per_user: PosInt | None = None
+
+
+class OpacusFile(_Strict):
+    """An Opacus accountant file (:func:`tasks.training_runs.load_opacus_file`), relative to the manifest."""
+
+    file: StrictStr  # relative to the manifest's folder, and inside it
+    poisson_sampling: StrictBool | None = None  # make_private(poisson_sampling=...); False = shuffled batches
+
+
+FORMS: tuple[str, ...] = ("dpsgd", "phases", "opacus_history", "opacus", "tf_privacy", "dp_event", "gdpcore")
+DPSGD_FORMS: tuple[str, ...] = ("dpsgd", "phases", "opacus_history", "opacus", "tf_privacy")
+
+
 class MechanismSpec(_Strict):
     dpsgd: DpSgd | None = None
     phases: list[DpSgd] | None = Field(default=None, min_length=1)
     opacus_history: list[tuple[PosFloat, Prob, Steps]] | None = Field(default=None, min_length=1)
+    opacus: OpacusFile | None = None
+    tf_privacy: TfPrivacy | None = None
+    dp_event: dict[str, Any] | None = None
     gdpcore: dict[str, Any] | None = None
 
     @field_validator("opacus_history", mode="before")
@@ -156,14 +204,14 @@ class MechanismSpec(_Strict):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> MechanismSpec:
-        given = [k for k in ("dpsgd", "phases", "opacus_history", "gdpcore") if getattr(self, k) is not None]
+        given = [k for k in FORMS if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(f"give exactly one of dpsgd, phases, opacus_history, gdpcore; got {given or 'none'}")
+            raise ValueError(f"give exactly one of {', '.join(FORMS)}; got {given or 'none'}")
         return self
 
     @property
     def form(self) -> str:
-        return next(k for k in ("dpsgd", "phases", "opacus_history", "gdpcore") if getattr(self, k) is not None)
+        return next(k for k in FORMS if getattr(self, k) is not None)
 
 
 class Claimed(_Strict):
@@ -215,6 +263,7 @@ class ModelManifest(_Strict):
     description: StrictStr = ""
     privacy_unit: StrictStr = "example"
     neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
+    sampler: Literal["poisson", "shuffle", "fixed"] | None = None  # None: poisson for the DP-SGD forms, else unstated
     dataset_size: Annotated[StrictInt, Field(gt=0, le=MAX_DATASET_SIZE)]
     delta: DeltaPolicy
     production: StrictBool = False
@@ -251,8 +300,6 @@ class ModelManifest(_Strict):
 
     @model_validator(mode="after")
     def _coherent(self) -> ModelManifest:
-        if self.mechanism.form != "gdpcore" and self.neighbouring != "add_remove":
-            raise ValueError("neighbouring: DP-SGD (Poisson-subsampled Gaussian) is accounted under add_remove only")
         d = self.delta_value
         if not 0 < d < 1:
             raise ValueError(f"delta: the policy {self.delta.describe()} gives delta={d!r}, outside (0, 1)")
@@ -267,17 +314,127 @@ class ModelManifest(_Strict):
     def delta_value(self) -> float:
         return self.delta.value(self.dataset_size)
 
+    @property
+    def sampler_value(self) -> str | None:
+        """How the batches were drawn: the declared ``sampler``, else ``poisson`` for the DP-SGD forms (None for a
+        gdpcore / dp_event mechanism that does not say)."""
+        if self.sampler is not None:
+            return self.sampler
+        if self.mechanism.form == "opacus" and self.mechanism.opacus.poisson_sampling is False:  # type: ignore[union-attr]
+            return "shuffle"
+        return "poisson" if self.mechanism.form in DPSGD_FORMS else None
+
+    @property
+    def estimate_reason(self) -> str | None:
+        """Why this model's numbers are only an estimate (one sentence), or None when they are bounds as labelled."""
+        return self._resolved["estimate_reason"]
+
+    @property
+    def source_detail(self) -> str:
+        """How the mechanism was derived from the manifest's form (adapter conventions, file read)."""
+        return self._resolved["detail"]
+
     def mechanism_dict(self) -> dict[str, Any]:
         """The gdpcore mechanism this manifest describes (validated by :func:`gdpcore.mechanism_from_dict`)."""
-        m = self.mechanism
-        if m.form == "gdpcore":
-            return dict(m.gdpcore or {})
-        if m.form == "dpsgd":
-            phases = [m.dpsgd.resolve(self.dataset_size)]  # type: ignore[union-attr]
-        elif m.form == "phases":
-            phases = [p.resolve(self.dataset_size) for p in m.phases]  # type: ignore[union-attr]
+        return dict(self._resolved["mechanism"])
+
+    @functools.cached_property
+    def _resolved(self) -> dict[str, Any]:
+        """{mechanism (gdpcore dict), estimate_reason, detail}: each form through its adapter (gdpcore.adapters).
+        Raises ValueError naming the problem; :func:`_validate` turns it into a ManifestError at ``mechanism.<form>``."""
+        from gdpcore import adapters
+
+        m, form, sampler = self.mechanism, self.mechanism.form, self.sampler_value
+        if form in ("gdpcore", "dp_event"):
+            if form == "gdpcore":
+                mech = dict(m.gdpcore or {})
+                detail = "gdpcore mechanism"
+            else:
+                from gdpcore.events import from_dp_event
+                from tasks.training_runs import dp_event_from_data
+
+                event = dp_event_from_data(m.dp_event, where="dp_event")
+                mech = from_dp_event(event, neighboring_relation=self.neighbouring).to_dict()
+                detail = f"dp_accounting {type(event).__name__} read under {self.neighbouring}"
+            reason = None
+            if sampler == "shuffle":
+                reason = adapters.SHUFFLE_REASON
+            elif sampler == "fixed" and "subsampled_gaussian" in json.dumps(mech):
+                reason = adapters.FIXED_REASON
+            return {"mechanism": mech, "estimate_reason": reason, "detail": detail}
+        fixed_exact = sampler == "fixed" and self.neighbouring == "replace_one"
+        if self.neighbouring != "add_remove" and not fixed_exact:
+            raise ValueError(
+                f"neighbouring {self.neighbouring!r}: DP-SGD with {sampler} sampling is accounted under add_remove "
+                "(replace_one needs sampler: fixed)"
+            )
+        if form == "tf_privacy":
+            tf = m.tf_privacy
+            run = adapters.from_tf_privacy(
+                number_of_examples=tf.number_of_examples or self.dataset_size,  # type: ignore[union-attr]
+                batch_size=tf.batch_size,  # type: ignore[union-attr]
+                num_epochs=tf.epochs,  # type: ignore[union-attr]
+                noise_multiplier=tf.noise_multiplier,  # type: ignore[union-attr]
+                used_microbatching=tf.used_microbatching,  # type: ignore[union-attr]
+                max_examples_per_user=tf.max_examples_per_user,  # type: ignore[union-attr]
+                sampler=sampler or "poisson",
+                neighbouring=self.neighbouring,
+            )
+            if run.privacy_unit == "user" and self.privacy_unit != "user":
+                raise ValueError(
+                    f"max_examples_per_user > 1 is a user-level guarantee: declare privacy_unit: user, not {self.privacy_unit!r}"
+                )
+            if fixed_exact and run.neighbouring != "replace_one":
+                raise ValueError(_NO_FIXED_KIND)
+            return {"mechanism": run.mechanism.to_dict(), "estimate_reason": run.estimate_reason, "detail": run.source}
+        if form == "opacus":
+            from tasks.training_runs import load_opacus_file
+
+            op = m.opacus
+            flag = op.poisson_sampling  # type: ignore[union-attr]
+            if flag is not None and self.sampler is not None and (flag != (self.sampler == "poisson")):
+                raise ValueError(f"poisson_sampling: {str(flag).lower()} contradicts sampler: {self.sampler}")
+            if fixed_exact:
+                raise ValueError(
+                    "replace_one: an Opacus history records sample rates, not batch sizes; declare add_remove"
+                )
+            base = (Path(self.manifest_path).parent if self.manifest_path else Path.cwd()).resolve()
+            target = (base / op.file).resolve()  # type: ignore[union-attr]
+            if not target.is_relative_to(base):  # a registry names its own files: no reading outside its folder
+                raise ValueError(f"file {op.file!r} resolves outside the manifest's folder {base}")  # type: ignore[union-attr]
+            run = load_opacus_file(target, sampler=sampler)
+            return {"mechanism": run.mechanism.to_dict(), "estimate_reason": run.estimate_reason, "detail": run.source}
+        if form == "dpsgd":
+            specs: list[DpSgd | None] = [m.dpsgd]
+        elif form == "phases":
+            specs = list(m.phases)  # type: ignore[arg-type]
         else:
-            phases = [(float(s), float(q), int(t)) for s, q, t in m.opacus_history]  # type: ignore[union-attr]
+            specs = [None] * len(m.opacus_history)  # type: ignore[arg-type]
+            if fixed_exact:
+                raise ValueError(
+                    "replace_one: an Opacus history records sample rates, not batch sizes; declare add_remove"
+                )
+        phases = (
+            [(float(s), float(q), int(t)) for s, q, t in m.opacus_history]  # type: ignore[union-attr]
+            if form == "opacus_history"
+            else [p.resolve(self.dataset_size) for p in specs]  # type: ignore[union-attr]
+        )
+        if fixed_exact:
+            parts = []
+            for i, (spec, (s, _, t)) in enumerate(zip(specs, phases, strict=True)):
+                if spec is None or spec.batch_size is None:
+                    raise ValueError(f"sampler fixed under replace_one needs batch_size (phase {i})")
+                exact = adapters.fixed_batch_mechanism(
+                    noise_multiplier=s,
+                    dataset_size=spec.dataset_size or self.dataset_size,
+                    batch_size=spec.batch_size,
+                    steps=t,
+                )
+                if exact is None:
+                    raise ValueError(_NO_FIXED_KIND)
+                parts.append(exact.to_dict())
+            mech = parts[0] if len(parts) == 1 else {"kind": "composed", "mechanisms": parts}
+            return {"mechanism": mech, "estimate_reason": None, "detail": "fixed-size batches without replacement"}
         parts = [
             {
                 "kind": "subsampled_gaussian",
@@ -289,7 +446,9 @@ class ModelManifest(_Strict):
             }
             for s, q, t in phases
         ]
-        return parts[0] if len(parts) == 1 else {"kind": "composed", "mechanisms": parts}
+        mech = parts[0] if len(parts) == 1 else {"kind": "composed", "mechanisms": parts}
+        detail = "Opacus accountant history" if form == "opacus_history" else "DP-SGD, q = batch_size / dataset_size"
+        return {"mechanism": mech, "estimate_reason": adapters.sampler_caveat(sampler or "poisson"), "detail": detail}
 
     def build_mechanism(self) -> Any:
         from gdpcore import mechanism_from_dict
@@ -319,6 +478,11 @@ def _loc(loc: tuple[Any, ...], prefix: str) -> str:
             out += ("." if out else "") + str(part)
     return out
 
+
+_NO_FIXED_KIND = (
+    "sampler fixed under replace_one is accounted as dp_accounting's SampledWithoutReplacementDpEvent, and no "
+    "registered gdpcore kind describes it in this build; declare neighbouring: add_remove to get Poisson estimates"
+)
 
 MAX_MECHANISMS = 10_000
 """Most mechanisms in one ``gdpcore`` composition (each is accounted for separately; real schedules: < 100)."""
@@ -353,6 +517,11 @@ def _validate(data: Any, file: Path, prefix: str) -> ModelManifest:
         more = f" (and {exc.error_count() - 1} more error(s))" if exc.error_count() > 1 else ""
         raise ManifestError(file, _loc(loc, prefix), msg + more) from None
     where = _loc(("mechanism", manifest.mechanism.form), prefix)
+    try:
+        manifest.mechanism_dict()  # each form through its adapter (file read, DpEvent parsed, conventions applied)
+    except ValueError as exc:  # includes TrainingRunFileError and UnsupportedMechanismError, both naming the problem
+        field = _loc(("neighbouring",), prefix) if str(exc).startswith("neighbouring") else where
+        raise ManifestError(file, field, str(exc)) from None
     if manifest.mechanism.form == "gdpcore":
         n = _count_mechanisms(manifest.mechanism.gdpcore)
         if n > MAX_MECHANISMS:
@@ -371,6 +540,13 @@ def _validate(data: Any, file: Path, prefix: str) -> ModelManifest:
             f"{manifest.neighbouring!r}",
         )
     return manifest
+
+
+def validate_manifest(data: Any, *, file: str | Path = "<manifest>", prefix: str = "") -> ModelManifest:
+    """One model version from a mapping (e.g. built from another registry, such as MLflow's), validated exactly like a
+    YAML manifest: :class:`ManifestError` names ``file`` and the field. ``file`` also anchors an ``opacus: {file:}``
+    path (relative paths resolve against its folder)."""
+    return _validate(data, Path(file), prefix)
 
 
 def load_manifest_file(path: str | Path) -> list[ModelManifest]:

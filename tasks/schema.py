@@ -8,7 +8,9 @@ that PIPELINE.md, this table and the published views agree column for column).
 
 from __future__ import annotations
 
-__all__ = ["COLUMN_DOCS", "VIEW_ORDER", "column_docs", "schema_markdown"]
+from gdpcore import kinds as _kinds
+
+__all__ = ["COLUMN_DOCS", "VIEW_ORDER", "cell_columns", "column_docs", "schema_markdown"]
 
 # Columns shared by several views (a view-specific entry below overrides these).
 _COMMON: dict[str, str] = {
@@ -42,7 +44,13 @@ _COMMON: dict[str, str] = {
     "fnr_bound": "bound label of the trade-off curve's FNR values (lower: attacks do no better)",
     "neighbouring": "neighbouring relation: add_remove or replace_one",
     "mechanism_json": "the mechanism as gdpcore JSON (mechanism_from_dict reads it back)",
-    "mechanism_form": "how the manifest gave the mechanism: dpsgd, phases, opacus_history, gdpcore",
+    "mechanism_form": "how the manifest gave the mechanism: dpsgd, phases, opacus_history, opacus, tf_privacy, "
+    "dp_event, gdpcore",
+    "sampler": "how the training batches were drawn: poisson, shuffle or fixed (NULL: not stated)",
+    "estimate_reason": "NULL when the numbers are bounds as labelled; else why they are only estimates (e.g. shuffled "
+    "batches accounted as Poisson sampling), and every *_bound column of the row says 'estimate'",
+    "mechanism_detail": "how the mechanism was derived from the manifest (adapter conventions, e.g. TF-Privacy's step "
+    "count)",
     "delta": "delta of (epsilon, delta)-DP",
     "epsilon": "epsilon at delta (upper bound unless the bound column says otherwise)",
     "epsilon_lower": "lower end of the epsilon bracket",
@@ -50,8 +58,11 @@ _COMMON: dict[str, str] = {
     "model": "registered model name",
     "version": "model version (integer)",
     "audit_key": "hash of the manifest's privacy-relevant content and gdpcore's source: identifies an audit",
-    "registry": "registry folder or file the model version was listed in",
-    "production": "true for the version the manifest marks as production",
+    "registry": "registry folder or file the model version was listed in (mlflow-<server> for an MLflow registry)",
+    "production": "true for the production version (manifest: production: true; MLflow: the production alias, "
+    "else the Production stage)",
+    "description_source": "where the training description was read: manifest:<file> or "
+    "mlflow:<tracking URI>#<registered model>/<version>",
     "privacy_unit": "what one neighbouring change adds or removes (example, user, ...)",
     "dataset_size": "N, the number of privacy units in the training set",
     "description": "free text from the manifest",
@@ -66,24 +77,25 @@ _VIEW_SPECIFIC: dict[str, dict[str, str]] = {
         "scale": "Laplace scale b (laplace cells)",
         "sigma": "noise standard deviation (gaussian / discrete_gaussian cells)",
         "rr_epsilon": "epsilon of randomized response (randomized_response cells)",
-        "noise_parameter": "discrete Laplace parameter a, or the k-ary randomized response noise probability p",
-        "rr_num_buckets": "number of categories k (kary_randomized_response cells)",
-        "batch_size": "fixed batch size (sampled_without_replacement_gaussian cells)",
-        "standard_deviation": "Gaussian noise standard deviation (mixture_of_gaussians cells)",
-        "sensitivities": "comma-separated sensitivities c_i (mixture_of_gaussians cells)",
-        "mixture_probabilities": "comma-separated probabilities of the sensitivities (mixture_of_gaussians cells)",
-        "truncated_batch_size": "largest batch kept (truncated_subsampled_gaussian cells)",
-        "rho": "zCDP parameter rho (zcdp cells: a statement, upper ends only)",
-        "xi": "additive zCDP constant xi (zcdp cells)",
         "mu_bound": "bound label of mu: upper / lower / estimate / exact",
         "engine": "how the cell was accounted: pld, closed_form, or rdp_fallback (over the memory budget)",
         "mechanism_kind": "gdpcore kind of the mechanism",
+        "neighbouring": "neighbouring relation: add_remove or replace_one (a composition: the one all its parts share)",
+        "mechanism_json": "the mechanism as gdpcore JSON (mechanism_from_dict reads it back); a composition's "
+        "parameters are here and its swept values in the axes view (typed parameter columns are NULL for it)",
         "chunk_key": "content hash of the chunk (Prefect task) that computed the cell",
     },
     "epsilons": {},
     "curves": {
         "fpr": "false-positive rate (type I error) of a membership-inference test",
         "fnr": "lowest false-negative rate any test reaches at that FPR (pessimistic trade-off curve f; TPR = 1 - fnr)",
+    },
+    "axes": {
+        "axis": "grid key of the spec: a parameter name (flat kinds, e.g. noise_multiplier) or a path into the spec's "
+        "mechanism template (compositions: '.' steps into a nested mechanism, [i] picks a list item, e.g. "
+        "mechanisms[0].noise_multiplier, mechanism.scale, count)",
+        "value": "the cell's value of the axis as a number (NULL for a text value such as a neighbouring relation)",
+        "value_text": "the cell's value of the axis as JSON text (numbers and text alike)",
     },
     "regrets": {
         "representation": "gdp, epsilon_delta, zcdp, rdp or pure_dp",
@@ -116,7 +128,11 @@ _VIEW_SPECIFIC: dict[str, dict[str, str]] = {
         "finished_at": "run end (UTC)",
     },
     "models": {
-        "manifest_path": "the manifest file, relative to its registry",
+        "manifest_path": "the manifest file, relative to its registry (NULL: described in MLflow)",
+        "description_from": "which part of the source described it: manifest, model-version tags, run <id> params, "
+        "run <id> tags (joined by +)",
+        "status": "'audited', or 'not auditable' (no usable DP description; the numbers are NULL)",
+        "not_auditable": "why the version is not auditable, naming the missing or invalid dp.* key(s)",
         "mlflow_model": "MLflow registered-model name to tag (NULL: not in MLflow)",
         "mlflow_version": "MLflow model version to tag",
     },
@@ -127,10 +143,10 @@ _VIEW_SPECIFIC: dict[str, dict[str, str]] = {
         "verdict": "'GDP is a complete description' or 'GDP is not a complete description: read the full trade-off curve'",
         "delta": "declared delta (from delta_policy)",
         "delta_policy": "the manifest's delta policy, e.g. 1e-5 or 1/N^1.1",
-        "epsilon": "epsilon at the declared delta (upper bound)",
+        "epsilon": "epsilon at the declared delta (upper bound unless epsilon_bound says estimate)",
         "eps_deltas": "deltas of eps_values (declared delta, 1e-5, 1e-6, 1e-9)",
         "eps_values": "epsilon at each of eps_deltas",
-        "tpr": "highest attack TPR at each of tpr_fprs (upper bound)",
+        "tpr": "highest attack TPR at each of tpr_fprs (upper bound unless tpr_bound says estimate)",
         "tpr_bound": "bound label of tpr",
         "mechanism_hash": "content hash of mechanism_json",
         "claimed_epsilon": "the published claim's epsilon (NULL: no claim)",
@@ -171,18 +187,46 @@ _VIEW_SPECIFIC: dict[str, dict[str, str]] = {
     },
 }
 
+_LEADING_PARAMS = ("noise_multiplier", "sampling_rate", "steps")
+
+
+def _param_columns() -> list[str]:
+    """The typed mechanism-parameter columns of ``cells`` after the leading three, in the kind registry's order
+    (:func:`gdpcore.kinds.param_columns`): a kind registered later gets its columns and their docs with no edit."""
+    return [c for c in _kinds.param_columns() if c not in _LEADING_PARAMS]
+
+
+def _param_docs() -> dict[str, str]:
+    """Docs of parameter columns nobody wrote one for: the parameter's own declaration and the kinds that have it."""
+    docs: dict[str, str] = {}
+    owners: dict[str, list[str]] = {}
+    for kind in _kinds.flat_kinds():
+        for p in _kinds.get(kind).params:
+            docs.setdefault(p.lake_column, p.doc)
+            owners.setdefault(p.lake_column, []).append(kind)
+    return {c: f"{docs[c]} ({', '.join(owners[c])} cells)" for c in docs}
+
+
+def cell_columns() -> list[str]:
+    """The ``cells`` view's columns before ``spec, mechanism`` (what :mod:`tasks.publish` selects)."""
+    return [c for c in _COLUMNS["cells"] if c not in ("mechanism", "spec")]
+
+
 # Views in the order the schema is documented; each view's columns in the order DuckDB shows them.
-_COLUMNS: dict[str, tuple[str, ...]] = {
-    "cells": (
-        "cell_id noise_multiplier sampling_rate steps mu gdp_regret advantage bayes_security status sensitivity "
-        "neighbouring scale sigma rr_epsilon noise_parameter rr_num_buckets dataset_size batch_size standard_deviation "
-        "sensitivities mixture_probabilities truncated_batch_size rho xi mu_lower advantage_lower mu_bound gdp_regret_bound advantage_bound "
-        "bayes_security_bound epsilon_bound fnr_bound accountant discretization alpha_min engine mechanism_kind "
-        "mechanism_json grid_index eval_key chunk_key gdpcore_version code_version run_id computed_at mechanism spec"
-    ).split(),
+_COLUMNS: dict[str, list[str]] = {
+    "cells": [
+        *"cell_id noise_multiplier sampling_rate steps mu gdp_regret advantage bayes_security status".split(),
+        *_param_columns(),
+        *(
+            "mu_lower advantage_lower mu_bound gdp_regret_bound advantage_bound bayes_security_bound epsilon_bound "
+            "fnr_bound accountant discretization alpha_min engine mechanism_kind mechanism_json grid_index eval_key "
+            "chunk_key gdpcore_version code_version run_id computed_at mechanism spec"
+        ).split(),
+    ],
     "epsilons": "cell_id delta epsilon epsilon_lower bound mechanism spec".split(),
     "curves": "cell_id fpr fnr bound mechanism spec".split(),
     "regrets": "cell_id representation delta regret bound mechanism spec".split(),
+    "axes": "cell_id axis value value_text mechanism spec".split(),
     "calibrations": (
         "cell_id eval_key sampling_rate steps target target_value fpr delta status noise_multiplier achieved "
         "rejected at_limit accountant discretization bound_types gdpcore_version code_version run_id computed_at "
@@ -194,16 +238,18 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     ).split(),
     "models": (
         "registry model version production manifest_path mlflow_model mlflow_version audit_key privacy_unit "
-        "neighbouring dataset_size description source mechanism_form"
+        "neighbouring sampler dataset_size description source mechanism_form description_source description_from status "
+        "not_auditable"
     ).split(),
     "model_privacy": (
         "registry model version audit_key spec_hash mu mu_lower mu_bound mu_cutoff gdp_regret gdp_regret_bound "
         "gdp_complete verdict delta delta_policy epsilon epsilon_lower epsilon_bound eps_deltas eps_values tpr_fprs "
         "tpr tpr_bound advantage advantage_lower advantage_bound bayes_security bayes_security_bound accountant "
-        "discretization alpha_min mechanism_form mechanism_json mechanism_hash privacy_unit neighbouring dataset_size "
+        "discretization alpha_min mechanism_form mechanism_json mechanism_hash mechanism_detail privacy_unit "
+        "neighbouring sampler estimate_reason dataset_size "
         "claimed_epsilon claimed_delta claimed_accountant claim_reproduced_epsilon claim_reproduced_bound "
         "claim_reproduction claim_status claim_tight_epsilon claim_certified description source gdpcore_version "
-        "audited_at run_id compute_seconds production"
+        "audited_at run_id compute_seconds production description_source"
     ).split(),
     "model_comparisons": (
         "model version against other_version audit_key other_audit_key divergence_new_over_old "
@@ -220,7 +266,8 @@ VIEW_ORDER: tuple[str, ...] = tuple(_COLUMNS)
 def column_docs(view: str) -> dict[str, str]:
     """{column: meaning} of one view (or of the ``report_info`` table), in column order."""
     specific = _VIEW_SPECIFIC[view]
-    return {c: specific.get(c) or _COMMON[c] for c in _COLUMNS[view]}
+    derived = _param_docs() if view == "cells" else {}
+    return {c: specific.get(c) or _COMMON.get(c) or derived[c] for c in _COLUMNS[view]}
 
 
 COLUMN_DOCS: dict[str, dict[str, str]] = {view: column_docs(view) for view in VIEW_ORDER}

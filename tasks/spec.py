@@ -13,6 +13,32 @@ cartesian product (first key outermost)::
     fprs: [1.0e-4, 1.0e-3, 1.0e-2, 0.1]
     representations: [epsilon_delta, zcdp, gdp]
 
+**Any kind, and compositions.** ``mechanism`` is either the name of a flat kind (every parameter a scalar; the grid
+keys are its parameter names, as above) or a *template*: a mechanism in gdpcore's JSON form (``gdp analyze --spec``),
+of any registered kind, nested ``composed`` / ``self_composed`` included. A grid key is then a *path* from the
+template's root to one scalar parameter: ``.`` steps into a nested field, ``[i]`` picks the i-th of a list (inside a
+``{...}`` flow mapping, quote a key holding ``[``: YAML reads it as a list otherwise)::
+
+    name: dpsgd-plus-release
+    mechanism:
+      kind: composed
+      mechanisms:
+        - {kind: subsampled_gaussian, sampling_rate: 0.05, steps: 50}    # the DP-SGD phase
+        - {kind: gaussian}                                               # a final Gaussian release
+    grid:
+      mechanisms[0].noise_multiplier: [0.8, 1.2]
+      mechanisms[1].noise_multiplier: [2.0, 4.0]
+
+    mechanism: {kind: self_composed, mechanism: {kind: laplace}}         # k-fold Laplace
+    grid: {count: [1, 5, 20], mechanism.scale: [1.0, 2.0]}
+
+Everything is derived from gdpcore's kind registry (:mod:`gdpcore.kinds`): which fields nest mechanisms, which are
+parameters, their types (integer parameters are rounded) and rules, so a newly registered kind can be swept with no
+edit here. A parameter is given once: in the template or as a grid key, not both. A template whose mechanism cannot
+be accounted (a leaf kind declaring the PLD or a requested representation's property unsupported,
+:func:`gdpcore.kinds.supports`) is refused when the spec is loaded, not as failed rows. The swept values of every cell
+are stored with the spec's members and shown by the report's ``axes`` view (one row per cell and grid key).
+
 ``linspace`` is evenly spaced, ``logspace`` geometrically spaced *between the given values* (numpy ``geomspace``; not
 exponents), both inclusive. Generated values are rounded to 12 significant digits so they compare equal in SQL, and to
 the nearest integer for integer parameters (``steps``, discrete ``sensitivity``). Lists are taken literally.
@@ -24,6 +50,7 @@ alias-expansion limits, duplicate keys rejected, YAML 1.2 scalars: ``1e-5`` is a
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import itertools
 import json
@@ -34,9 +61,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator
 
 from gdpcore import kinds as _kinds
+from gdpcore.mechanisms import Param, nested_fields
 
 __all__ = [
     "GRID_KINDS",
@@ -44,18 +72,16 @@ __all__ = [
     "CalibrationSpec",
     "GridSpec",
     "PlotSpec",
+    "axis_param",
     "load_calibration_spec",
     "load_grid_spec",
 ]
 
-# Mechanism kinds whose parameters are scalars (composed / self_composed nest other mechanisms: not grid-able), and
-# their integer parameters: derived from gdpcore's kind registry.
+# Mechanism kinds that can be named by a string (every parameter a scalar), and their integer parameters: derived from
+# gdpcore's kind registry. Every other registered kind (composed, self_composed, ...) is swept through a template.
 GRID_KINDS: tuple[str, ...] = _kinds.flat_kinds()
 # gdpcore issue 3 contract: PrivacyReport.regret(representation, delta=...).
 REPRESENTATIONS: tuple[str, ...] = ("gdp", "epsilon_delta", "zcdp", "rdp", "pure_dp")
-_INTEGER_PARAMS: dict[str, frozenset[str]] = {
-    kind: frozenset(p.name for p in _kinds.get(kind).params if p.type is int) for kind in GRID_KINDS
-}
 DEFAULT_MAX_CELLS = 100_000
 HARD_MAX_CELLS = 2_000_000
 """Not even ``--force`` plans more cells than this in one spec (planning holds every cell: ~0.6 kB each)."""
@@ -110,9 +136,22 @@ class PlotSpec(_Strict):
 class _GridAxes:
     """Derived views shared by the grid-shaped specs (fields ``mechanism`` and ``grid``)."""
 
+    @property
+    def template(self) -> dict[str, Any]:
+        """The mechanism template as a gdpcore mechanism dict (a flat kind's name: ``{"kind": name}``)."""
+        m = self.mechanism
+        return {"kind": m} if isinstance(m, str) else copy.deepcopy(dict(m))
+
+    @property
+    def kind(self) -> str:
+        """The kind at the template's root (the lake's ``mechanism=`` partition)."""
+        m = self.mechanism
+        return m if isinstance(m, str) else str(m.get("kind"))
+
     def axes(self) -> dict[str, list[Any]]:
         """Each grid key with its expanded list of values (spec order)."""
-        return {key: _expand_axis(self.mechanism, key, value) for key, value in self.grid.items()}
+        template = self.template
+        return {key: _expand_axis(_is_integer(template, key), key, value) for key, value in self.grid.items()}
 
     @property
     def n_cells(self) -> int:
@@ -121,7 +160,8 @@ class _GridAxes:
 
 class GridSpec(_GridAxes, _Strict):
     name: str = Field(pattern=_NAME_PATTERN)
-    mechanism: str
+    # A flat kind's name, or a mechanism template of any kind (grid keys are then paths into it; see the docstring).
+    mechanism: StrictStr | dict[str, Any]
     grid: dict[str, AxisSpec] = Field(min_length=1)
     deltas: Annotated[list[Number], Field(min_length=1)] = [1e-5, 1e-6, 1e-9]
     fprs: Annotated[list[Number], Field(min_length=1)] = [1e-4, 1e-3, 1e-2, 1e-1]
@@ -138,10 +178,16 @@ class GridSpec(_GridAxes, _Strict):
 
     @field_validator("mechanism")
     @classmethod
-    def _kind(cls, v: str) -> str:
-        if v not in GRID_KINDS:
-            raise ValueError(f"must be one of {', '.join(GRID_KINDS)} (composed kinds cannot be swept), got {v!r}")
-        return v
+    def _kind(cls, v: str | dict[str, Any]) -> str | dict[str, Any]:
+        if isinstance(v, str):
+            flat = _kinds.flat_kinds()  # read now, not at import: a kind registered later is picked up
+            if v not in flat:
+                raise ValueError(
+                    f"must be one of {', '.join(flat)}, or a mechanism template mapping for any kind "
+                    f"(composed kinds: {{kind: composed, mechanisms: [...]}}, grid keys are paths into it), got {v!r}"
+                )
+            return v
+        return v  # its kinds, paths and values are checked with the grid (_check_template)
 
     @field_validator("deltas")
     @classmethod
@@ -159,11 +205,25 @@ class GridSpec(_GridAxes, _Strict):
 
     # -- derived -------------------------------------------------------------------------------------------------------
     def iter_cells(self) -> Iterator[dict[str, Any]]:
-        """Mechanism dicts (``kind`` + parameters) in grid order, first key outermost."""
+        """Mechanism dicts (the template with every grid key set) in grid order, first key outermost."""
+        for cell, _ in self.iter_cells_with_axes():
+            yield cell
+
+    def iter_cells_with_axes(self) -> Iterator[tuple[dict[str, Any], tuple[Any, ...]]]:
+        """(mechanism dict, the cell's value of each grid key in spec order), in grid order."""
         axes = self.axes()
         keys = list(axes)
+        template = self.template
+        flat = not any(isinstance(v, dict | list) for v in template.values())
+        paths = [_parse_path(k) for k in keys]
         for combo in itertools.product(*axes.values()):
-            yield {"kind": self.mechanism, **dict(zip(keys, combo, strict=True))}
+            if flat:  # a flat kind: {"kind": ..., **fixed, **swept} (the common, large case: no deep copy)
+                yield {**template, **dict(zip(keys, combo, strict=True))}, combo
+                continue
+            cell = copy.deepcopy(template)
+            for path, value in zip(paths, combo, strict=True):
+                _set_path(cell, path, value)
+            yield cell, combo
 
     @property
     def spec_hash(self) -> str:
@@ -231,13 +291,113 @@ class CalibrationSpec(_GridAxes, _Strict):
         return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
 
 
+# -- paths into a template ------------------------------------------------------------------------------------------------
+_SEGMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d{1,6})\])?")
+Path_ = tuple[tuple[str, int | None], ...]
+
+
+def _parse_path(key: str) -> Path_:
+    """``"mechanisms[0].noise_multiplier"`` -> ``(("mechanisms", 0), ("noise_multiplier", None))``."""
+    if not isinstance(key, str) or not key or len(key) > 300:
+        raise ValueError(
+            f"a grid key must be a parameter name or a path such as mechanisms[0].noise_multiplier, got {_brief(key)}"
+        )
+    out = []
+    for part in key.split("."):
+        m = _SEGMENT.fullmatch(part)
+        if m is None:
+            raise ValueError(
+                f"{_brief(key)} is not a parameter path (names joined by '.', a list item as name[i], "
+                "e.g. mechanisms[0].noise_multiplier)"
+            )
+        out.append((m.group(1), None if m.group(2) is None else int(m.group(2))))
+    return tuple(out)
+
+
+def _node_kind(node: Any, where: str) -> _kinds.KindSpec:
+    if not isinstance(node, Mapping):
+        raise ValueError(f"{where} must be a mechanism mapping with a 'kind' key, got {_brief(node)}")
+    kind = node.get("kind")
+    if not (isinstance(kind, str) and kind in _kinds.kind_names()):
+        raise ValueError(f"{where}.kind = {_brief(kind)}: must be one of {', '.join(_kinds.kind_names())}")
+    return _kinds.get(kind)
+
+
+def axis_param(template: Mapping[str, Any], key: str) -> tuple[str, Param]:
+    """(path of the mechanism node holding it, the registry's :class:`~gdpcore.mechanisms.Param`) of grid key ``key``
+    in ``template``; ``ValueError`` saying what is wrong (an unknown name, a missing list item, not a scalar)."""
+    path = _parse_path(key)
+    node: Any = template
+    where = "mechanism"
+    for name, index in path[:-1]:
+        spec = _node_kind(node, where)
+        nested = nested_fields(spec.cls)
+        if name not in nested:
+            raise ValueError(
+                f"{spec.name} at {where} has no nested mechanism field {name!r} "
+                f"(nested fields: {', '.join(nested) or 'none'})"
+            )
+        child = node.get(name)
+        if nested[name] == "many":
+            if index is None:
+                raise ValueError(f"{where}.{name} is a list of mechanisms: pick one as {name}[i]")
+            if not isinstance(child, list) or index >= len(child):
+                n = len(child) if isinstance(child, list) else 0
+                raise ValueError(f"{where}.{name}[{index}] does not exist in the template ({n} item(s))")
+            node, where = child[index], f"{where}.{name}[{index}]"
+        else:
+            if index is not None:
+                raise ValueError(f"{where}.{name} is one mechanism, not a list: drop [{index}]")
+            if child is None:
+                raise ValueError(f"{where}.{name} is not given in the template")
+            node, where = child, f"{where}.{name}"
+    spec = _node_kind(node, where)
+    name, index = path[-1]
+    params = {p.name: p for p in spec.params}
+    if name not in params or index is not None:
+        at = "" if where == "mechanism" else f" at {where.removeprefix('mechanism.')}"
+        raise ValueError(f"not a parameter of {spec.name}{at} (parameters: {', '.join(sorted(params)) or 'none'})")
+    return where, params[name]
+
+
+def _is_integer(template: Mapping[str, Any], key: str) -> bool:
+    try:
+        return axis_param(template, key)[1].type is int
+    except ValueError:
+        return False  # reported by validation
+
+
+def _set_path(cell: dict[str, Any], path: Path_, value: Any) -> None:
+    node: Any = cell
+    for name, index in path[:-1]:
+        node = node[name] if index is None else node[name][index]
+    node[path[-1][0]] = value
+
+
+def _walk_nodes(node: Any, where: str = "mechanism") -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every mechanism node of a template (where, node), root first; malformed nodes are reported by gdpcore."""
+    if (
+        not isinstance(node, Mapping)
+        or not isinstance(node.get("kind"), str)
+        or node["kind"] not in _kinds.kind_names()
+    ):
+        return
+    yield where, node
+    for name, many in nested_fields(_kinds.get(node["kind"]).cls).items():
+        child = node.get(name)
+        if many == "many" and isinstance(child, list):
+            for i, c in enumerate(child):
+                yield from _walk_nodes(c, f"{where}.{name}[{i}]")
+        elif many == "one":
+            yield from _walk_nodes(child, f"{where}.{name}")
+
+
 # -- axis expansion ------------------------------------------------------------------------------------------------------
 def _round(x: float, integer: bool) -> float | int:
     return int(round(x)) if integer else float(f"{x:.12g}")
 
 
-def _expand_axis(kind: str, key: str, value: Any) -> list[Any]:
-    integer = key in _INTEGER_PARAMS.get(kind, frozenset())
+def _expand_axis(integer: bool, key: str, value: Any) -> list[Any]:
     if isinstance(value, Linspace | Logspace):
         name = "linspace" if isinstance(value, Linspace) else "logspace"
         start, stop, num = getattr(value, name)
@@ -321,50 +481,136 @@ def _format_validation_error(path: Path, data: Mapping[str, Any], exc: Validatio
     return f"{path}: invalid spec: " + "; ".join(by_key.values())
 
 
-def _mechanism_fields(kind: str) -> tuple[set[str], set[str]]:
-    """(all parameter names, required parameter names) of a flat gdpcore mechanism kind."""
-    params = _kinds.get(kind).params
-    return {p.name for p in params}, {p.name for p in params if p.required}
+def _check_template(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str, Any]) -> None:
+    """Grid keys resolve to scalar parameters of the template, none is given twice, and every required parameter of
+    every mechanism node is given in the template or swept."""
+    template = spec.template
+    try:
+        _node_kind(template, "mechanism")
+    except ValueError as exc:
+        raise ValueError(f"{path}: invalid spec: {exc}") from None
+    for key in spec.grid:
+        try:
+            where, param = axis_param(template, key)
+        except ValueError as exc:
+            raise ValueError(f"{path}: invalid spec: grid.{key}: {exc}") from None
+        node: Any = template
+        for name, index in _parse_path(key)[:-1]:
+            node = node[name] if index is None else node[name][index]
+        if param.name in node:
+            raise ValueError(
+                f"{path}: invalid spec: grid.{key}: also set in the mechanism template ({where}.{param.name} = "
+                f"{_brief(node[param.name])}); give it in one place"
+            )
+    swept = {(axis_param(template, k)[0], axis_param(template, k)[1].name) for k in spec.grid}
+    swept |= {("mechanism", k) for k in base}
+    for where, node in _walk_nodes(template):
+        kind = _kinds.get(node["kind"])
+        missing = sorted(
+            p.name for p in kind.params if p.required and p.name not in node and (where, p.name) not in swept
+        )
+        if missing:
+            at = "grid" if where == "mechanism" and isinstance(spec.mechanism, str) else where
+            raise ValueError(
+                f"{path}: invalid spec: {at}: missing required parameter(s) {', '.join(missing)} of {kind.name}"
+                + ("" if at == "grid" else " (give it in the template or sweep it in grid)")
+            )
+
+
+def _blamed_key(message: str) -> str | None:
+    """The parameter path a gdpcore error names ("mechanism.mechanisms[0] (gaussian): noise_multiplier must be ..."
+    -> "mechanisms[0].noise_multiplier"), or None."""
+    head, _, msg = message.partition("): ")
+    if not msg:
+        return None
+    where = head.rsplit(" (", 1)[0].removeprefix("mechanism").removeprefix(".")
+    param_name = msg.split(" ", 1)[0]
+    return f"{where}.{param_name}" if where else param_name
+
+
+def _template_value(template: Mapping[str, Any], key: str) -> tuple[bool, Any]:
+    """(True, value) when the parameter path ``key`` is set in the template itself."""
+    try:
+        path = _parse_path(key)
+        node: Any = template
+        for name, index in path[:-1]:
+            node = node[name] if index is None else node[name][index]
+        return (True, node[path[-1][0]]) if isinstance(node, Mapping) and path[-1][0] in node else (False, None)
+    except (ValueError, KeyError, IndexError, TypeError):
+        return False, None
+
+
+def _unsupported(mechanism: Any, representations: tuple[str, ...]) -> str | None:
+    """Why ``mechanism`` cannot be swept (a leaf kind declares a needed property unsupported), or None."""
+    whats = ["analyze_grid", *(f"regret.{r}" for r in representations if r != "gdp")]
+    for what in whats:
+        if _kinds.supports(mechanism, what):
+            continue
+        for need in _kinds.PRODUCERS.get(what, (what,)):
+            for leaf in _leaf_kinds(mechanism):
+                hook = _kinds.get(leaf).hook(need)
+                if not callable(hook) or isinstance(hook, _kinds.Unsupported):
+                    reason = hook.reason if isinstance(hook, _kinds.Unsupported) else "not declared"
+                    return f"{what} needs {need}, which {leaf} does not support ({reason})"
+        return f"{what} is not supported for this mechanism"
+    return None
+
+
+def _leaf_kinds(mechanism: Any) -> list[str]:
+    out = []
+    for name, many in nested_fields(type(mechanism)).items():
+        value = getattr(mechanism, name)
+        for child in value if many == "many" else (value,):
+            out += _leaf_kinds(child)
+    return out or [mechanism.kind]
 
 
 def _validate_mechanism_values(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str, Any]) -> None:
     """Build one mechanism per axis value (others at their first value): every bad value is caught before any work."""
     from gdpcore import mechanism_from_dict
 
-    names, required = _mechanism_fields(spec.mechanism)
-    for key in spec.grid:
-        if key not in names:
-            raise ValueError(
-                f"{path}: invalid spec: grid.{key}: not a parameter of {spec.mechanism} (parameters: {', '.join(sorted(names))})"
-            )
-    missing = sorted(required - set(spec.grid) - set(base))
-    if missing:
-        raise ValueError(
-            f"{path}: invalid spec: grid: missing required parameter(s) {', '.join(missing)} of {spec.mechanism}"
-        )
+    _check_template(path, spec, base)
     try:
         axes = spec.axes()
     except ValueError as exc:  # e.g. a logspace with a negative end
         raise ValueError(f"{path}: invalid spec: {exc}") from None
-    for key in _INTEGER_PARAMS.get(spec.mechanism, ()):
-        for i, value in enumerate(axes.get(key, ())):
+    template = spec.template
+    for key, values in axes.items():
+        if axis_param(template, key)[1].type is not int:
+            continue
+        for i, value in enumerate(values):
             if isinstance(value, int | float) and not isinstance(value, bool) and not abs(value) <= MAX_INTEGER_PARAM:
                 raise ValueError(
                     f"{path}: invalid spec: grid.{key}[{i}] = {_brief(value)}: must be at most {MAX_INTEGER_PARAM:,}"
                 )
     first = {k: v[0] for k, v in axes.items()}
+    paths = {k: _parse_path(k) for k in axes}
+    mechanism = None
     for key, values in axes.items():
         for i, value in enumerate(values):
-            cell = {"kind": spec.mechanism, **base, **first, key: value}
+            cell = copy.deepcopy(template)
+            for k, v in {**base, **first, key: value}.items():
+                _set_path(cell, paths.get(k) or _parse_path(k), v)
             try:
-                mechanism_from_dict(cell)
+                mechanism = mechanism_from_dict(cell)
             except ValueError as exc:
                 text = str(exc)
                 msg = text.split("): ", 1)[1] if "): " in text else text
-                blamed = msg.split(" ", 1)[0]  # gdpcore names the parameter first: "sampling_rate must be ..."
-                if blamed != key and blamed in axes:  # the other axis's first value is the bad one
+                blamed = _blamed_key(text)
+                if blamed is not None and blamed != key and blamed in axes:  # another axis's first value is bad
                     key, i, value = blamed, 0, axes[blamed][0]
+                elif blamed is not None and blamed not in axes:
+                    fixed, bad = _template_value(template, blamed)
+                    if fixed:  # a value written in the template itself
+                        raise ValueError(
+                            f"{path}: invalid spec: mechanism.{blamed} = {_brief(bad)}: {msg[:300]}"
+                        ) from None
                 raise ValueError(f"{path}: invalid spec: grid.{key}[{i}] = {_brief(value)}: {msg[:300]}") from None
+    if mechanism is not None:
+        why = _unsupported(mechanism, tuple(getattr(spec, "representations", ())))
+        if why is not None:
+            shown = spec.mechanism if isinstance(spec.mechanism, str) else spec.kind
+            raise ValueError(f"{path}: invalid spec: mechanism = {_brief(shown)}: cannot be accounted: {why}")
 
 
 def _axis_size(value: Any) -> int:
@@ -407,6 +653,11 @@ def load_grid_spec(path: str | Path, *, force: bool = False) -> GridSpec:
     _check_size(path, spec, force)
     _validate_mechanism_values(path, spec, {})
     if spec.plot is not None:
+        if spec.kind not in _kinds.flat_kinds():
+            raise ValueError(
+                f"{path}: invalid spec: plot: heat maps read the typed parameter columns of a flat kind; a "
+                f"{spec.kind} sweep has none (query its swept values in the report's axes view)"
+            )
         for axis in ("x", "y"):
             key = getattr(spec.plot, axis)
             if key not in spec.grid:

@@ -40,7 +40,14 @@ def test_prefect_yaml_entrypoints_parameters_and_schedules():
 
     doc = yaml.safe_load((ROOT / "prefect.yaml").read_text())
     names = [d["name"] for d in doc["deployments"]]
-    assert names == ["grid-sweep", "regret-map", "calibration-sweep", "publish-report", "nightly-privacy-audit"]
+    assert names == [
+        "grid-sweep",
+        "regret-map",
+        "calibration-sweep",
+        "publish-report",
+        "nightly-privacy-audit",
+        "nightly-mlflow-audit",
+    ]
     # resolved by the worker at run time from a Prefect Variable: no path of the deploying machine
     assert doc["pull"] == PULL and "{{ prefect.variables.gdp_project_dir }}" in json.dumps(doc["pull"])
     for dep in doc["deployments"]:
@@ -58,6 +65,10 @@ def test_prefect_yaml_entrypoints_parameters_and_schedules():
     nightly = next(d for d in doc["deployments"] if d["name"] == "nightly-privacy-audit")
     assert nightly["entrypoint"] == "flows/privacy_audit.py:privacy_audit"  # the registry audit
     assert CronSchedule(cron=nightly["schedules"][0]["cron"], timezone="UTC").cron == "0 2 * * *"
+    # the MLflow registry audit: no tracking server assumed, so its schedule is paused until the user sets one
+    mlflow_nightly = next(d for d in doc["deployments"] if d["name"] == "nightly-mlflow-audit")
+    assert mlflow_nightly["parameters"] == {"source": "mlflow"} and mlflow_nightly["schedules"][0]["active"] is False
+    assert "MLFLOW_TRACKING_URI" not in mlflow_nightly["work_pool"]["job_variables"]["env"]
 
 
 def test_serve_serves_the_same_table():

@@ -135,8 +135,8 @@ def test_spec_hash_ignores_layout_but_not_numbers(tmp_path):
         (
             "name: x\nversion: 1\ndataset_size: 10\ndelta: 1.0e-5\nneighbouring: replace_one\nmechanism: {dpsgd: "
             "{noise_multiplier: 1, batch_size: 5, steps: 3}}\n",
-            "",
-            "add_remove only",
+            "neighbouring",
+            "accounted under add_remove",
         ),
         (
             "name: x\nversion: 1\ndataset_size: 10\ndelta: 1.0e-5\nmechanism: {dpsgd: {noise_multiplier: 1, "

@@ -7,11 +7,14 @@ and seed 001 (Kulynych et al.) App. F.2 (S001-4: GPT-2/SST-2 epsilon, advantage 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from gdpcore.adapters import SHUFFLE_REASON
 from tasks.publish import query_report
 
-pytestmark = pytest.mark.slow  # one audit of 17 model versions + 17 comparisons: about a minute on 2 cores
+pytestmark = pytest.mark.slow  # one audit of 20 model versions + 17 comparisons: about a minute on 2 cores
 
 # (sigma, T) -> (mu bracket, PLD epsilon bracket at delta = 1e-5), S000-2 (q = 16384/50000, brackets at grid 1e-5)
 TABLE4 = {
@@ -43,12 +46,14 @@ def _rows(report, sql):
 
 def test_rerun_of_the_sample_registry_computes_nothing(sample_audit):
     first, second = sample_audit["first"], sample_audit["second"]
-    assert len(first.computed) == 17 and first.failed == {} and first.comparisons_computed == 17
+    assert len(first.computed) == 20 and first.failed == {} and first.comparisons_computed == 17
+    # sampler honesty: the shuffled Opacus run (data/registry/training-runs.yaml) is listed, with its reason
+    assert first.estimates == [f"mnist-opacus-shuffled:1 (shuffle): {SHUFFLE_REASON}"]
     assert first.claim_flags == [
         "gpt2-sst2-lora:4: claimed eps=1.9 at delta=1e-05: not certified: tight upper bound "
         "1.948; not reproduced (PLD gives 1.948)"
     ]
-    assert second.computed == [] and len(second.reused) == 17 and second.comparisons_computed == 0
+    assert second.computed == [] and len(second.reused) == 20 and second.comparisons_computed == 0
     assert second.cards_written == []
     assert sample_audit["files_after"] == sample_audit["files_before"]
 
@@ -152,6 +157,30 @@ def test_topdown_and_opacus(sample_audit):
     assert op["delta"] == pytest.approx(60000**-1.1) and op["delta_policy"] == "1/N^1.1"
 
 
+def test_training_run_forms(sample_audit):
+    """The tf_privacy / opacus-file / dp_event manifests: TF-Privacy's step count, labels and sampler columns."""
+    rows = {
+        r["model"]: r
+        for r in _rows(
+            sample_audit["report"],
+            "SELECT * FROM model_privacy WHERE model IN ('mnist-tf-privacy', 'mnist-opacus-shuffled', 'dp-event-release')",
+        )
+    }
+    tf, op, de = rows["mnist-tf-privacy"], rows["mnist-opacus-shuffled"], rows["dp-event-release"]
+    assert json.loads(tf["mechanism_json"])["steps"] == 14_063 and "ceil(epochs / q) = 14063" in tf["mechanism_detail"]
+    assert tf["sampler"] == "poisson" and tf["estimate_reason"] is None and tf["epsilon_bound"] == "upper"
+    assert f"{tf['epsilon']:.3f}" == "2.382"  # TF-Privacy's PLD statement (tests/test_adapters.py)
+    assert op["sampler"] == "shuffle" and op["estimate_reason"] == SHUFFLE_REASON
+    assert {op[c] for c in ("mu_bound", "epsilon_bound", "tpr_bound", "advantage_bound", "bayes_security_bound")} == {
+        "estimate"
+    }
+    assert op["mechanism_form"] == "opacus" and op["neighbouring"] == "add_remove"
+    assert de["mechanism_form"] == "dp_event" and de["sampler"] is None and de["mu_bound"] == "upper"
+    models = {r["model"]: r for r in _rows(sample_audit["report"], "SELECT model, neighbouring, sampler FROM models")}
+    assert models["mnist-opacus-shuffled"]["sampler"] == "shuffle"
+    assert {r["neighbouring"] for r in models.values()} <= {"add_remove", "replace_one"}
+
+
 def test_views_contract_and_comparisons(sample_audit):
     report = sample_audit["report"]
     cols, _ = query_report(report, "SELECT * FROM model_privacy LIMIT 0")
@@ -174,7 +203,7 @@ def test_views_contract_and_comparisons(sample_audit):
     ):
         assert c in cols, c
     _, n = query_report(report, "SELECT count(*), count(DISTINCT (model, version)) FROM models")
-    assert n == [(17, 17)]
+    assert n == [(20, 20)]
     cmp = {
         (r["version"], r["against"]): r
         for r in _rows(report, "SELECT * FROM model_comparisons WHERE model = 'cifar10-wrn40-4'")
