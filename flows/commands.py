@@ -454,6 +454,8 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"  less private: {x}")
     for x in s.claim_flags:
         print(f"  published claim: {x}")
+    for x in s.estimates:
+        print(f"  estimate, not a bound: {x}")
     if args.mlflow_uri:
         print(f"MLflow: tagged {len(s.mlflow_tagged)}, not registered: {', '.join(s.mlflow_missing) or 'none'}")
     print(f"report: {s.report}   (views: models, model_privacy, model_comparisons)\ncards: {s.cards_dir}")
@@ -515,6 +517,8 @@ def _audit_mlflow(args: argparse.Namespace) -> int:
         print(f"  less private: {x}")
     for x in s.claim_flags:
         print(f"  published claim: {x}")
+    for x in s.estimates:
+        print(f"  estimate, not a bound: {x}")
     print(f"MLflow: {s.mlflow_tags_written} tag value(s) written on {len(s.mlflow_tagged)} audited version(s)")
     print(f"report: {s.report}   (views: models, model_privacy, model_comparisons)\ncards: {s.cards_dir}")
     return 1 if s.failed else 0
