@@ -182,9 +182,11 @@ class GridSpec(_GridAxes, _Strict):
         if isinstance(v, str):
             flat = _kinds.flat_kinds()  # read now, not at import: a kind registered later is picked up
             if v not in flat:
+                shown = v if len(v) <= 80 else v[:77] + "..."
                 raise ValueError(
-                    f"must be one of {', '.join(flat)}, or a mechanism template mapping for any kind "
-                    f"(composed kinds: {{kind: composed, mechanisms: [...]}}, grid keys are paths into it), got {v!r}"
+                    f"got {shown!r}: must be a mechanism template mapping for any kind (composed kinds: "
+                    "{kind: composed, mechanisms: [...]}, grid keys are paths into it) or one of the flat kinds "
+                    f"{', '.join(flat)}"
                 )
             return v
         return v  # its kinds, paths and values are checked with the grid (_check_template)
@@ -476,7 +478,8 @@ def _format_validation_error(path: Path, data: Mapping[str, Any], exc: Validatio
         elif err["type"] == "extra_forbidden":
             line = f"{key} = {_brief(value)}: unknown key"
         else:
-            line = f"{key} = {_brief(value)}: {msg[:300]}"
+            # Capped: a message may quote what the user wrote (the registry's kind list alone is ~300 characters).
+            line = f"{key} = {_brief(value)}: {msg[:1000]}"
         by_key.setdefault(key, line)  # a value failing every member of a union: keep the first reason
     return f"{path}: invalid spec: " + "; ".join(by_key.values())
 

@@ -147,7 +147,10 @@ def test_invalid_composition_spec_names_file_key_and_value(write_spec, old, new,
 
 def test_composed_kind_by_name_needs_a_template(write_spec):
     path = write_spec("name: c\nmechanism: self_composed\ngrid: {count: [2]}\n", "bad.yaml")
-    with pytest.raises(ValueError, match=r"mechanism = 'self_composed': must be one of .* or a mechanism template"):
+    with pytest.raises(
+        ValueError,
+        match=r"mechanism = 'self_composed': got 'self_composed': must be a mechanism template mapping .* flat kinds gaussian, ",
+    ):
         load_grid_spec(path)
 
 
