@@ -47,7 +47,7 @@ def _gdp(*argv: str) -> float:
 
 def measure(cells: int = 10_000) -> dict[str, float]:
     import gdpcore
-    from tasks.evaluate import EvalSettings
+    from tasks.evaluate import EvalSettings, _digest
     from tasks.spec import load_grid_spec
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -57,7 +57,14 @@ def measure(cells: int = 10_000) -> dict[str, float]:
         mechs = [gdpcore.mechanism_from_dict(c) for c in spec.iter_cells()]
         settings = EvalSettings.from_spec(spec)
         started = time.perf_counter()
-        gdpcore.analyze_grid(mechs, deltas=list(settings.deltas), alpha_min=settings.alpha_min)
+        # The same work a sweep's chunk does per cell (row and regrets taken at once: holding 10^4 reports' curves
+        # would need ~24 GB).
+        gdpcore.analyze_grid(
+            mechs,
+            deltas=list(settings.deltas),
+            alpha_min=settings.alpha_min,
+            on_report=lambda i, r: _digest(i, r, settings),
+        )
         direct = time.perf_counter() - started
         store = ["--lake", f"{tmp}/lake", "--report", f"{tmp}/reports/privacy.duckdb"]
         sweep = _gdp("sweep", str(spec_path), "--workers", "1", "--no-progress", *store)

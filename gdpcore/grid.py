@@ -15,7 +15,7 @@ number beside its bound label and provenance); the Arrow schema of those rows be
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -75,8 +75,9 @@ def analyze_grid(
     add_guard: bool = False,
     shared: bool = True,
     discretization: float | None = None,
-) -> list[PrivacyReport]:
-    """One :class:`PrivacyReport` per mechanism, in input order.
+    on_report: Callable[[int, PrivacyReport], Any] | None = None,
+) -> list[Any]:
+    """One :class:`PrivacyReport` per mechanism, in input order (or what ``on_report`` made of it).
 
     Args:
         mechanisms: gdpcore mechanism descriptions.
@@ -89,6 +90,8 @@ def analyze_grid(
         shared: share single steps between mechanisms with equal (sigma, q) (False: one producer per mechanism,
             the reference path).
         discretization: a fixed step for every mechanism instead of refinement to ``tolerance``.
+        on_report: called as ``on_report(i, report)`` as soon as mechanism ``i``'s report exists; its result is kept
+            instead of the report, so a large batch need not hold every report's curves (a few MB each) at once.
     """
     mechs = _check_mechanisms(mechanisms)
     d_q = check_queries("deltas", deltas, allow_ends=False)
@@ -114,7 +117,13 @@ def analyze_grid(
     def producer() -> Producer:
         return Producer(deltas=d_q, alpha_min=alpha_min, tolerance=tol, budget=budget, add_guard=add_guard)
 
-    reports: list[PrivacyReport | None] = [None] * len(mechs)
+    if on_report is not None and not callable(on_report):
+        raise ValueError(f"on_report must be callable or None, got {on_report!r}")
+
+    def emit(i: int, report: PrivacyReport) -> Any:
+        return report if on_report is None else on_report(i, report)
+
+    reports: list[Any] = [None] * len(mechs)
     groups: dict[tuple[float, float], list[int]] = {}
     schedules: dict[tuple[tuple[float, float], ...], list[int]] = {}
     for i, m in enumerate(mechs):
@@ -126,13 +135,13 @@ def analyze_grid(
             schedules.setdefault(tuple(sorted(phases)), []).append(i)
             continue
         curves = producer().produce(m, discretization=discretization)
-        reports[i] = PrivacyReport.from_curves(m, curves, alpha_min=alpha_min)
+        reports[i] = emit(i, PrivacyReport.from_curves(m, curves, alpha_min=alpha_min))
     # One (sigma, q) group at a time: its single steps and transforms serve every T, then are released.
     for idx in groups.values():
         prod = producer()
         for i in sorted(idx, key=lambda j: -_total_steps(mechs[j])):
             curves = prod.produce(mechs[i], discretization=discretization)
-            reports[i] = PrivacyReport.from_curves(mechs[i], curves, alpha_min=alpha_min)
+            reports[i] = emit(i, PrivacyReport.from_curves(mechs[i], curves, alpha_min=alpha_min))
         prod.release()
     # Schedules of several phases (e.g. a swept composition of two DP-SGD phases) with the same set of (sigma, q):
     # each phase's single steps are built once for the whole set of cells.
@@ -140,9 +149,9 @@ def analyze_grid(
         prod = producer()
         for i in sorted(idx, key=lambda j: -_total_steps(mechs[j])):
             curves = prod.produce(mechs[i], discretization=discretization)
-            reports[i] = PrivacyReport.from_curves(mechs[i], curves, alpha_min=alpha_min)
+            reports[i] = emit(i, PrivacyReport.from_curves(mechs[i], curves, alpha_min=alpha_min))
         prod.release()
-    return [r for r in reports if r is not None]
+    return reports  # every index was filled exactly once
 
 
 def _total_steps(mechanism: Mechanism) -> int:

@@ -66,12 +66,24 @@ def plan_sweep(spec: GridSpec, lake: str, workers: int = 2) -> SweepPlan:
 
 
 # -- evaluation ----------------------------------------------------------------------------------------------------------
+def _digest(i: int, report: Any, settings: EvalSettings) -> tuple[dict[str, Any], tuple[list, list, list, list]]:
+    """What a lake row needs of one report (its flat row and its representation regrets), taken as soon as the
+    report exists so that a chunk never holds every cell's curves at once."""
+    from gdpcore.grid import report_row
+
+    return report_row(i, report, deltas=settings.deltas, fprs=settings.fprs), _representation_regrets(report, settings)
+
+
 def _grid_reports(mechs: list[Any], settings: EvalSettings) -> list[Any]:
-    """gdpcore.analyze_grid on the whole chunk (one report per cell); on a numerical error, per cell, so one bad cell
-    cannot sink its chunk (that cell gets an ``error: ...`` status string instead of a report)."""
+    """gdpcore.analyze_grid on the whole chunk (one digest per cell, see :func:`_digest`); on a numerical error, per
+    cell, so one bad cell cannot sink its chunk (that cell gets an ``error: ...`` status string instead)."""
     import gdpcore
 
-    kwargs: dict[str, Any] = {"deltas": list(settings.deltas), "alpha_min": settings.alpha_min}
+    kwargs: dict[str, Any] = {
+        "deltas": list(settings.deltas),
+        "alpha_min": settings.alpha_min,
+        "on_report": lambda i, r: _digest(i, r, settings),
+    }
     if settings.discretization is not None:
         kwargs["discretization"] = settings.discretization
     try:
@@ -105,18 +117,16 @@ def compute_chunk_table(chunk: Chunk, run_id: str) -> pa.Table:
     mech_dicts = [json.loads(m) for m in chunk.mechanisms]
     for d in mech_dicts:
         d.pop("schema", None)
-    from gdpcore.grid import report_row
-
     mechs = [gdpcore.mechanism_from_dict(d) for d in mech_dicts]
     settings = chunk.settings
     reports = _grid_reports(mechs, settings)
     now = dt.datetime.now(dt.UTC)
     rows = []
-    for i, (mech, mdict, rep) in enumerate(zip(mechs, mech_dicts, reports, strict=True)):
+    for mech, mdict, rep in zip(mechs, mech_dicts, reports, strict=True):
         if isinstance(rep, str):
             g: dict[str, Any] = {"status": rep}
         else:
-            g = report_row(i, rep, deltas=settings.deltas, fprs=settings.fprs)
+            g, more = rep
         # Every row with numbers keeps them (ok, tolerance_not_met, discretization_limited, over_budget: all valid
         # bounds of their labelled type); only error rows have none.
         ok = not isinstance(rep, str)
@@ -124,7 +134,6 @@ def compute_chunk_table(chunk: Chunk, run_id: str) -> pa.Table:
         if ok and "gdp" not in settings.representations:
             reps, rdeltas, rvalues, rbounds = [], [], [], []
         if ok:
-            more = _representation_regrets(rep, settings)
             reps, rdeltas, rvalues, rbounds = (
                 a + b for a, b in zip((reps, rdeltas, rvalues, rbounds), more, strict=True)
             )

@@ -85,7 +85,13 @@ def analyze_grid_tables(
         isinstance(curve_lines, bool) or not isinstance(curve_lines, int) or curve_lines < 2
     ):
         raise ValueError(f"curve_lines must be an integer >= 2 or None, got {curve_lines!r}")
-    reports = analyze_grid(
+    d_q = [float(d) for d in deltas]
+
+    def digest(i: int, r: Any) -> tuple[dict[str, Any], dict[str, list] | None]:
+        # Rows straight away: the reports (and their curves) are not kept for the whole batch.
+        return report_row(i, r, deltas=d_q, fprs=a_q), (None if curve_lines is None else curve_rows(i, r, curve_lines))
+
+    digests = analyze_grid(
         mechanisms,
         deltas=deltas,
         alpha_min=alpha_min,
@@ -95,9 +101,9 @@ def analyze_grid_tables(
         add_guard=add_guard,
         shared=shared,
         discretization=discretization,
+        on_report=digest,
     )
-    d_q = [float(d) for d in deltas]
-    rows = [report_row(i, r, deltas=d_q, fprs=a_q) for i, r in enumerate(reports)]
+    rows = [row for row, _ in digests]
     meta = {
         "deltas": d_q,
         "fprs": a_q.tolist(),
@@ -112,7 +118,7 @@ def analyze_grid_tables(
     table = _table(rows, meta)
     if curve_lines is None:
         return table, None
-    curves = [curve_rows(i, r, curve_lines) for i, r in enumerate(reports)]
+    curves = [c for _, c in digests if c is not None]
     cols = {f.name: [v for c in curves for v in c[f.name]] for f in CURVE_SCHEMA}
     return table, pa.Table.from_pydict(cols, schema=CURVE_SCHEMA)
 
