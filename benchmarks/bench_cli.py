@@ -47,7 +47,7 @@ def _gdp(*argv: str) -> float:
 
 def measure(cells: int = 10_000) -> dict[str, float]:
     import gdpcore
-    from tasks.evaluate import EvalSettings, _digest
+    from tasks.evaluate import EvalSettings, _cell_result
     from tasks.spec import load_grid_spec
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -63,7 +63,7 @@ def measure(cells: int = 10_000) -> dict[str, float]:
             mechs,
             deltas=list(settings.deltas),
             alpha_min=settings.alpha_min,
-            on_report=lambda i, r: _digest(i, r, settings),
+            on_report=lambda i, r: _cell_result(i, r, settings),
         )
         direct = time.perf_counter() - started
         store = ["--lake", f"{tmp}/lake", "--report", f"{tmp}/reports/privacy.duckdb"]

@@ -66,7 +66,7 @@ def plan_sweep(spec: GridSpec, lake: str, workers: int = 2) -> SweepPlan:
 
 
 # -- evaluation ----------------------------------------------------------------------------------------------------------
-def _digest(i: int, report: Any, settings: EvalSettings) -> tuple[dict[str, Any], tuple[list, list, list, list]]:
+def _cell_result(i: int, report: Any, settings: EvalSettings) -> tuple[dict[str, Any], tuple[list, list, list, list]]:
     """What a lake row needs of one report (its flat row and its representation regrets), taken as soon as the
     report exists so that a chunk never holds every cell's curves at once."""
     from gdpcore.grid import report_row
@@ -75,14 +75,14 @@ def _digest(i: int, report: Any, settings: EvalSettings) -> tuple[dict[str, Any]
 
 
 def _grid_reports(mechs: list[Any], settings: EvalSettings) -> list[Any]:
-    """gdpcore.analyze_grid on the whole chunk (one digest per cell, see :func:`_digest`); on a numerical error, per
+    """gdpcore.analyze_grid on the whole chunk (one result per cell, see :func:`_cell_result`); on a numerical error, per
     cell, so one bad cell cannot sink its chunk (that cell gets an ``error: ...`` status string instead)."""
     import gdpcore
 
     kwargs: dict[str, Any] = {
         "deltas": list(settings.deltas),
         "alpha_min": settings.alpha_min,
-        "on_report": lambda i, r: _digest(i, r, settings),
+        "on_report": lambda i, r: _cell_result(i, r, settings),
     }
     if settings.discretization is not None:
         kwargs["discretization"] = settings.discretization

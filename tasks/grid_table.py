@@ -87,11 +87,11 @@ def analyze_grid_tables(
         raise ValueError(f"curve_lines must be an integer >= 2 or None, got {curve_lines!r}")
     d_q = [float(d) for d in deltas]
 
-    def digest(i: int, r: Any) -> tuple[dict[str, Any], dict[str, list] | None]:
+    def row_of(i: int, r: Any) -> tuple[dict[str, Any], dict[str, list] | None]:
         # Rows straight away: the reports (and their curves) are not kept for the whole batch.
         return report_row(i, r, deltas=d_q, fprs=a_q), (None if curve_lines is None else curve_rows(i, r, curve_lines))
 
-    digests = analyze_grid(
+    results = analyze_grid(
         mechanisms,
         deltas=deltas,
         alpha_min=alpha_min,
@@ -101,9 +101,9 @@ def analyze_grid_tables(
         add_guard=add_guard,
         shared=shared,
         discretization=discretization,
-        on_report=digest,
+        on_report=row_of,
     )
-    rows = [row for row, _ in digests]
+    rows = [row for row, _ in results]
     meta = {
         "deltas": d_q,
         "fprs": a_q.tolist(),
@@ -118,7 +118,7 @@ def analyze_grid_tables(
     table = _table(rows, meta)
     if curve_lines is None:
         return table, None
-    curves = [c for _, c in digests if c is not None]
+    curves = [c for _, c in results if c is not None]
     cols = {f.name: [v for c in curves for v in c[f.name]] for f in CURVE_SCHEMA}
     return table, pa.Table.from_pydict(cols, schema=CURVE_SCHEMA)
 
