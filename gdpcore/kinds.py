@@ -904,6 +904,24 @@ def _amplified(eps0: float, q: float) -> float:
     return math.log1p(q * math.expm1(eps0))
 
 
+def _amplified_pure_hooks(eps0: Callable[[Any], float]) -> dict[str, Any]:
+    """The hooks every ``steps``-fold Poisson-subsampled pure-DP kind derives from its per-step amplified epsilon
+    (pure epsilon, RDP, zCDP rho and the GDP upper bound; all upper bounds), given the base epsilon ``eps0(m)``."""
+
+    def step_eps(m: Any) -> float:
+        return _amplified(eps0(m), m.sampling_rate)
+
+    return {
+        "pure_epsilon": lambda m: m.steps * step_eps(m),
+        "rdp": lambda m, t: (m.steps * _rdp_from_pure(step_eps(m), t), "upper"),
+        "rho": lambda m: (m.steps * step_eps(m) ** 2 / 2.0, "upper", "any"),
+        "gdp_upper_bound": lambda m: (
+            math.sqrt(m.steps) * closed_form.get_mu_from_pure_dp(epsilon=step_eps(m)),
+            "upper",
+        ),
+    }
+
+
 def _self_composed(event: dp_accounting.DpEvent) -> tuple[dp_accounting.DpEvent, int]:
     if isinstance(event, dp_accounting.SelfComposedDpEvent):
         return event.event, event.count
@@ -986,9 +1004,7 @@ register(
             ),
             m.steps,
         ),
-        pure_epsilon=lambda m: m.steps * _amplified(_sl_eps0(m), m.sampling_rate),
-        rdp=lambda m, t: (m.steps * _rdp_from_pure(_amplified(_sl_eps0(m), m.sampling_rate), t), "upper"),
-        rho=lambda m: (m.steps * _amplified(_sl_eps0(m), m.sampling_rate) ** 2 / 2.0, "upper", "any"),
+        **_amplified_pure_hooks(_sl_eps0),
         to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(
             dp_accounting.PoissonSampledDpEvent(m.sampling_rate, dp_accounting.LaplaceDpEvent(m.scale / m.sensitivity)),
             m.steps,
@@ -999,10 +1015,6 @@ register(
         ),
         exact_mu=Unsupported("the subsampled Laplace mechanism is not exactly GDP"),
         clt_mu_squared=Unsupported("the CLT accountant applies to (subsampled) Gaussians only"),
-        gdp_upper_bound=lambda m: (
-            math.sqrt(m.steps) * closed_form.get_mu_from_pure_dp(epsilon=_amplified(_sl_eps0(m), m.sampling_rate)),
-            "upper",
-        ),
         subsampled_gaussian_phases=Unsupported("not a Poisson-subsampled Gaussian"),
     )
 )
@@ -1033,9 +1045,7 @@ register(
             ),
             m.steps,
         ),
-        pure_epsilon=lambda m: m.steps * _amplified(_sdl_eps0(m), m.sampling_rate),
-        rdp=lambda m, t: (m.steps * _rdp_from_pure(_amplified(_sdl_eps0(m), m.sampling_rate), t), "upper"),
-        rho=lambda m: (m.steps * _amplified(_sdl_eps0(m), m.sampling_rate) ** 2 / 2.0, "upper", "any"),
+        **_amplified_pure_hooks(_sdl_eps0),
         to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(
             dp_accounting.PoissonSampledDpEvent(
                 m.sampling_rate, dp_accounting.dp_event.DiscreteLaplaceDpEvent(m.noise_parameter, m.sensitivity)
@@ -1050,10 +1060,6 @@ register(
         ),
         exact_mu=Unsupported("the subsampled discrete Laplace mechanism is not exactly GDP"),
         clt_mu_squared=Unsupported("the CLT accountant applies to (subsampled) Gaussians only"),
-        gdp_upper_bound=lambda m: (
-            math.sqrt(m.steps) * closed_form.get_mu_from_pure_dp(epsilon=_amplified(_sdl_eps0(m), m.sampling_rate)),
-            "upper",
-        ),
         subsampled_gaussian_phases=Unsupported("not a Poisson-subsampled Gaussian"),
     )
 )
