@@ -408,6 +408,18 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 # -- registry audits (issue 7) ----------------------------------------------------------------------------------------
+def _print_flags(s: Any) -> None:
+    """What both audit summaries (manifest registry, MLflow registry) list under their count line."""
+    for msg in s.failed.values():
+        print(f"  FAILED {msg}", file=sys.stderr)
+    for x in s.less_private:
+        print(f"  less private: {x}")
+    for x in s.claim_flags:
+        print(f"  published claim: {x}")
+    for x in s.estimates:
+        print(f"  estimate, not a bound: {x}")
+
+
 def _audit(args: argparse.Namespace) -> int:
     """``gdp audit [REGISTRY]``: the manifests of REGISTRY (tagging their MLflow versions with --mlflow-uri); without
     REGISTRY and with --mlflow-uri, the MLflow Model Registry itself (issue 17, tasks.mlflow_registry)."""
@@ -448,14 +460,7 @@ def _audit(args: argparse.Namespace) -> int:
         f"audit {s.registry}: {len(s.models)} model versions ({len(s.computed)} computed, {len(s.reused)} "
         f"unchanged), {s.comparisons_computed} comparisons computed, {len(s.failed)} failed"
     )
-    for msg in s.failed.values():
-        print(f"  FAILED {msg}", file=sys.stderr)
-    for x in s.less_private:
-        print(f"  less private: {x}")
-    for x in s.claim_flags:
-        print(f"  published claim: {x}")
-    for x in s.estimates:
-        print(f"  estimate, not a bound: {x}")
+    _print_flags(s)
     if args.mlflow_uri:
         print(f"MLflow: tagged {len(s.mlflow_tagged)}, not registered: {', '.join(s.mlflow_missing) or 'none'}")
     print(f"report: {s.report}   (views: models, model_privacy, model_comparisons)\ncards: {s.cards_dir}")
@@ -511,14 +516,7 @@ def _audit_mlflow(args: argparse.Namespace) -> int:
     )
     for key, why in sorted(s.not_auditable.items()):
         print(f"  not auditable {key}: {why}")
-    for msg in s.failed.values():
-        print(f"  FAILED {msg}", file=sys.stderr)
-    for x in s.less_private:
-        print(f"  less private: {x}")
-    for x in s.claim_flags:
-        print(f"  published claim: {x}")
-    for x in s.estimates:
-        print(f"  estimate, not a bound: {x}")
+    _print_flags(s)
     print(f"MLflow: {s.mlflow_tags_written} tag value(s) written on {len(s.mlflow_tagged)} audited version(s)")
     print(f"report: {s.report}   (views: models, model_privacy, model_comparisons)\ncards: {s.cards_dir}")
     return 1 if s.failed else 0
