@@ -72,6 +72,10 @@ class SymmetricCurve:
     tail: np.ndarray  # 1 - beta at each steep vertex
     beta: np.ndarray  # beta at each steep vertex (precise where small)
     add_direction_gap: float = 0.0
+    # mu per cut-off, computed once: the engine's certified gap and the report read the same curve several times.
+    _mu_cache: dict[float, tuple[float, float, float]] = dataclasses.field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     # -- geometry ----------------------------------------------------------------------------------------------------
     @property
@@ -149,6 +153,12 @@ class SymmetricCurve:
         then no point of the curve has both error rates >= alpha_min, the statement would be vacuous, and the
         cut-off is lowered to alpha* x 1e-6 (the caller reports the cut-off used).
         """
+        key = float(alpha_min)
+        if key not in self._mu_cache:
+            self._mu_cache[key] = self._mu(key)
+        return self._mu_cache[key]
+
+    def _mu(self, alpha_min: float) -> tuple[float, float, float]:
         a_star = self.fixed_point
         cut = alpha_min if alpha_min < a_star else a_star * 1e-6
         if a_star <= 0.0 or self.tail[0] > INFINITY_MASS_TOLERANCE:
@@ -274,11 +284,17 @@ def curve_from_profile(eps: np.ndarray, delta: np.ndarray, *, add_direction_gap:
     return _finish(eps, delta, alpha, tail, add_direction_gap)
 
 
-def _finish(eps, delta, alpha, tail, add_direction_gap, beta=None) -> SymmetricCurve:
-    # Round-off can leave vertices a hair out of order; restore monotonicity (alpha up, tail up) and range.
+def _finish(eps, delta, alpha, tail, add_direction_gap, beta=None, *, optimistic: bool = False) -> SymmetricCurve:
+    # Round-off can leave vertices a hair out of order; restore monotonicity (alpha up, tail up) and range. A lower
+    # bound's (optimistic) beta is kept as given and made non-increasing upwards (lowering it would leave its side).
     alpha = np.clip(np.maximum.accumulate(np.maximum(alpha, 0.0)), 0.0, 1.0)
     tail = np.clip(np.maximum.accumulate(tail), 0.0, 1.0)
-    beta = 1.0 - tail if beta is None else np.clip(np.minimum.accumulate(np.minimum(beta, 1.0 - tail)), 0.0, 1.0)
+    if beta is None:
+        beta = 1.0 - tail
+    elif optimistic:
+        beta = np.clip(np.maximum.accumulate(beta[::-1])[::-1], 0.0, 1.0)
+    else:
+        beta = np.clip(np.minimum.accumulate(np.minimum(beta, 1.0 - tail)), 0.0, 1.0)
     return SymmetricCurve(
         eps=eps, delta=delta, alpha=alpha, tail=tail, beta=beta, add_direction_gap=float(add_direction_gap)
     )
@@ -330,57 +346,26 @@ def curve_from_loss_pmf(remove_pmf, add_pmf=None) -> SymmetricCurve:
     """
     remove_pmf = remove_pmf.with_roundoff_allowance()
     if add_pmf is not None:
-        add_pmf = add_pmf.with_roundoff_allowance()
-    top = remove_pmf.lower_index + remove_pmf.probs.size - 1
-    if add_pmf is not None:
-        top = max(top, add_pmf.lower_index + add_pmf.probs.size - 1)
-    k_max = max(top, 0)
-    delta = profile_on_lattice(remove_pmf, k_max)
-    gap = 0.0
-    if add_pmf is not None:
         if add_pmf.step != remove_pmf.step:
             raise ValueError("remove and add PMFs must share one discretization")
+        add_pmf = add_pmf.with_roundoff_allowance()
+        k_max = max(remove_pmf.lower_index + remove_pmf.probs.size - 1, add_pmf.lower_index + add_pmf.probs.size - 1, 0)
+        delta = profile_on_lattice(remove_pmf, k_max)
         delta_add = profile_on_lattice(add_pmf, k_max)
         excess = max(0.0, add_pmf.p_mass - 1.0)
-        over = delta_add - excess - delta
-        gap = max(0.0, float(over.max()))
+        gap = max(0.0, float((delta_add - excess - delta).max()))
         if gap > 0.0:
             # Guarded path: the vertices of max(delta_R, delta_A) by differences of profile values.
             eps = np.arange(k_max + 1) * remove_pmf.step
             return curve_from_profile(eps, np.maximum(delta, delta_add), add_direction_gap=gap)
-    eps = np.arange(k_max + 1) * remove_pmf.step
-    alpha, tail, beta = _vertices_on_lattice(remove_pmf, k_max)
-    return _finish(eps, np.clip(delta, 0.0, 1.0), alpha, tail, 0.0, beta=beta)
-
-
-def _vertices_on_lattice(pmf, k_max: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Thm A.10 vertices for thresholds eps_k = k * step, ordered k = k_max .. 0 (alpha increasing).
-
-    alpha_k = Q(L > eps_k) = sum p e^-l, tail_k = P(L > eps_k) + P(L = inf), beta_k = P(L <= eps_k), each a sum of
-    non-negative terms over atoms above (or below) eps_k >= 0, so no e^l overflows and nothing cancels. If the PMF
-    carries a little excess mass (sum > 1), beta is taken as min(P(L <= eps_k), 1 - tail_k): the safe side.
-    """
-    p = pmf.probs
-    n = p.size
-    lo = pmf.lower_index
-    k = np.arange(k_max + 1)
-    idx = np.clip(k - lo, -1, n - 1)  # array index of the atom at eps_k (-1: below every atom)
-    pos = pmf.losses > 0
-    q = np.zeros(n)
-    q[pos] = p[pos] * np.exp(-pmf.losses[pos])
-    suffix_q = np.concatenate([np.cumsum(q[::-1])[::-1], [0.0]])  # suffix_q[i] = sum_{m >= i} q[m]
-    suffix_p = np.concatenate([np.cumsum(p[::-1])[::-1], [0.0]])
-    prefix_p = np.concatenate([[0.0], np.cumsum(p)])  # prefix_p[i] = sum_{m < i} p[m]
-    alpha = suffix_q[idx + 1]
-    tail = suffix_p[idx + 1] + pmf.infinity_mass
-    beta = np.minimum(prefix_p[idx + 1], 1.0 - tail)
-    return alpha[::-1], tail[::-1], beta[::-1]
+    # No guard needed: the remove direction's curve, vertices from sums of positive terms (curve_from_remove_pmf).
+    return curve_from_remove_pmf(remove_pmf)
 
 
 _EPS_CAP = 700.0  # e^eps must stay finite in float64
 
 
-def curve_from_remove_pmf(pmf, delta_offset: float = 0.0) -> SymmetricCurve:
+def curve_from_remove_pmf(pmf, delta_offset: float = 0.0, *, exact_vertices: bool = True) -> SymmetricCurve:
     """Same curve as ``curve_from_loss_pmf(pmf)`` on the grid {0} U [max(lo, 1), min(top, 700 / step)] only.
 
     Below the lowest atom (lo > 0, typical at large T) delta(eps) = sum p (1 - e^{eps - l}) is affine in e^eps, so
@@ -388,6 +373,10 @@ def curve_from_remove_pmf(pmf, delta_offset: float = 0.0) -> SymmetricCurve:
     leaves the curve unchanged and saves lo points of work and memory (lo is 11 million for sigma=0.6, q=0.1,
     T=1e4 at step 1e-4). Lines with eps > 700 (e^eps overflows) are dropped: fewer lines give a lower, still
     pessimistic curve whose profile floors at delta(700) (epsilon_at below that floor is +inf).
+
+    ``exact_vertices=False`` takes the vertices from differences of the profile values (:func:`curve_from_profile`):
+    cheaper, as valid for epsilon read at deltas >= ~1e-12, but imprecise near the axes (beta < ~1e-12); for
+    estimates that read epsilon only (the engine's doubled-step comparison).
     """
     pmf = pmf.with_roundoff_allowance()
     p = pmf.probs
@@ -407,13 +396,82 @@ def curve_from_remove_pmf(pmf, delta_offset: float = 0.0) -> SymmetricCurve:
     below = ks < lo
     i = np.clip(ks - lo, 0, n - 1)
     delta = np.clip(suffix_p[i] - suffix_w[i], 0.0, None)
+    w_all = 0.0
     if below.any():
         # eps_k below every atom: sum p (1 - e^{eps_k - l}) = sum p - e^{(k - lo) step} sum p e^{-(l - lo step)}.
-        w = float(np.sum(p * np.exp(-step * np.arange(n))))
-        delta = np.where(below, np.clip(p.sum() - np.exp((ks - lo) * step) * w, 0.0, None), delta)
+        w_all = float(np.sum(p * np.exp(-step * np.arange(n))))
+        delta = np.where(below, np.clip(p.sum() - np.exp((ks - lo) * step) * w_all, 0.0, None), delta)
     delta = delta + pmf.infinity_mass
     if delta_offset:
         # Lower bounds on a profile (optimistic side): every value lowered by the same certified slack.
         delta = np.clip(delta - delta_offset, 0.0, None)
     eps = ks * step
-    return curve_from_profile(eps, delta)
+    if not exact_vertices:
+        return curve_from_profile(eps, delta)
+    delta = np.clip(np.maximum.accumulate(delta[::-1])[::-1], 0.0, 1.0)
+    alpha, tail, beta = _vertices_on_grid(pmf, ks, suffix_p, suffix_w, w_all, float(delta[-1]), delta_offset)
+    return _finish(eps, delta, alpha, tail, 0.0, beta=beta, optimistic=not pmf.pessimistic)
+
+
+_U = float(np.finfo(float).eps) / 2.0
+
+
+def _vertices_on_grid(pmf, ks, suffix_p, suffix_w, w_all: float, delta_top: float, offset: float):
+    """Steep vertices of the lines at eps_k, k in ``ks`` (increasing, no atom strictly between consecutive k), from
+    sums of positive terms, moved to the safe side of their float error and of ``offset``.
+
+    ``pmf`` has its round-off allowance applied (pessimistic: every atom raised; optimistic: lowered, so its total
+    is short of 1); ``suffix_p``, ``suffix_w`` and ``w_all`` are :func:`curve_from_remove_pmf`'s sums. For any sub-
+    or super-probability lattice PMF p with +inf mass m, the lines 1 - delta_p(eps_k) - e^{eps_k} alpha meet,
+    between eps_a and the next grid line, at alpha_a = sum_{l > eps_a} p e^-l = e^{-eps_a} suffix_w and
+    beta_a = (1 - sum p - m) + sum_{l <= eps_a} p (Thm A.10 with the mass deficit counted where delta_p does not see
+    it); a profile lowered by ``offset`` raises every beta by it. :func:`curve_from_profile` computes the same
+    vertices from differences of profile values, which lose all precision where beta < ~1e-12 (delta within 1e-12
+    of 1: mu read near the axes put an optimistic FNR at 0.2-0.6 of its true value,
+    tests/test_properties.py::test_curve_vertices_near_the_axes_stay_on_their_side). Float error: running sums of n
+    positive terms (cumsum, the lfilter recursion) are within 4 n u relative, the total within (log2 n + 3) u;
+    pessimistic vertices move left and down by those bounds, optimistic ones right and up (either keeps the
+    piecewise-linear curve on its side of the exact one). Ordered as :class:`SymmetricCurve` stores them: vertex 0
+    is (0, 1 - delta_K), then k decreasing.
+    """
+    p = pmf.probs
+    n = p.size
+    lo = pmf.lower_index
+    m_inf = float(pmf.infinity_mass)
+    ka = ks[:-1]
+    i = np.clip(ka - lo, 0, n - 1)  # the atom at eps_a (clipped where eps_a lies below every atom)
+    with np.errstate(under="ignore"):
+        alpha = suffix_w[i] * np.exp(-pmf.step * ka)
+    above = suffix_p[i]
+    below = np.cumsum(p)[i]
+    total = float(np.sum(p))
+    beneath = ka < lo
+    if beneath.any():
+        alpha = np.where(beneath, math.exp(-pmf.step * lo) * w_all, alpha)
+        above = np.where(beneath, total, above)
+        below = np.where(beneath, 0.0, below)
+    deficit = 1.0 - total - m_inf
+    sum_err = (math.log2(max(n, 2)) + 3.0) * _U * (total + m_inf + 1.0)
+    rel = 4.0 * (n + 2) * _U
+    # beta from the sums below eps_a (with the deficit, absolute error sum_err) and tail = 1 - beta from the sums
+    # above it (relative error only: no cancellation, so tiny tails keep their precision and the lines stay within
+    # rel of the profile values that locate their cells) are each a valid bound on its side; each is taken from
+    # whichever is the tighter.
+    if pmf.pessimistic:
+        alpha = alpha * (1.0 - rel)
+        beta_low = below * (1.0 - rel) + deficit - sum_err
+        tail_high = above * (1.0 + rel) + m_inf
+        beta = np.clip(np.maximum(beta_low, 1.0 - tail_high), 0.0, 1.0)
+        tail = np.clip(np.minimum(tail_high, 1.0 - beta_low), 0.0, 1.0)
+    else:
+        alpha = np.minimum(alpha * (1.0 + rel), 1.0)
+        beta_high = below * (1.0 + rel) + deficit + offset + sum_err
+        tail_low = above * (1.0 - rel) + m_inf - offset
+        # A trade-off curve never exceeds 1 - alpha: capping there keeps every vertex above the true curve.
+        beta = np.clip(np.minimum(np.minimum(beta_high, 1.0 - tail_low), 1.0 - alpha), 0.0, 1.0)
+        tail = np.clip(np.maximum(np.maximum(tail_low, 1.0 - beta_high), alpha), 0.0, 1.0)
+    return (
+        np.concatenate([[0.0], alpha[::-1]]),
+        np.concatenate([[delta_top], tail[::-1]]),
+        np.concatenate([[1.0 - delta_top], beta[::-1]]),
+    )

@@ -105,6 +105,11 @@ _TWIN_WRAP_MARGIN = 100.0  # shifted twin only if the smallest query >= this x i
 _CURVE_BYTES_PER_POINT = 160  # profile, suffix sums, vertices, breakpoints, monotone copies (float64; measured)
 _SINGLE_BYTES_PER_POINT = 48  # a single step's grid, divergences, probabilities and scratch
 _GAP_MAX_ROUNDS = 3
+_GAP_ORDER = 1.5
+"""The twin's certified gap shrinks like d^1.5 per refinement, not d: its error is the residual shift's Chernoff slack,
+whose spread is second order in the step, on top of first-order remainders. Measured per halving on the reference
+grid's costliest cells (sigma 0.6-1.0, q 1e-3 to 1e-2, T 100 to 1e4): the gap fell 1.8-3.5x (2^1.5 = 2.8). A linear
+model with a 0.8 margin asked for 4x finer twins where 2x met the tolerance (gaps 2.1-2.6e-2 -> 8.2-9.1e-3 at 1e-2)."""
 _GAP_WORK_FACTOR = 4  # the optimistic FFT may be at most this many times the pessimistic support (or 2^16 points)
 _GENERIC_MAX_ROUNDS = 6
 _RDP_EPS_POINTS = 400
@@ -248,11 +253,10 @@ def optimistic_curve(
     """
     tail = twin_tail(smallest_query)
     # FFT wrap-around slack: the same 1e-4 of the smallest query (the buffer then needs no more than the output
-    # window; fast_pld.WRAP_TAIL), but never below WRAP_TAIL. Reads below ~1e-30 (mu read at FPR 1.6e-37 in
-    # tests/test_properties.py::test_mu_when_the_curve_hugs_the_axes) are beyond what the tilted tail's a-priori
-    # round-off bound was validated for: with a 1e-33 slack that cell's mu_lower came out at 17.03, above the
-    # plain Gaussian's 16.93 that bounds it, so the tilted atoms' bound is not a bound there (open problem; the
-    # larger slack keeps more base atoms in the splice and the test's bracket valid).
+    # window; fast_pld.WRAP_TAIL), but never below WRAP_TAIL: reads below ~1e-30 (mu read at FPR 1.6e-37 in
+    # tests/test_properties.py::test_mu_when_the_curve_hugs_the_axes) would otherwise ask for longer buffers. (That
+    # cell's mu_lower once exceeded the bound G_16.93 with a 1e-33 slack; the cause was the vertices, read from
+    # differences of profile values within 1e-13 of 1, not the slack: curve._vertices_on_grid.)
     wrap = max(tail, fast_pld.WRAP_TAIL)
     if phases is not None and smallest_query >= _TWIN_WRAP_MARGIN * len(phases) * wrap:
         pmf, offset, _ = fast_pld.certified_optimistic_composition(
@@ -443,13 +447,13 @@ class Producer:
         else:
             remove = fast_pld.compose_phases(parts)
         if estimate_only:
-            return curve_from_remove_pmf(remove), remove.probs.size
+            return curve_from_remove_pmf(remove, exact_vertices=False), remove.probs.size
         self._tilt_loss = None
         smallest = _smallest_query(self.deltas, self.alpha_min, None)
         if len(parts) == 1 and remove.max_roundoff * remove.probs.size > 1e-3 * smallest:
             # Round-off could matter where the report reads: recompute the tail tilted towards that region.
             single, steps = parts[0]
-            theta = fast_pld.tilt_for_tail(single, steps, smallest)
+            theta = fast_pld.TILT_FRACTION * fast_pld.tilt_for_tail(single, steps, smallest)
             spare = self.budget.memory_bytes - self._planned_bytes
             remove = fast_pld.refine_tail(remove, single, steps, theta, max_bytes=spare)
             self._tilt_loss = steps * fast_pld.tilted_log_mgf(single, theta)[1]
@@ -588,7 +592,7 @@ class Producer:
             elapsed = time.perf_counter() - t0
             if gap <= self.tolerance or d <= LADDER_FINEST or elapsed * 3 > self.budget.seconds:
                 break
-            d_new = ladder_floor(d * 0.8 * self.tolerance / gap) if math.isfinite(gap) else d / 2
+            d_new = ladder_floor(d * (self.tolerance / gap) ** (1.0 / _GAP_ORDER)) if math.isfinite(gap) else d / 2
             d = max(min(d_new, d / 2), LADDER_FINEST)
         if best is None:
             return None, "not built (over budget)", None, math.inf

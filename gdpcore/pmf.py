@@ -86,6 +86,10 @@ class LossPMF:
             self._cache[key] = compute()
         return self._cache[key]
 
+    def has_cached(self, key: str) -> bool:
+        """Whether :meth:`cached` holds ``key``."""
+        return key in self._cache
+
     def release(self) -> None:
         """Drop the cached transforms (memory) but keep small derived quantities."""
         for key in [k for k in self._cache if isinstance(k, tuple) and k[0] == "rfft"]:
