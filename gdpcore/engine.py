@@ -739,6 +739,7 @@ class Producer:
     def _generic(self, mechanism: Mechanism, fixed: float | None, optimistic: bool, t0) -> Curves:
         d = fixed if fixed is not None else GENERIC_START
         best: Curves | None = None
+        previous: Curves | None = None
         prev: tuple[float, float] | None = None  # (step, single-step bytes) of the last round
         for _ in range(1 if fixed is not None else _GENERIC_MAX_ROUNDS):
             tic = time.perf_counter()
@@ -774,6 +775,7 @@ class Producer:
                     gap = certified_gap(pess, opt, deltas=self.deltas, alpha_min=self.alpha_min)
                 except kinds.UnsupportedMechanismError as why:  # a kind with upper bounds only (zCDP, truncated)
                     twin, upper_only = "not available", f"upper_bound_only: {why}"
+            previous = best
             best = Curves(
                 pess,
                 opt,
@@ -796,7 +798,17 @@ class Producer:
             )
             cost = time.perf_counter() - tic
             elapsed = time.perf_counter() - t0
+            if gap is not None and previous is not None and previous.provenance.certified_gap is not None:
+                if gap >= previous.provenance.certified_gap:
+                    # A finer step widened the bracket: round-off allowances (per atom, more atoms) dominate where the
+                    # report reads (delta near 1e-12 on multi-part compositions). Keep the coarser round.
+                    best = previous
+                    break
             if gap is None or gap <= self.tolerance or d <= LADDER_FINEST:
+                break
+            if self._tilt_loss is None and remove.max_roundoff * remove.probs.size > 1e-2 * smallest:
+                # The round-off allowance (per atom, untilted: a multi-part composition) is comparable with the
+                # smallest delta or FPR read; a finer step only adds atoms to it, so refinement cannot close the gap.
                 break
             # The twin's error is first order in the step (privacy buckets; the pessimistic side's is second order):
             # jump to the rung the measured gap asks for, at least one halving.
