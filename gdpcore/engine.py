@@ -767,14 +767,23 @@ class Producer:
             if optimistic:
                 smallest = _smallest_query(self.deltas, self.alpha_min, pess)
                 try:
-                    singles = [(r, steps) for r, _, steps in self._generic_parts(mechanism, d, "optimistic")]
-                    spare = self.budget.memory_bytes - mem
+                    opt_parts = self._generic_parts(mechanism, d, "optimistic")
+                    # The optimistic FFTs span the mass down to the wrap-around slack: planned on their own.
+                    _, opt_mem = self.plan_generic(opt_parts, d, smallest_query=smallest)
+                    singles = [(r, steps) for r, _, steps in opt_parts]
                     opt, twin = optimistic_curve(
-                        singles, mechanism, d, smallest, tilt_target=self._tilt_loss, tilt_max_bytes=spare
+                        singles,
+                        mechanism,
+                        d,
+                        smallest,
+                        tilt_target=self._tilt_loss,
+                        tilt_max_bytes=self.budget.memory_bytes - opt_mem,
                     )
                     gap = certified_gap(pess, opt, deltas=self.deltas, alpha_min=self.alpha_min)
                 except kinds.UnsupportedMechanismError as why:  # a kind with upper bounds only (zCDP, truncated)
                     twin, upper_only = "not available", f"upper_bound_only: {why}"
+                except _Refused:
+                    twin, gap = "not built (over budget)", math.inf
             previous = best
             best = Curves(
                 pess,
