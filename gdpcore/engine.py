@@ -38,8 +38,8 @@ response, mixtures, compositions such as DP-SGD + a Laplace release) is split in
 Gaussian steps by fast_pld's), and the compositions are done here with fast_pld's FFT powers and linear convolutions,
 whose a-priori round-off bounds the curves move to the safe side (dp_accounting's ``self_compose`` carries none: at
 delta = 1e-12 its optimistic end of five discrete Gaussians read 26.11293 above the exact 26.11102). Both sides share
-one step, refined by the twin's first-order law. A result that cannot meet the target within the budget carries ``status`` "tolerance_not_met: ..." with
-the achieved gap; both ends stay valid bounds.
+one step, refined by the twin's first-order law. A result that cannot meet the target within the budget carries
+``status`` "tolerance_not_met: ..." with the achieved gap; both ends stay valid bounds.
 
 Round-off: composed PMFs carry a per-atom round-off bound moved to the safe side of each end
 (:mod:`gdpcore.pmf`), so brackets never invert at tiny delta.
