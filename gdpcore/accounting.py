@@ -1,7 +1,11 @@
 """Adapter from gdpcore mechanisms to Google ``dp_accounting`` privacy-loss distributions (PLDs).
 
-dp_accounting does the heavy lifting (connect-the-dots discretisation, FFT composition, tail truncation); this
-module only builds the PLD for a mechanism description and exposes its *remove*-direction PMF as plain arrays.
+dp_accounting builds each kind's PLD (connect-the-dots or privacy-buckets discretisation, tail truncation); this
+module builds the PLD for a mechanism description and exposes its PMFs as plain arrays. The engine reads it for
+*single steps* only (:func:`gdpcore.engine.generic_parts`) and composes them with :mod:`gdpcore.fast_pld`, whose FFT
+compositions carry a round-off bound; :func:`build_pld` of a composition (dp_accounting's ``compose`` /
+``self_compose``, no round-off bound) remains what tests compare against at a finer step.
+The notes below are about dp_accounting's *composed* PMFs.
 
 Why only the remove PMF is read (measured; docs/references.md M-1, asserted in tests/test_report.py and tests/test_fast_pld.py):
 

@@ -101,6 +101,7 @@ __all__ = [
     "param_columns",
     "pld",
     "register",
+    "single_steps",
     "solve_clt_subsampled_gaussian",
     "subsampled_gaussian_phases",
     "supports",
@@ -168,6 +169,10 @@ class KindSpec:
     gdp_upper_bound: Hook = MISSING
     subsampled_gaussian_phases: Hook = MISSING
     from_dp_event: Hook = MISSING
+    steps_param: str | None = None
+    """The integer parameter that counts independent sequential runs of one step (``"steps"``), if the kind has one:
+    the instance with it set to 1 is one step, and its ``pld`` hook the single step's PLD. The engine composes the
+    steps itself (:func:`single_steps`), with a round-off bound; None for one-shot kinds."""
 
     @property
     def name(self) -> str:
@@ -218,6 +223,8 @@ def check_kind(spec: KindSpec) -> list[str]:
         return problems
     if not spec.flat:
         problems.append(f"{name}: a leaf kind must not hold nested mechanisms (register it as composite)")
+    if spec.steps_param is not None and spec.steps_param not in {p.name for p in parameters(spec.cls) if p.type is int}:
+        problems.append(f"{name}: steps_param {spec.steps_param!r} is not an integer parameter of {spec.cls.__name__}")
     if "neighbouring" not in {p.name for p in parameters(spec.cls)}:
         problems.append(f"{name}: a leaf kind must declare its 'neighbouring' relation parameter")
     for hook in HOOKS:
@@ -465,6 +472,38 @@ def supports(kind: str | Mechanism, what: str) -> bool:
 def pld(mechanism: Mechanism, *, step: float, pessimistic: bool) -> pld_lib.PrivacyLossDistribution:
     """The dp_accounting PLD (connect-the-dots if pessimistic, rounded-down privacy buckets otherwise)."""
     return evaluate(mechanism, "pld", step=step, pessimistic=pessimistic)
+
+
+def single_steps(mechanism: Mechanism) -> list[tuple[Mechanism, int]]:
+    """``mechanism`` as independent single steps with their repetition counts: [(one step, count), ...].
+
+    The composition tree is flattened (composition is commutative: ``SelfComposed(Composed([A, B]), 3)`` is A and B
+    three times each), a leaf with a ``steps_param`` becomes its one-step instance repeated that many times, and equal
+    single steps are merged (their counts add), in order of first appearance. The engine composes these with
+    :mod:`gdpcore.fast_pld` (FFT powers with a round-off bound) instead of dp_accounting's ``self_compose``.
+    """
+    counts: dict[str, int] = {}
+    steps: dict[str, Mechanism] = {}
+
+    def walk(m: Mechanism, times: int) -> None:
+        children = _children(m)
+        if children is not None:
+            parts, count = children
+            for part in parts:
+                walk(part, times * count)
+            return
+        name = get(m).steps_param
+        if name is not None:
+            times *= int(getattr(m, name))
+            m = dataclasses.replace(m, **{name: 1})
+        key = m.content_hash
+        steps.setdefault(key, m)
+        counts[key] = counts.get(key, 0) + times
+
+    if not isinstance(mechanism, Mechanism):
+        raise ValueError(f"mechanism must be a gdpcore mechanism, got {mechanism!r}")
+    walk(mechanism, 1)
+    return [(steps[k], counts[k]) for k in steps]
 
 
 def to_dp_event(mechanism: Mechanism) -> dp_accounting.DpEvent:
@@ -747,6 +786,7 @@ def _sg_draw(rng: np.random.Generator) -> SubsampledGaussian:
 register(
     KindSpec(
         cls=SubsampledGaussian,
+        steps_param="steps",
         summary="DP-SGD: steps compositions of a Poisson-subsampled Gaussian (add/remove)",
         draw=_sg_draw,
         pld=_sg_pld,
@@ -986,6 +1026,7 @@ def _sl_eps0(m: SubsampledLaplace) -> float:
 register(
     KindSpec(
         cls=SubsampledLaplace,
+        steps_param="steps",
         summary="steps compositions of a Poisson-subsampled Laplace mechanism (add/remove)",
         draw=lambda rng: SubsampledLaplace(
             scale=_log_uniform(rng, 0.3, 5.0),
@@ -1027,6 +1068,7 @@ def _sdl_eps0(m: SubsampledDiscreteLaplace) -> float:
 register(
     KindSpec(
         cls=SubsampledDiscreteLaplace,
+        steps_param="steps",
         summary="steps compositions of a Poisson-subsampled discrete Laplace mechanism (add/remove)",
         draw=lambda rng: SubsampledDiscreteLaplace(
             noise_parameter=_log_uniform(rng, 0.2, 3.0),
@@ -1172,6 +1214,7 @@ def _swor_draw(rng: np.random.Generator) -> SampledWithoutReplacementGaussian:
 register(
     KindSpec(
         cls=SampledWithoutReplacementGaussian,
+        steps_param="steps",
         summary="DP-SGD with fixed-size batches: steps of a Gaussian on a sample without replacement (replace-one)",
         draw=_swor_draw,
         pld=_swor_pld,
@@ -1317,6 +1360,7 @@ def _mog_draw(rng: np.random.Generator) -> MixtureOfGaussians:
 register(
     KindSpec(
         cls=MixtureOfGaussians,
+        steps_param="steps",
         summary="mixture of Gaussians N(0,s^2) vs sum_i p_i N(c_i,s^2) (DP-MF/BandMF, user-level sampling; add/remove)",
         draw=_mog_draw,
         pld=_mog_pld,
@@ -1450,6 +1494,7 @@ def _truncated_draw(rng: np.random.Generator) -> TruncatedSubsampledGaussian:
 register(
     KindSpec(
         cls=TruncatedSubsampledGaussian,
+        steps_param="steps",
         summary="steps of a Gaussian on a Poisson sample truncated to a maximum batch size (upper bounds only)",
         draw=_truncated_draw,
         pld=_truncated_pld,

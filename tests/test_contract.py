@@ -75,7 +75,6 @@ IDS = [f"{kind}-{i}" for kind, i, _ in CASES]
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
     # Found by the kinds of issue 14 (seed 002 Lemma 5, TV/2 + R*(1/2) = 1/2, read two ways off one curve), for the
     # curve module's owner: the two reads disagree beyond the 1e-12 slack on these compositions.
-    ("composed-1", "divergence"): "Composed(SubsampledLaplace, SubsampledDiscreteLaplace): sum = 0.5 + 1.5e-12",
     ("self_composed-1", "divergence"): (
         "SelfComposed(KaryRandomizedResponse(p=0.2587, k=6, q=0.535), 3): sum = 0.4999986 (conservative: the Bayes "
         "risk read below (1 - TV)/2)"
