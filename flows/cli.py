@@ -513,6 +513,13 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from tasks.trace import phase
+
+    phase("main")
+    if os.environ.get("GDP_TRACE"):  # registered first, so it runs last: after Prefect stopped its server
+        import atexit
+
+        atexit.register(phase, "exit")
     _register_pipeline_commands()
     parser = _build_parser()
     try:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.cli import SUBCOMMANDS
+from tasks.trace import phase
 
 DEMO_SPEC = Path(__file__).resolve().parent.parent / "data" / "specs" / "demo.yaml"
 
@@ -116,6 +117,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from tasks.spec import load_grid_spec
 
     spec = load_grid_spec(args.spec, force=args.force)  # fail fast, before Prefect starts
+    phase("spec-loaded")
     _check_workers(args)
     _preflight(args)
     plan = _up_to_date(spec, args)
@@ -131,7 +133,10 @@ def _sweep(args: argparse.Namespace) -> int:
     _prefect_env(args.verbose)  # before the first Prefect import
     from flows.grid_sweep import grid_sweep
 
+    phase("uptodate-checked+prefect-imported")
+
     runner = _runner(args)
+    phase("runner+server")
     summary = grid_sweep.with_options(task_runner=runner)(
         spec_path=str(args.spec),
         lake=args.lake,
@@ -140,11 +145,13 @@ def _sweep(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         workers=args.workers,
     )
+    phase("flow-returned")
     print(
         f"sweep {spec.name}: {summary.cells} cells ({summary.cells_computed} computed, {summary.cells_reused} "
         f"already in the lake), {summary.chunks_computed} chunk(s) computed, {summary.chunks_failed} failed"
     )
     print(f"report: {Path(summary.report).resolve()}" if summary.report else "report: not published")
+    phase("printed")
     return 0
 
 

@@ -29,6 +29,7 @@ from tasks.lake import code_version, default_lake, default_report, remove_spec_t
 from tasks.locks import spec_lock
 from tasks.publish import check_writable
 from tasks.spec import GridSpec, load_grid_spec, spec_json
+from tasks.trace import phase
 
 __all__ = ["SweepSummary", "grid_sweep"]
 
@@ -109,6 +110,7 @@ def grid_sweep(
         progress: draw a progress bar on stderr.
         workers: parallel workers the chunking aims to keep busy (default: cores).
     """
+    phase("flow-body")
     spec = load_grid_spec(spec_path, force=force)  # an invalid spec fails the run here, before anything is written
     return run_sweep(spec, lake=lake, report=report, publish=publish, progress=progress, workers=workers)
 
@@ -142,6 +144,7 @@ def _run_sweep_locked(
     run_id = str(flow_run.id)
 
     plan = plan_sweep(spec, lake, workers=workers or default_workers())
+    phase("planned")
     logger.info(
         "%s: %d cells, %d already in the lake, %d to compute in %d chunks",
         spec.name,
@@ -155,6 +158,7 @@ def _run_sweep_locked(
     )
 
     record_members(plan, lake)
+    phase("members")
     computed = [m for m in manifests if m.computed_by_run == run_id]
     mus = [m.worst_mu for m in manifests if m.worst_mu is not None]
     summary = SweepSummary(
@@ -172,11 +176,14 @@ def _run_sweep_locked(
         failures=tuple(failures),
     )
     record_run(spec, summary, lake, _runner_name(), started)
+    phase("run-recorded")
     if publish:
         # A run SIGKILLed mid-write left `.*.tmp-*` files (never read: they do not end in .parquet): clear them.
         remove_spec_temporaries(Path(lake), spec.name, Path(report))
         publish_report(lake=lake, report=report)
+        phase("published")
     _sweep_artifacts(spec, summary)
+    phase("artifacts")
     if failures:
         raise RuntimeError(f"{len(failures)} of {len(plan.chunks)} chunks failed: " + "; ".join(failures[:3]))
     return summary
@@ -191,8 +198,10 @@ def evaluate_chunks(
     # Cached manifests live in Prefect's result store (PREFECT_RESULTS_LOCAL_STORAGE_PATH), keyed on the chunk and
     # the lake's absolute path; a hit whose Parquet file is gone is recomputed below.
     evaluate = evaluate_chunk
+    phase("evaluate-chunks")
     bar = ProgressBar(sum(c.size for c in chunks), enabled=progress, artifact_key=artifact_key)
     submitted = [(c, evaluate.submit(c, lake)) for c in chunks]
+    phase("submitted")
     by_future = {f.task_run_id: c for c, f in submitted}
     manifests: list[ChunkManifest] = []
     failures: list[str] = []
@@ -207,6 +216,7 @@ def evaluate_chunks(
         else:
             manifests.append(result)
         bar.update(chunk.size)
+        phase("chunk-collected")
     if stale:  # the Prefect cache remembers a file someone deleted: recompute those chunks
         refresh = evaluate.with_options(refresh_cache=True)
         for c, fut in [(c, refresh.submit(c, lake)) for c in stale]:

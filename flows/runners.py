@@ -104,6 +104,9 @@ def exit_with_parent(parent: int | None = None) -> None:
     import threading
     import time
 
+    from tasks.trace import phase
+
+    phase("worker-init")
     if parent is None:
         parent = os.getppid()
     if os.getppid() != parent:
