@@ -121,6 +121,7 @@ def compute_chunk_table(chunk: Chunk, run_id: str) -> pa.Table:
     mechs = [gdpcore.mechanism_from_dict(d) for d in mech_dicts]
     settings = chunk.settings
     reports = _grid_reports(mechs, settings)
+    phase("chunk-accounted")  # chunk-start .. chunk-accounted: the accounting; the rest is shaping and writing
     now = dt.datetime.now(dt.UTC)
     eval_key, chunk_key, version = settings.eval_key, chunk.key, gdpcore.__version__  # once per chunk, not per row
     rows = []
