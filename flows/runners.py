@@ -194,6 +194,7 @@ def _wait_for_server() -> None:
 
     timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60"))
     deadline = time.monotonic() + timeout
+    local = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1: never through $HTTP_PROXY
     while time.monotonic() < deadline:
         proc = _server_boot["process"]
         code = proc.poll()
@@ -204,7 +205,7 @@ def _wait_for_server() -> None:
         if code is not None:
             raise RuntimeError(f"Prefect's temporary API server exited with code {code} during start-up")
         try:
-            with urllib.request.urlopen(f"{os.environ['PREFECT_API_URL']}/health", timeout=2) as resp:
+            with local.open(f"{os.environ['PREFECT_API_URL']}/health", timeout=2) as resp:
                 if resp.status == 200:
                     return
         except (urllib.error.URLError, ConnectionError, TimeoutError):
@@ -249,15 +250,15 @@ def exit_with_parent(parent: int | None = None) -> None:
     The flow passes its own pid: a worker still importing when the flow was killed reaches this initializer already
     re-parented, and ``os.getppid()`` would then name init - the worker never exited (found by fault injection).
     """
+    import atexit
     import threading
     import time
 
     from tasks.trace import phase
 
     phase(f"worker-init api={os.environ.get('PREFECT_API_URL')}")
+    atexit.register(_end_worker)  # before any handler the tasks register: it runs after them
     if os.environ.get("GDP_TRACE"):
-        import atexit
-
         atexit.register(phase, "worker-atexit")
     if parent is None:
         parent = os.getppid()
@@ -270,6 +271,25 @@ def exit_with_parent(parent: int | None = None) -> None:
         os._exit(0)  # a chunk cut short leaves at most a .tmp-* file, removed by the next sweep
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _end_worker() -> None:
+    """A pool worker's exit, once the pool has shut it down and every exit handler registered since this worker
+    started has run (Prefect's event-loop threads and services, the tasks' own): flush logging and the standard
+    streams, then end the process without the interpreter's module teardown (~0.5 s with Prefect, SciPy and pyarrow
+    loaded, and the flow process waits for it when it shuts the pool down). The worker's queues to the flow process
+    were flushed before exit handlers run (multiprocessing does that when the worker's loop returns). Pool workers
+    exit with 0 here; the pool does not read their exit codes."""
+    import logging
+    import sys
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
 
 
 _WATCHDOG = """

@@ -3,7 +3,8 @@
 * The temporary Prefect server is started early (:func:`flows.runners.start_api_server`), before the flow module is
   imported: the flow and its process-pool workers use that one server, and it is gone when the command has exited.
 * The CLI process skips the interpreter's module teardown (:func:`flows.cli._exit_after_handlers`) only after every
-  exit handler ran, with the command's own exit code; an uncaught error still exits the normal way.
+  exit handler ran, with the command's own exit code; an uncaught error still exits the normal way. Pool workers
+  likewise end after their exit handlers (:func:`flows.runners._end_worker`).
 * A chunk's key is hashed once (cached), and is still the documented content hash of its cells and settings.
 """
 
@@ -83,6 +84,9 @@ def test_sweep_uses_one_early_server_for_flow_and_workers_and_stops_it(tiny_spec
     assert order[-1] == "exit"  # the last exit handler ran after Prefect's and ours
     worker = {pid for _, pid, label in phases if label == "chunk-start"}
     assert len(worker) == 1 and main_pid not in worker  # the chunks ran in the pool worker
+    # the worker's fast exit ran after the exit handlers registered since it started (a trace handler among them)
+    worker_labels = [label for _, pid, label in phases if pid in worker]
+    assert worker_labels[-1] == "worker-atexit" and worker_labels.count("chunk-written") == 2, worker_labels
 
     # the flow and the pool worker reported to that server (Prefect started none of its own)
     fields = dict(kv.split("=", 1) for kv in servers[0].split(" ")[1:])
