@@ -101,17 +101,18 @@ def _server_command(port: int) -> list[str]:
 
 
 def _server_env() -> dict[str, str]:
-    """The environment Prefect gives its temporary server: ours, the active profile's settings, no UI, and the
-    ephemeral flags (services limited to what a temporary server runs)."""
-    from prefect.settings import get_current_settings
+    """The environment Prefect gives its temporary server: ours, the settings this process holds (when Prefect is
+    already imported: its active profile and any temporary settings), no UI, and the ephemeral flags (services
+    limited to what a temporary server runs). Before Prefect is imported the server reads the same environment,
+    profile and files this process would."""
+    import sys
 
-    return {
-        **os.environ,
-        "PREFECT_UI_ENABLED": "0",
-        "PREFECT__SERVER_EPHEMERAL": "1",
-        "PREFECT__SERVER_FINAL": "1",
-        **get_current_settings().to_environment_variables(exclude_unset=True),
-    }
+    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+    if "prefect.settings" in sys.modules:
+        from prefect.settings import get_current_settings
+
+        env.update(get_current_settings().to_environment_variables(exclude_unset=True))
+    return env
 
 
 def _free_port() -> int:
@@ -134,24 +135,32 @@ def start_api_server() -> None:
 
     Without a configured API (``PREFECT_API_URL`` or the active profile), every flow needs a temporary server, and
     its start-up (~3 s: a Python process importing FastAPI, SQLAlchemy and Prefect's app, then opening the SQLite
-    database) is on the critical path. Prefect's client would start it on first use, after this process imported the
-    server module (~1.1 s) - and then wait. Started here instead, right after the command checked its input and
-    before it imports Prefect's flow machinery, it boots on the other core meanwhile: about 2 s less per command
-    on 2 cores (issue 15). It is the same server Prefect starts (:func:`_server_command`, :func:`_server_env`,
-    the same retry when uvicorn reports a taken port), and ``PREFECT_API_URL`` is exported before Prefect is
-    imported, so this process and its workers use it. Stopped at exit (and by :func:`stop_with_this_process` if
-    this process is SIGKILLed). A no-op with a configured API or when already started."""
+    database) is on the critical path. Prefect's client would start it on first use, after this process imported
+    Prefect and the server module (~1.5 s) - and then wait. Launched here instead, right after the command checked
+    its input and before this process imports Prefect, it boots on the other core meanwhile (issue 15). Prefect's
+    configuration is read while it boots: a configured server wins, and the temporary one is stopped at once. It is
+    the server Prefect would start (:func:`_server_command`, :func:`_server_env`, the same relaunch when uvicorn
+    reports a taken port). ``PREFECT_API_URL`` is then exported and Prefect's settings re-read, so this process and
+    its workers use it. Stopped at exit (and by :func:`stop_with_this_process` if this process is SIGKILLed). A
+    no-op with a configured API or when already started."""
     if _server_boot or os.environ.get("PREFECT_API_URL"):
         return
+    import atexit
+    import sys
+
+    speculative = "prefect" not in sys.modules  # launch first, check the configuration while the server boots
+    if speculative:
+        _launch_server(_server_env())
     from prefect.settings import get_current_settings
 
-    if get_current_settings().api.url:
+    if get_current_settings().api.url:  # a profile or settings file names a server: that one is used
+        if speculative:
+            _stop_server()
+            _server_boot.clear()
         return
-    import atexit
-
-    env = _server_env()
-    _launch_server(env)
-    _server_boot["env"] = env
+    if not speculative:
+        _launch_server(_server_env())
+    _server_boot["env"] = _server_env()
     _export_api_url()
     atexit.register(_stop_server)
 

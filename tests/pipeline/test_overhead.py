@@ -186,3 +186,42 @@ def test_rows_of_a_chunk_carry_its_key(tiny_spec, tmp_path):
     assert time.perf_counter() - started < 60
     assert set(table.column("chunk_key").to_pylist()) == {chunk.key}
     assert set(table.column("eval_key").to_pylist()) == {chunk.settings.eval_key}
+
+
+_PROFILE_CHILD = """
+import os, sys, time
+from flows import runners
+
+runners.start_api_server()
+children = []
+for d in os.listdir("/proc"):
+    try:
+        with open(f"/proc/{d}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{d}/cmdline", "rb") as f:
+            cmd = f.read()
+    except (OSError, ValueError):
+        continue
+    if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"uvicorn" in cmd:
+        children.append(d)
+from prefect.settings import get_current_settings
+
+print(f"boot={bool(runners._server_boot)} env={os.environ.get('PREFECT_API_URL')} "
+      f"settings={get_current_settings().api.url} children={children}")
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="process checks read /proc (Linux)")
+def test_a_server_named_by_the_profile_wins_over_the_temporary_one(tmp_path):
+    """The temporary server is launched before Prefect's configuration is read; when the active profile names a
+    server (Prefect's profiles.toml), that one is used and the launched one is stopped at once."""
+    home = tmp_path / "prefect-home"
+    home.mkdir()
+    (home / "profiles.toml").write_text(
+        'active = "remote"\n\n[profiles.remote]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n'
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", _PROFILE_CHILD], capture_output=True, text=True, env=_env(tmp_path), timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert "boot=False env=None settings=http://127.0.0.1:9/api children=[]" in out.stdout, out.stdout
