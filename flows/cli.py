@@ -516,8 +516,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``gdp`` command and return its exit code.
 
     Called without ``argv`` (the ``gdp`` script, ``python -m flows.cli``), this is the process's own command line:
-    once the command has returned and every exit handler has run (Prefect stops its server, log/event workers
-    drain, pools are joined, temporary folders removed), the process exits without tearing down its modules
+    once the command has returned and every exit handler has run (the temporary Prefect server is stopped,
+    log/event workers drain, pools are joined, temporary folders removed), the process exits without tearing down its modules
     (:func:`_exit_after_handlers`) - with Prefect, DuckDB and SciPy loaded that teardown took ~1 s and did nothing
     a later reader can see. With ``argv`` (tests, other Python code) nothing changes."""
     from tasks.trace import phase
@@ -528,7 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         atexit.register(_exit_after_handlers, code)  # registered first, so it runs last
     phase("main")
-    if os.environ.get("GDP_TRACE"):  # runs after every handler registered later (Prefect stopped its server)
+    if os.environ.get("GDP_TRACE"):  # runs after every handler registered later (the server is stopped)
         import atexit
 
         atexit.register(phase, "exit")

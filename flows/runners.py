@@ -126,8 +126,11 @@ def _free_port() -> int:
 def _launch_server(env: dict[str, str]) -> None:
     import subprocess
 
+    from tasks.trace import phase
+
     port = _free_port()
     _server_boot.update(port=port, process=subprocess.Popen(_server_command(port), env=env))
+    phase(f"api-server-launched port={port}")
 
 
 def start_api_server() -> None:
