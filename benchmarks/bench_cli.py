@@ -6,7 +6,11 @@ spec in a subprocess (process runner, ``--workers 1`` so that both do the accoun
 is the pipeline's overhead: Prefect start, planning, chunk tasks, Parquet, publishing); (3) the same ``gdp sweep``
 again (nothing to compute); (4) ``gdp publish``; (5) ``gdp sql``.
 
-    python -m benchmarks.bench_cli [--cells 10000]      # or `make bench` (run() -> a RESULTS.md section)
+    python -m benchmarks.bench_cli [--cells 10000] [--phases]   # or `make bench` (run() -> a RESULTS.md section)
+
+``--phases`` also prints where the first sweep's seconds went (``GDP_TRACE``, :mod:`tasks.trace`): one line per
+phase reached, with the seconds since the sweep process was launched, from the CLI process, the flow and the pool
+worker (``chunk-start`` .. ``chunk-computed`` is accounting; everything else is overhead).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,9 +39,13 @@ def _spec(n_cells: int) -> str:
     )
 
 
-def _gdp(*argv: str) -> float:
+def _gdp(*argv: str, trace: Path | None = None) -> float:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("PREFECT_API_URL", None)
+    env.pop("GDP_TRACE", None)
+    if trace is not None:
+        env["GDP_TRACE"] = str(trace)
+        trace.write_text(f"{time.time():.3f} 0 launched\n")
     started = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "flows.cli", *argv], capture_output=True, text=True, env=env)
     wall = time.perf_counter() - started
@@ -45,7 +54,18 @@ def _gdp(*argv: str) -> float:
     return wall
 
 
-def measure(cells: int = 10_000) -> dict[str, float]:
+def _timeline(trace: Path) -> list[str]:
+    """``+seconds  process  phase`` lines, seconds since launch; processes named main / worker-N / launcher."""
+    rows = [line.split(" ", 2) for line in trace.read_text().splitlines()]
+    t0 = float(rows[0][0])
+    names: dict[str, str] = {"0": "launcher"}
+    for _, pid, label in rows:
+        if pid not in names:
+            names[pid] = "main" if label == "main" else f"worker-{len(names) - 1}"
+    return [f"{float(ts) - t0:8.2f}  {names[pid]:<9} {label}" for ts, pid, label in rows]
+
+
+def measure(cells: int = 10_000, *, phases: bool = False) -> dict[str, Any]:
     import gdpcore
     from tasks.evaluate import EvalSettings, _cell_result
     from tasks.spec import load_grid_spec
@@ -67,12 +87,14 @@ def measure(cells: int = 10_000) -> dict[str, float]:
         )
         direct = time.perf_counter() - started
         store = ["--lake", f"{tmp}/lake", "--report", f"{tmp}/reports/privacy.duckdb"]
-        sweep = _gdp("sweep", str(spec_path), "--workers", "1", "--no-progress", *store)
+        trace = Path(tmp) / "phases.txt" if phases else None
+        sweep = _gdp("sweep", str(spec_path), "--workers", "1", "--no-progress", *store, trace=trace)
+        timeline = _timeline(trace) if trace is not None else None
         rerun = _gdp("sweep", str(spec_path), "--workers", "1", "--no-progress", *store)
         publish = _gdp("publish", *store)
         sql = _gdp("sql", "SELECT count(*), max(mu) FROM cells", "--report", f"{tmp}/reports/privacy.duckdb")
     overhead = sweep - direct
-    return {
+    result: dict[str, Any] = {
         "cells": len(mechs),
         "analyze_grid_s": round(direct, 1),
         "sweep_s": round(sweep, 1),
@@ -83,6 +105,9 @@ def measure(cells: int = 10_000) -> dict[str, float]:
         "sql_s": round(sql, 2),
         "load_average": round(os.getloadavg()[0], 1),
     }
+    if timeline is not None:
+        result["phases"] = timeline
+    return result
 
 
 def run() -> str:
@@ -110,4 +135,10 @@ def run() -> str:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", type=int, default=10_000, help="grid size (a multiple of 500)")
-    print(json.dumps(measure(ap.parse_args().cells), indent=1))
+    ap.add_argument("--phases", action="store_true", help="also print the first sweep's phase timeline")
+    args = ap.parse_args()
+    out = measure(args.cells, phases=args.phases)
+    lines = out.pop("phases", None)
+    print(json.dumps(out, indent=1))
+    if lines:
+        print("\n".join(["", "sweep phases (seconds since launch, process, phase):", *lines]))

@@ -19,6 +19,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
+from prefect.utilities.annotations import quote
 
 from flows.naming import run_name
 from flows.progress import ProgressBar
@@ -29,6 +30,7 @@ from tasks.lake import code_version, default_lake, default_report, remove_spec_t
 from tasks.locks import spec_lock
 from tasks.publish import check_writable
 from tasks.spec import GridSpec, load_grid_spec, spec_json
+from tasks.trace import phase
 
 __all__ = ["SweepSummary", "grid_sweep"]
 
@@ -109,6 +111,7 @@ def grid_sweep(
         progress: draw a progress bar on stderr.
         workers: parallel workers the chunking aims to keep busy (default: cores).
     """
+    phase(f"flow-body api={_api_url()}")
     spec = load_grid_spec(spec_path, force=force)  # an invalid spec fails the run here, before anything is written
     return run_sweep(spec, lake=lake, report=report, publish=publish, progress=progress, workers=workers)
 
@@ -142,6 +145,7 @@ def _run_sweep_locked(
     run_id = str(flow_run.id)
 
     plan = plan_sweep(spec, lake, workers=workers or default_workers())
+    phase("planned")
     logger.info(
         "%s: %d cells, %d already in the lake, %d to compute in %d chunks",
         spec.name,
@@ -154,7 +158,10 @@ def _run_sweep_locked(
         plan.chunks, lake, progress=progress, artifact_key=_key("sweep-progress", spec.name)
     )
 
-    record_members(plan, lake)
+    # quote: Prefect would otherwise visit every cell id and axis value of the plan to look for futures in it
+    # (~0.4 s at 10^4 cells); the task receives the plan itself.
+    record_members(quote(plan), lake)
+    phase("members")
     computed = [m for m in manifests if m.computed_by_run == run_id]
     mus = [m.worst_mu for m in manifests if m.worst_mu is not None]
     summary = SweepSummary(
@@ -172,11 +179,14 @@ def _run_sweep_locked(
         failures=tuple(failures),
     )
     record_run(spec, summary, lake, _runner_name(), started)
+    phase("run-recorded")
     if publish:
         # A run SIGKILLed mid-write left `.*.tmp-*` files (never read: they do not end in .parquet): clear them.
         remove_spec_temporaries(Path(lake), spec.name, Path(report))
         publish_report(lake=lake, report=report)
+        phase("published")
     _sweep_artifacts(spec, summary)
+    phase("artifacts")
     if failures:
         raise RuntimeError(f"{len(failures)} of {len(plan.chunks)} chunks failed: " + "; ".join(failures[:3]))
     return summary
@@ -191,8 +201,10 @@ def evaluate_chunks(
     # Cached manifests live in Prefect's result store (PREFECT_RESULTS_LOCAL_STORAGE_PATH), keyed on the chunk and
     # the lake's absolute path; a hit whose Parquet file is gone is recomputed below.
     evaluate = evaluate_chunk
+    phase("evaluate-chunks")
     bar = ProgressBar(sum(c.size for c in chunks), enabled=progress, artifact_key=artifact_key)
     submitted = [(c, evaluate.submit(c, lake)) for c in chunks]
+    phase("submitted")
     by_future = {f.task_run_id: c for c, f in submitted}
     manifests: list[ChunkManifest] = []
     failures: list[str] = []
@@ -207,6 +219,7 @@ def evaluate_chunks(
         else:
             manifests.append(result)
         bar.update(chunk.size)
+        phase("chunk-collected")
     if stale:  # the Prefect cache remembers a file someone deleted: recompute those chunks
         refresh = evaluate.with_options(refresh_cache=True)
         for c, fut in [(c, refresh.submit(c, lake)) for c in stale]:
@@ -222,6 +235,17 @@ def _expected(lake: str, chunk: Chunk) -> str:
     from tasks.lake import chunk_path
 
     return str(chunk_path(Path(lake), chunk.spec_name, chunk.kind, chunk.key).relative_to(Path(lake)))
+
+
+def _api_url() -> str | None:
+    """The Prefect API this flow reports to (recorded by GDP_TRACE: one temporary server for the flow and workers)."""
+    import os
+
+    if not os.environ.get("GDP_TRACE"):
+        return None
+    from prefect.settings import get_current_settings
+
+    return str(get_current_settings().api.url)
 
 
 def _runner_name() -> str:

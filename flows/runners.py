@@ -19,6 +19,8 @@ __all__ = [
     "exit_with_parent",
     "make_task_runner",
     "runner_from_env",
+    "share_api_with_workers",
+    "start_api_server",
     "stop_with_this_process",
 ]
 
@@ -68,29 +70,188 @@ def runner_from_env() -> Any:
     return make_task_runner(kind, dask_address=address or None)
 
 
+_server_boot: dict[str, Any] = {}  # the temporary server this process started: {"process", "port", "watched"}
+
+
+def _server_command(port: int) -> list[str]:
+    """Prefect's own temporary-server command line (``SubprocessASGIServer._run_uvicorn_command`` in prefect 3.9):
+    uvicorn serving Prefect's app factory on localhost, errors only."""
+    import sys
+    from importlib.util import find_spec
+
+    spec = find_spec("prefect")
+    assert spec is not None and spec.origin is not None
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--app-dir",
+        os.path.dirname(os.path.dirname(spec.origin)),
+        "--factory",
+        "prefect.server.api.server:create_app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "error",
+        "--lifespan",
+        "on",
+    ]
+
+
+def _server_env() -> dict[str, str]:
+    """The environment Prefect gives its temporary server: ours, the settings this process holds (when Prefect is
+    already imported: its active profile and any temporary settings), no UI, and the ephemeral flags (services
+    limited to what a temporary server runs). Before Prefect is imported the server reads the same environment,
+    profile and files this process would."""
+    import sys
+
+    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+    if "prefect.settings" in sys.modules:
+        from prefect.settings import get_current_settings
+
+        env.update(get_current_settings().to_environment_variables(exclude_unset=True))
+    return env
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _launch_server(env: dict[str, str]) -> None:
+    import subprocess
+
+    from tasks.trace import phase
+
+    port = _free_port()
+    _server_boot.update(port=port, process=subprocess.Popen(_server_command(port), env=env))
+    phase(f"api-server-launched port={port}")
+
+
+def start_api_server() -> None:
+    """Begin starting a temporary Prefect API server and return at once; :func:`share_api_with_workers` waits for it.
+
+    Without a configured API (``PREFECT_API_URL`` or the active profile), every flow needs a temporary server, and
+    its start-up (~3 s: a Python process importing FastAPI, SQLAlchemy and Prefect's app, then opening the SQLite
+    database) is on the critical path. Prefect's client would start it on first use, after this process imported
+    Prefect and the server module (~1.5 s) - and then wait. Launched here instead, right after the command checked
+    its input and before this process imports Prefect, it boots on the other core meanwhile (issue 15). Prefect's
+    configuration is read while it boots: a configured server wins, and the temporary one is stopped at once. It is
+    the server Prefect would start (:func:`_server_command`, :func:`_server_env`, the same relaunch when uvicorn
+    reports a taken port). ``PREFECT_API_URL`` is then exported and Prefect's settings re-read, so this process and
+    its workers use it. Stopped at exit (and by :func:`stop_with_this_process` if this process is SIGKILLed). A
+    no-op with a configured API or when already started."""
+    if _server_boot or os.environ.get("PREFECT_API_URL"):
+        return
+    import atexit
+    import sys
+
+    speculative = "prefect" not in sys.modules  # launch first, check the configuration while the server boots
+    if speculative:
+        _launch_server(_server_env())
+    from prefect.settings import get_current_settings
+
+    if get_current_settings().api.url:  # a profile or settings file names a server: that one is used
+        if speculative:
+            _stop_server()
+            _server_boot.clear()
+        return
+    if not speculative:
+        _launch_server(_server_env())
+    _server_boot["env"] = _server_env()
+    _export_api_url()
+    atexit.register(_stop_server)
+
+
+def _export_api_url() -> None:
+    """This process and the workers it spawns (they inherit the environment) use the server just launched;
+    Prefect read its settings at import, so they are re-read (``refresh_global_settings_context``, Prefect's hook
+    for environment changes after import)."""
+    from prefect.context import refresh_global_settings_context
+
+    from tasks.trace import phase
+
+    os.environ["PREFECT_API_URL"] = f"http://127.0.0.1:{_server_boot['port']}/api"
+    refresh_global_settings_context()
+    phase(f"api-server pid={_server_boot['process'].pid} url={os.environ['PREFECT_API_URL']}")
+
+
+def _stop_server() -> None:
+    """Prefect's own stop sequence: SIGTERM, 5 s grace, then SIGKILL; always reaped."""
+    import subprocess
+
+    proc = _server_boot.get("process")
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _wait_for_server() -> None:
+    """Block until the server started by :func:`start_api_server` answers ``/api/health`` (relaunching on a port
+    taken meanwhile, uvicorn's exit code 3, like Prefect); a server that does not answer within
+    ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` (default 60) is stopped and reported."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60"))
+    deadline = time.monotonic() + timeout
+    local = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1: never through $HTTP_PROXY
+    while time.monotonic() < deadline:
+        proc = _server_boot["process"]
+        code = proc.poll()
+        if code == 3:  # uvicorn's STARTUP_FAILURE: the port was taken between our check and its bind
+            _launch_server(_server_boot["env"])
+            _export_api_url()
+            continue
+        if code is not None:
+            raise RuntimeError(f"Prefect's temporary API server exited with code {code} during start-up")
+        try:
+            with local.open(f"{os.environ['PREFECT_API_URL']}/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.05)
+    _stop_server()
+    raise RuntimeError(
+        f"Prefect's temporary API server did not answer within {timeout:g} s "
+        "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS; or run `prefect server start` and set PREFECT_API_URL)"
+    )
+
+
 def share_api_with_workers(kind: str) -> None:
     """Let process/Dask workers report to *this* process's Prefect API.
 
-    With no ``PREFECT_API_URL`` configured, Prefect starts a temporary (ephemeral) server on first use - separately
-    in every spawned worker process, which is slow and times out on a loaded 2-core machine. Starting it here and
-    exporting its URL makes the workers (which inherit the environment) use the same one. Prefect stops the server
-    at interpreter exit, and a watchdog stops it if this process is SIGKILLed (so it also runs for ``thread``).
-    A configured ``PREFECT_API_URL`` (a real server) is left alone.
+    With no API configured, Prefect would start a temporary (ephemeral) server on first use - separately in every
+    spawned worker process, which is slow and times out on a loaded 2-core machine. Starting one here (or earlier:
+    :func:`start_api_server`) and exporting its URL makes this process and the workers (which inherit the
+    environment) use the same one. It is stopped at interpreter exit, and a watchdog stops it if this process is
+    SIGKILLed (so it also runs for ``thread``). A configured ``PREFECT_API_URL`` (a real server) is left alone.
     """
-    if os.environ.get("PREFECT_API_URL"):
-        return
-    from prefect.settings import get_current_settings
+    if not _server_boot:
+        if os.environ.get("PREFECT_API_URL"):
+            return
+        from prefect.settings import get_current_settings
 
-    if get_current_settings().api.url:
-        os.environ["PREFECT_API_URL"] = str(get_current_settings().api.url)
-        return
-    from prefect.server.api.server import SubprocessASGIServer
-
-    server = SubprocessASGIServer()  # the same singleton Prefect's own client uses in this process
-    server.start(timeout=int(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60")))
-    os.environ["PREFECT_API_URL"] = server.api_url
-    if server.server_process is not None:
-        stop_with_this_process(server.server_process.pid, marker="uvicorn")
+        if get_current_settings().api.url:
+            os.environ["PREFECT_API_URL"] = str(get_current_settings().api.url)
+            return
+        start_api_server()
+    _wait_for_server()
+    if not _server_boot.get("watched"):
+        stop_with_this_process(_server_boot["process"].pid, marker="uvicorn")
+        _server_boot["watched"] = True
 
 
 def exit_with_parent(parent: int | None = None) -> None:
@@ -101,9 +262,16 @@ def exit_with_parent(parent: int | None = None) -> None:
     The flow passes its own pid: a worker still importing when the flow was killed reaches this initializer already
     re-parented, and ``os.getppid()`` would then name init - the worker never exited (found by fault injection).
     """
+    import atexit
     import threading
     import time
 
+    from tasks.trace import phase
+
+    phase(f"worker-init api={os.environ.get('PREFECT_API_URL')}")
+    atexit.register(_end_worker)  # before any handler the tasks register: it runs after them
+    if os.environ.get("GDP_TRACE"):
+        atexit.register(phase, "worker-atexit")
     if parent is None:
         parent = os.getppid()
     if os.getppid() != parent:
@@ -115,6 +283,25 @@ def exit_with_parent(parent: int | None = None) -> None:
         os._exit(0)  # a chunk cut short leaves at most a .tmp-* file, removed by the next sweep
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _end_worker() -> None:
+    """A pool worker's exit, once the pool has shut it down and every exit handler registered since this worker
+    started has run (Prefect's event-loop threads and services, the tasks' own): flush logging and the standard
+    streams, then end the process without the interpreter's module teardown (~0.5 s with Prefect, SciPy and pyarrow
+    loaded, and the flow process waits for it when it shuts the pool down). The worker's queues to the flow process
+    were flushed before exit handlers run (multiprocessing does that when the worker's loop returns). Pool workers
+    exit with 0 here; the pool does not read their exit codes."""
+    import logging
+    import sys
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
 
 
 _WATCHDOG = """

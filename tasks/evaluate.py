@@ -45,6 +45,7 @@ from tasks.plan import (  # noqa: F401 - re-exported: planning lives in tasks.pl
     build_plan,
 )
 from tasks.spec import GridSpec
+from tasks.trace import phase
 
 __all__ = [
     "CURVE_FPRS",
@@ -120,7 +121,9 @@ def compute_chunk_table(chunk: Chunk, run_id: str) -> pa.Table:
     mechs = [gdpcore.mechanism_from_dict(d) for d in mech_dicts]
     settings = chunk.settings
     reports = _grid_reports(mechs, settings)
+    phase("chunk-accounted")  # chunk-start .. chunk-accounted: the accounting; the rest is shaping and writing
     now = dt.datetime.now(dt.UTC)
+    eval_key, chunk_key, version = settings.eval_key, chunk.key, gdpcore.__version__  # once per chunk, not per row
     rows = []
     for mech, mdict, rep in zip(mechs, mech_dicts, reports, strict=True):
         if isinstance(rep, str):
@@ -141,8 +144,8 @@ def compute_chunk_table(chunk: Chunk, run_id: str) -> pa.Table:
             reps, rdeltas, rvalues, rbounds = [], [], [], []
         row = {
             "cell_id": mech.content_hash,
-            "eval_key": settings.eval_key,
-            "chunk_key": chunk.key,
+            "eval_key": eval_key,
+            "chunk_key": chunk_key,
             "mechanism_kind": mech.kind,
             "mechanism_json": mech.to_json(),
             **param_columns(mdict),
@@ -180,7 +183,7 @@ def compute_chunk_table(chunk: Chunk, run_id: str) -> pa.Table:
             "regret": rvalues,
             "regret_bound": rbounds,
             "alpha_min": settings.alpha_min,
-            "gdpcore_version": gdpcore.__version__,
+            "gdpcore_version": version,
             "code_version": settings.code_version,
             "run_id": run_id,
             "computed_at": now,
@@ -259,12 +262,14 @@ def _run_id() -> str:
 )
 def evaluate_chunk(chunk: Chunk, lake: str) -> ChunkManifest:
     """Evaluate one chunk and write it as one Parquet file (temp + rename); return its manifest."""
+    phase("chunk-start")
     started = time.perf_counter()
     run_id = _run_id()
     try:
         table = compute_chunk_table(chunk, run_id)
     except (ValueError, ArithmeticError, TypeError, pa.ArrowException) as exc:  # e.g. a value outside int64
         table = error_table(chunk, run_id, exc)
+    phase("chunk-computed")
     path = chunk_path(Path(lake), chunk.spec_name, chunk.kind, chunk.key)
     atomic_write_parquet(
         table,
@@ -278,6 +283,7 @@ def evaluate_chunk(chunk: Chunk, lake: str) -> ChunkManifest:
     )
     ok_mask = [s == "ok" for s in table.column("status").to_pylist()]
     mus = [m for m, ok in zip(table.column("mu").to_pylist(), ok_mask, strict=True) if ok and m is not None]
+    phase("chunk-written")
     return ChunkManifest(
         chunk_key=chunk.key,
         path=str(path.relative_to(Path(lake))),

@@ -7,6 +7,7 @@ Prefect; :mod:`tasks.evaluate` re-exports everything here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -54,8 +55,9 @@ class EvalSettings:
             code_version=code_version(),
         )
 
-    @property
+    @functools.cached_property
     def eval_key(self) -> str:
+        """Hash of the settings, computed once per instance (cached: a chunk's rows all carry it)."""
         return _hash(dataclasses.asdict(self))
 
 
@@ -68,8 +70,10 @@ class Chunk:
     mechanisms: tuple[str, ...]
     settings: EvalSettings
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
+        """Content hash of the chunk (cells + settings), computed once per instance: hashing a 2000-cell chunk
+        takes ~0.5 ms, and re-hashing it for each of its rows cost ~2 s per chunk (10 s of a 10^4-cell sweep)."""
         return _hash({"mechanisms": self.mechanisms, "settings": dataclasses.asdict(self.settings)})
 
     @property
