@@ -73,6 +73,21 @@ def runner_from_env() -> Any:
 _server_boot: dict[str, Any] = {}  # the temporary server this process started: {"process", "port", "watched"}
 
 
+_TESTED_PREFECT = ((3, 8), (3, 9))  # minor versions whose temporary-server command line _server_command mirrors
+
+
+def _launch_tested() -> bool:
+    """Whether the installed Prefect is one whose server command :func:`_server_command` mirrors (it is not a public
+    API); any other version lets Prefect start its own temporary server, about 1-1.5 s slower."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        major, minor = (int(x) for x in version("prefect").split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        return False
+    return (major, minor) in _TESTED_PREFECT
+
+
 def _server_command(port: int) -> list[str]:
     """Prefect's own temporary-server command line (``SubprocessASGIServer._run_uvicorn_command`` in prefect 3.9):
     uvicorn serving Prefect's app factory on localhost, errors only."""
@@ -146,7 +161,7 @@ def start_api_server() -> None:
     reports a taken port). ``PREFECT_API_URL`` is then exported and Prefect's settings re-read, so this process and
     its workers use it. Stopped at exit (and by :func:`stop_with_this_process` if this process is SIGKILLed). A
     no-op with a configured API or when already started."""
-    if _server_boot or os.environ.get("PREFECT_API_URL"):
+    if _server_boot or os.environ.get("PREFECT_API_URL") or not _launch_tested():
         return
     import atexit
     import sys

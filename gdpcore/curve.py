@@ -34,7 +34,7 @@ import dataclasses
 import math
 
 import numpy as np
-from scipy import signal, special
+from scipy import special
 
 from gdpcore._validation import check_open_unit_array
 from gdpcore.closed_form import get_log_delta_from_gdp
@@ -303,6 +303,9 @@ def _finish(eps, delta, alpha, tail, add_direction_gap, beta=None, *, optimistic
 def _suffix_decay(x: np.ndarray, decay: float) -> np.ndarray:
     """out[i] = sum_{m > i} x[m] * decay^(m - i), by a first-order recursion run backwards (scipy lfilter, in C)."""
     # y[k] = decay * (r[k-1] + y[k-1]) on the reversed sequence r.
+    # Imported here: scipy.signal costs ~0.6 s of import, paid by every CLI start and pool worker otherwise.
+    from scipy import signal
+
     y = signal.lfilter([0.0, decay], [1.0, -decay], x[::-1])
     return y[::-1]
 
