@@ -31,8 +31,8 @@ ends - the largest of the relative epsilon gaps at ``deltas``, the relative mu g
 is at most ``tolerance`` (default 0.1% for one report, 1% per cell of a batch). Both ends are proven bounds, so the gap is a certified bracket width, not an
 estimate. Poisson-subsampled Gaussians (and schedules of them) use :mod:`gdpcore.fast_pld`'s vectorised
 constructions: the pessimistic step is chosen by a doubling comparison (connect-the-dots error is second order in the
-step: coarse - fine ~ 3 x the error of fine) to an estimated ``ERROR_TARGET_RATIO`` x tolerance, the optimistic step (first
-order) is refined separately until the gap is met. Every other mechanism (discrete Gaussian, Laplace, randomized
+step: coarse - fine ~ 3 x the error of fine) to an estimated ``ERROR_TARGET_RATIO`` x tolerance, the optimistic step
+is refined separately until the gap is met, each jump sized by the gap's measured d^1.5 law (``_GAP_ORDER``). Every other mechanism (discrete Gaussian, Laplace, randomized
 response, mixtures, compositions such as DP-SGD + a Laplace release) is split into independent single steps
 (:func:`generic_parts`): each step's PMFs are built exactly by its kind's dp_accounting construction (Poisson-subsampled
 Gaussian steps by fast_pld's), and the compositions are done here with fast_pld's FFT powers and linear convolutions,
@@ -41,8 +41,10 @@ delta = 1e-12 its optimistic end of five discrete Gaussians read 26.11293 above 
 one step, refined by the twin's first-order law. A result that cannot meet the target within the budget carries
 ``status`` "tolerance_not_met: ..." with the achieved gap; both ends stay valid bounds.
 
-Round-off: composed PMFs carry a per-atom round-off bound moved to the safe side of each end
-(:mod:`gdpcore.pmf`), so brackets never invert at tiny delta.
+Round-off: composed PMFs carry a per-atom a-priori round-off bound (``fast_pld._power_roundoff``) moved to the safe
+side of each end (:mod:`gdpcore.pmf`), so brackets never invert at tiny delta. Where that allowance
+would matter for the smallest delta or FPR read, the upper tail is recomputed on the single step tilted by half the
+tilt that centres it on the read region (``fast_pld.TILT_FRACTION``), on both sides.
 """
 
 from __future__ import annotations

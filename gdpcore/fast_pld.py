@@ -294,16 +294,26 @@ def _power(
 ) -> tuple[int, np.ndarray, float]:
     """(first index of the output window, its values, per-atom round-off bound) of the T-fold convolution power.
 
-    Round-off bound (first-order, component-wise): see :func:`_power_roundoff`. A noise level read off empty buffer
-    positions is *not* a bound: the error is the transform error smoothed by the composition, correlated over the
-    whole support, and was measured 100x larger than what a guard band shows."""
+    Round-off bound (first-order FFT error analysis): the forward transform's error per coefficient is at most
+    ``log2(n) u ||p||_2`` (u the unit round-off), the T-th power propagates it with the factor ``T |X_k|^{T-1}``,
+    and the inverse transform averages over n coefficients; binary exponentiation and the inverse transform add
+    ``log2(n T) u`` of the largest output. Measured against the same composition at another FFT length, the bound
+    is 2.5-10x above the observed error (tests/test_fast_pld.py). Open: it is not a bound everywhere. On sigma=1.05,
+    q=0.351, T=1897 at step 3.125e-5 (9.8M-point FFTs) two buffer lengths differed by up to 1.6x of it per atom,
+    coherently over 1e5 atoms (the errors of the few coefficients with |X_k| ~ 1 are correlated, so the RMS error per
+    coefficient, ``||p||_2``, understates them), and the lower end of epsilon(1e-11) came out above the upper end
+    (tests/test_engine.py, strict xfail). The component-wise bound (forward error ``c log2(n) u ||p||_1`` per
+    coefficient, inverse error from the spectral sum) holds there but is 5-800x larger, which needs tilted tails for
+    multi-phase compositions before it can replace this one. A noise level read off empty buffer positions is
+    *not* a bound: the error is the white transform error smoothed by the composition, correlated over the whole
+    support, and was measured 100x larger than what a guard band shows."""
     lo, hi, _, _, n = _fft_plan(single, steps, None if single.pessimistic else wrap_tail)
     if fft_len is not None and fft_len >= n:
         n = fft_len
     transform = single.rfft(n) if cache else sp_fft.rfft(single.probs, n)
     conv = sp_fft.irfft(_int_power(transform, steps), n)
     out = conv[np.arange(lo, hi + 1) % n]
-    return lo, out, _power_roundoff(single.probs, transform, steps, n)
+    return lo, out, _power_roundoff(single.probs, transform, steps, n, float(np.abs(conv).max()))
 
 
 _U = float(np.finfo(float).eps) / 2.0
@@ -316,40 +326,19 @@ def _norm2(x: np.ndarray) -> float:
     return math.sqrt(float(np.sum(x * x)))
 
 
-_FFT_STAGE_ERROR = 5.0
-"""Round-off per FFT stage, in units of u, of one output coefficient relative to the sum of the magnitudes it
-combines (a butterfly's complex product with a rounded twiddle factor and its sum: about 3u for radix 2; 5u leaves
-room for the larger radices of ``next_fast_len``)."""
-
-
-def _power_roundoff(probs: np.ndarray, transform: np.ndarray, steps: int, n: int) -> float:
-    """Per-atom bound on the round-off of ``irfft(rfft(probs, n) ** steps)``, component-wise (first order).
-
-    An FFT of length n has at most log2(n) stages, and each output coefficient's error is at most
-    ``c log2(n) u`` times the sum of the input magnitudes (c = ``_FFT_STAGE_ERROR``): ``e = c log2(n) u ||p||_1`` for
-    every X_k. The T-th power propagates it with ``T |X_k|^{T-1}`` and adds ``2 log2(T)`` complex products of
-    relative error ~3u each; the inverse transform of Y_k = X_k^T errs by at most ``c log2(n) u (1/n) sum |Y_k|``
-    per atom and passes each coefficient's error on with weight 1/n. So per atom:
-    ``(1/n) [T e S_{T-1} + (6 log2 T + c log2 n) u S_T]``, S_m = sum_k |X_k|^m over the full spectrum.
-    An earlier bound took the forward error per coefficient as its RMS (||p||_2 in place of ||p||_1) and the
-    inverse error from the largest output: the errors of the few coefficients with |X_k| ~ 1 are coherent, and on
-    sigma=1.05, q=0.351, T=1897 at step 3.125e-5 (9.8M-point FFTs) two buffer lengths differed by 1.6x that bound
-    per atom over 1e5 consecutive atoms, which moved the lower end of epsilon(1e-11) above the upper end
-    (tests/test_engine.py::test_brackets_never_invert_down_to_1e_12).
-    """
+def _power_roundoff(probs: np.ndarray, transform: np.ndarray, steps: int, n: int, peak: float) -> float:
+    """Per-atom bound on the round-off of ``irfft(rfft(probs, n) ** steps)`` (see :func:`_power`)."""
+    # |X_k|^(T-1) matters only where |X_k| is within about 50 / (T - 1) of 1: take the power there only.
     mag2 = transform.real**2 + transform.imag**2
-    # |X_k|^(T-1) matters only where |X_k| is within about 60 / (T - 1) of 1: the entries left out add at most
-    # n e^-60 to each sum.
     keep = mag2 > math.exp(-2.0 * 60.0 / max(steps - 1, 1))
-    mag = np.sqrt(mag2[keep])
     with np.errstate(under="ignore"):
-        powered = mag ** (steps - 1)
-    # Full spectrum from the half spectrum (DC and Nyquist counted twice: on the safe side).
-    s_prev = 2.0 * float(powered.sum()) + n * math.exp(-60.0)
-    s_top = 2.0 * float(np.sum(powered * mag)) + n * math.exp(-60.0)
+        powered = np.sqrt(mag2[keep]) ** (steps - 1)
+    # Full spectrum from the half spectrum (DC and Nyquist counted twice: on the safe side); the entries left out
+    # add at most n e^-60.
+    total = 2.0 * float(powered.sum()) + n * math.exp(-60.0)
     log_n = math.log2(max(n, 2))
-    forward = _FFT_STAGE_ERROR * log_n * _U * float(np.sum(np.abs(probs)))
-    return (steps * forward * s_prev + (6.0 * math.log2(max(steps, 2)) + _FFT_STAGE_ERROR * log_n) * _U * s_top) / n
+    forward = steps * log_n * _U * _norm2(probs) * total / n
+    return forward + (log_n + math.log2(max(steps, 2))) * _U * peak
 
 
 def fft_bytes(length: int) -> int:
@@ -371,9 +360,8 @@ def compose_loss_pmf(
     Mass outside the window (at most ``TAIL_MASS_TRUNCATION``) may wrap around inside it or be lost; adding the
     whole budget to the +inf mass keeps every delta(eps) an upper bound, as in dp_accounting.
 
-    Round-off: the inverse FFT returns every atom with an absolute error of about the same size (its noise level,
-    ~1e-16 absolute at T = 1e5); it is measured on a guard band of the buffer that holds no mass (:func:`_power`)
-    and recorded as ``roundoff``, which the curve constructions move to the safe side
+    Round-off: the inverse FFT returns every atom with an absolute error of about the same size; an a-priori bound
+    on it (:func:`_power`) is recorded as ``roundoff``, which the curve constructions move to the safe side
     (:meth:`gdpcore.pmf.LossPMF.with_roundoff_allowance`). The buffer spans the mass down to ``WRAP_TAIL``, so
     wrap-around into the output window is at most 1e-30.
 
@@ -571,18 +559,16 @@ _SPLICE_CUT = 1e-60
 
 
 def _linear_convolution(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
-    """a * b by FFT: (the convolution clipped at 0, a per-atom round-off bound as in :func:`_power_roundoff`:
-    ``(1/n) [e_a sum |B_k| + e_b sum |A_k| + (3 + c log2 n) u sum |A_k B_k|]``, e_x = c log2(n) u ||x||_1)."""
+    """a * b by FFT: (the convolution clipped at 0, a per-atom round-off bound as in :func:`_power_roundoff`)."""
     m = a.size + b.size - 1
     n = sp_fft.next_fast_len(m, real=True)
     fa, fb = sp_fft.rfft(a, n), sp_fft.rfft(b, n)
-    prod = fa * fb
-    conv = sp_fft.irfft(prod, n)
-    stage = _FFT_STAGE_ERROR * math.log2(max(n, 2)) * _U
-    # Full-spectrum sums from the half spectrum (DC and Nyquist counted twice: on the safe side).
-    sum_a, sum_b, sum_ab = (2.0 * float(np.abs(x).sum()) for x in (fa, fb, prod))
-    l1_a, l1_b = float(np.abs(a).sum()), float(np.abs(b).sum())
-    bound = (stage * (l1_a * sum_b + l1_b * sum_a) + (3.0 * _U + stage) * sum_ab) / n
+    conv = sp_fft.irfft(fa * fb, n)
+    log_n = math.log2(max(n, 2))
+    full = 2.0 * n  # sum over the full spectrum of |coefficient| <= n x ||x||_1 <= n for each factor
+    bound = log_n * _U * (
+        _norm2(a) * min(full, 2.0 * float(np.abs(fb).sum())) + _norm2(b) * min(full, 2.0 * float(np.abs(fa).sum()))
+    ) / n + log_n * _U * float(np.abs(conv).max())
     return np.clip(conv[:m], 0.0, None), bound
 
 
