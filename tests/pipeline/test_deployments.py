@@ -19,7 +19,7 @@ from scipy.stats import norm
 import gdpcore
 from flows.deployments import DEPLOYMENTS, POOL, PROJECT_VARIABLE, PULL, prefect_yaml, render_prefect_yaml
 from tasks.publish import query_report
-from tests.robustness.conftest import BIN, Proc, _healthy, base_env, free_port, wait_for
+from tests.robustness.conftest import BIN, Proc, base_env, free_port, healthy, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -132,7 +132,7 @@ def test_every_deployment_runs_on_a_local_server_with_a_process_pool(tmp_path):
     )
     worker = None
     try:
-        wait_for(lambda: _healthy(url) or (not server.alive() and pytest.fail(server.log()[-3000:])), 120, "server")
+        wait_for(lambda: healthy(url) or (not server.alive() and pytest.fail(server.log()[-3000:])), 120, "server")
         cli = base_env(home, url) | {"PREFECT_WORKER_QUERY_SECONDS": "1"}
 
         def prefect(*args: str) -> subprocess.CompletedProcess:

@@ -11,6 +11,19 @@ import pytest
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # the test server must not phone home
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
+# Importing MLflow's SQLAlchemy store runs sqlalchemy.orm.configure_mappers() over every ORM registry in the process.
+# Under SQLAlchemy 2.1 that warns about MLflow's own `lazy="noload"` relationships and about Prefect's server UUID
+# column type (no operator_classes). Both are third-party deprecations, not ours: ignored by message in the MLflow tests.
+MLFLOW_ORM_WARNINGS = [
+    pytest.mark.filterwarnings(
+        "ignore:The ``noload`` loader strategy is deprecated:sqlalchemy.exc.SADeprecationWarning"
+    ),
+    pytest.mark.filterwarnings(
+        "ignore:Type object <class 'prefect.server.utilities.database.UUID'> does not refer to an OperatorClass"
+        ":sqlalchemy.exc.SADeprecationWarning"
+    ),
+]
+
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_REGISTRY = REPO / "data" / "registry"
 

@@ -6,20 +6,9 @@ import pytest
 import yaml
 
 import gdpcore
+from tests.registry.conftest import MLFLOW_ORM_WARNINGS
 
-pytestmark = [
-    pytest.mark.usefixtures("prefect_server"),
-    # Importing MLflow's SQLAlchemy store runs sqlalchemy.orm.configure_mappers() over every ORM registry in the
-    # process. Under SQLAlchemy 2.1 that warns about MLflow's own `lazy="noload"` relationships and about Prefect's
-    # server UUID column type (no operator_classes). Both are third-party deprecations, not ours: ignored by message.
-    pytest.mark.filterwarnings(
-        "ignore:The ``noload`` loader strategy is deprecated:sqlalchemy.exc.SADeprecationWarning"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:Type object <class 'prefect.server.utilities.database.UUID'> does not refer to an OperatorClass"
-        ":sqlalchemy.exc.SADeprecationWarning"
-    ),
-]
+pytestmark = [pytest.mark.usefixtures("prefect_server"), *MLFLOW_ORM_WARNINGS]
 
 
 @pytest.mark.slow  # MLflow's SQLite migrations + one audit: about 15 s on 2 cores

@@ -14,38 +14,23 @@ import json
 import os
 import sys
 import time
-import urllib.request
 import warnings
 
 import pytest
 
 import gdpcore
 from tasks.publish import query_report
-from tests.robustness.conftest import Proc, free_port, wait_for
+from tests.registry.conftest import MLFLOW_ORM_WARNINGS
+from tests.robustness.conftest import Proc, free_port, healthy, wait_for
 
 pytestmark = [
     pytest.mark.slow,  # a real mlflow server, 20 registered versions, four audits: ~2 min on 2 shared cores
     pytest.mark.usefixtures("prefect_server"),
-    # as in test_mlflow.py: SQLAlchemy 2.1 deprecations raised by MLflow's / Prefect's own ORM models on import
-    pytest.mark.filterwarnings(
-        "ignore:The ``noload`` loader strategy is deprecated:sqlalchemy.exc.SADeprecationWarning"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:Type object <class 'prefect.server.utilities.database.UUID'> does not refer to an OperatorClass"
-        ":sqlalchemy.exc.SADeprecationWarning"
-    ),
+    *MLFLOW_ORM_WARNINGS,
 ]
 
 OWNER_NOTES = "Owner notes: ResNet-20 on the 2025 snapshot; contact vision-team. Do not delete."
 NO_DP_NOTES = "Baseline without DP (for comparison only)."
-
-
-def _health(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/health", timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +45,7 @@ def mlflow_server(tmp_path_factory):
     server = Proc([*args, "--workers", "1"], root / "server.log", env)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _health(url) or (not server.alive() and pytest.fail(server.log()[-3000:])), 120, "mlflow")
+        wait_for(lambda: healthy(url) or (not server.alive() and pytest.fail(server.log()[-3000:])), 120, "mlflow")
         yield url
     finally:
         server.stop(timeout=5)

@@ -108,7 +108,8 @@ def base_env(home: Path, api_url: str | None = None) -> dict[str, str]:
     return env
 
 
-def _healthy(url: str) -> bool:
+def healthy(url: str) -> bool:
+    """Whether the server at ``url`` answers ``/health`` with 200 within 2 s."""
     try:
         with urllib.request.urlopen(url + "/health", timeout=2) as r:
             return r.status == 200
@@ -149,7 +150,7 @@ def prefect_api(tmp_path_factory) -> Iterator[dict[str, str]]:
     )
     try:
         wait_for(
-            lambda: _healthy(url) or (not proc.alive() and pytest.fail(proc.log()[-3000:])),
+            lambda: healthy(url) or (not proc.alive() and pytest.fail(proc.log()[-3000:])),
             120,
             "prefect server health",
         )
