@@ -463,20 +463,7 @@ def _audit(args: argparse.Namespace) -> int:
                 f"registry {registry} has no valid model version ({len(errors)} invalid file(s), e.g. {errors[0]}); "
                 "nothing was written. If it is meant to be empty, pass --allow-empty"
             )
-    _preflight(args)
-    _prefect_env(args.verbose)
-    from flows.privacy_audit import privacy_audit
-
-    s = privacy_audit(
-        registry=registry,
-        lake=args.lake,
-        report=args.report,
-        cards_dir=args.cards,
-        mlflow_uri=args.mlflow_uri,
-        allow_empty=args.allow_empty,
-        report_uri=args.report_uri,
-        progress=not args.no_progress,
-    )
+    s = _run_audit(args, registry=registry, mlflow_uri=args.mlflow_uri)
     print(
         f"audit {s.registry}: {len(s.models)} model versions ({len(s.computed)} computed, {len(s.reused)} "
         f"unchanged), {s.comparisons_computed} comparisons computed, {len(s.failed)} failed"
@@ -486,6 +473,23 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"MLflow: tagged {len(s.mlflow_tagged)}, not registered: {', '.join(s.mlflow_missing) or 'none'}")
     print(f"report: {s.report}   (views: models, model_privacy, model_comparisons)\ncards: {s.cards_dir}")
     return 1 if s.failed else 0
+
+
+def _run_audit(args: argparse.Namespace, **source: Any) -> Any:
+    """The privacy-audit flow with the options both audit sources share (``source``: where the models come from)."""
+    _preflight(args)
+    _prefect_env(args.verbose)
+    from flows.privacy_audit import privacy_audit
+
+    return privacy_audit(
+        **source,
+        lake=args.lake,
+        report=args.report,
+        cards_dir=args.cards,
+        allow_empty=args.allow_empty,
+        report_uri=args.report_uri,
+        progress=not args.no_progress,
+    )
 
 
 def _audit_mlflow(args: argparse.Namespace) -> int:
@@ -514,21 +518,12 @@ def _audit_mlflow(args: argparse.Namespace) -> int:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
-    _preflight(args)
-    _prefect_env(args.verbose)
-    from flows.privacy_audit import privacy_audit
-
-    s = privacy_audit(
+    s = _run_audit(
+        args,
         source="mlflow",
         mlflow_uri=args.mlflow_uri,
         models=args.model or None,
         production_alias=args.production_alias,
-        lake=args.lake,
-        report=args.report,
-        cards_dir=args.cards,
-        allow_empty=args.allow_empty,
-        report_uri=args.report_uri,
-        progress=not args.no_progress,
     )
     print(
         f"audit mlflow:{public_uri(args.mlflow_uri)}: {len(s.models) + len(s.not_auditable)} model versions: "
