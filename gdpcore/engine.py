@@ -41,8 +41,10 @@ delta = 1e-12 its optimistic end of five discrete Gaussians read 26.11293 above 
 one step, refined by the twin's first-order law. A result that cannot meet the target within the budget carries
 ``status`` "tolerance_not_met: ..." with the achieved gap; both ends stay valid bounds.
 
-Round-off: composed PMFs carry a per-atom a-priori round-off bound (``fast_pld._power_roundoff``) moved to the safe
-side of each end (:mod:`gdpcore.pmf`), so brackets never invert at tiny delta. Where that allowance
+Round-off: composed PMFs carry a rigorous per-atom a-priori round-off bound (``fast_pld._power_roundoff``:
+componentwise, forward transforms and the surviving powers in extended precision; tests/test_roundoff.py checks it
+against an extended-precision composition) moved to the safe side of each end (:mod:`gdpcore.pmf`), so brackets
+never invert at tiny delta. Where that allowance
 would matter for the smallest delta or FPR read, the upper tail is recomputed on the single step tilted by half the
 tilt that centres it on the read region (``fast_pld.TILT_FRACTION``), on both sides.
 """
@@ -522,7 +524,8 @@ class Producer:
             n = fast_pld.fft_length(single, steps)
             # Reuse a transform already computed for a larger T of this single step when its length is close.
             reusable = [m for m in single.cached_fft_lengths() if n <= m <= 1.25 * n]
-            remove = fast_pld.compose_loss_pmf(single, steps, fft_len=reusable[0] if reusable else None)
+            fft_len = reusable[0] if reusable else None
+            remove = fast_pld.compose_loss_pmf(single, steps, fft_len=fft_len, extended=not estimate_only)
         else:
             remove = fast_pld.compose_phases(parts)
         if estimate_only:

@@ -90,7 +90,8 @@ LOG_MASS_TRUNCATION_BOUND = -50.0
 TAIL_MASS_TRUNCATION = 1e-15
 """Mass the composition may cut from its two tails together (dp_accounting's default); added to +inf."""
 
-_BYTES_PER_FFT_POINT = 64  # float64 input + complex128 spectrum and its power + float64 output and roll
+_BYTES_PER_FFT_POINT = 104  # float64 input + complex128 spectrum and its power + float64 output and roll (64), plus
+# the extended transform's longdouble input (16) and clongdouble half spectrum (16) and its rounded copy (8)
 
 
 def _check_discretization(discretization) -> float:
@@ -291,33 +292,56 @@ def fft_length(single: LossPMF, steps: int, *, wrap_tail: float = WRAP_TAIL) -> 
 
 
 def _power(
-    single: LossPMF, steps: int, *, fft_len: int | None, cache: bool, wrap_tail: float = WRAP_TAIL
+    single: LossPMF,
+    steps: int,
+    *,
+    fft_len: int | None,
+    cache: bool,
+    wrap_tail: float = WRAP_TAIL,
+    extended: bool = False,
 ) -> tuple[int, np.ndarray, float]:
     """(first index of the output window, its values, per-atom round-off bound) of the T-fold convolution power.
 
-    Round-off bound (first-order FFT error analysis): the forward transform's error per coefficient is at most
-    ``log2(n) u ||p||_2`` (u the unit round-off), the T-th power propagates it with the factor ``T |X_k|^{T-1}``,
-    and the inverse transform averages over n coefficients; binary exponentiation and the inverse transform add
-    ``log2(n T) u`` of the largest output. Measured against the same composition at another FFT length, the bound
-    is 2.5-10x above the observed error (tests/test_fast_pld.py). Open: it is not a bound everywhere. On sigma=1.05,
-    q=0.351, T=1897 at step 3.125e-5 (9.8M-point FFTs) two buffer lengths differed by up to 1.6x of it per atom,
-    coherently over 1e5 atoms (the errors of the few coefficients with |X_k| ~ 1 are correlated, so the RMS error per
-    coefficient, ``||p||_2``, understates them), and the lower end of epsilon(1e-11) came out above the upper end
-    (tests/test_engine.py, strict xfail). The component-wise bound (forward error ``c log2(n) u ||p||_1`` per
-    coefficient, inverse error from the spectral sum) holds there but is 5-800x larger, which needs tilted tails for
-    multi-phase compositions before it can replace this one. A noise level read off empty buffer positions is
-    *not* a bound: the error is the white transform error smoothed by the composition, correlated over the whole
-    support, and was measured 100x larger than what a guard band shows."""
+    The bound (:func:`_power_roundoff`) is rigorous and componentwise. Its size is set by the forward transform:
+    a float64 FFT errs by up to ``c log2(n) u ||p||_1`` on *every* coefficient, and the few coefficients with
+    |X_k| ~ 1 that survive the T-th power carry that error coherently into every atom. An earlier bound that took
+    the RMS error per coefficient (``log2(n) u ||p||_2``) instead was exceeded 1.6x per atom, coherently over 1e5
+    atoms, on sigma=1.05, q=0.351, T=1897 at step 3.125e-5 (9.8M-point FFTs): the lower end of epsilon(1e-11) came
+    out above the upper end (tests/test_engine.py keeps that cell). With ``extended`` the forward transform is
+    computed in ``np.longdouble`` and rounded once (error ``u |X_k|`` instead of ``c log2(n) u``), and the
+    coefficients with non-negligible ``|X_k|^(T-1)`` - 1% of them on the reference grid, a low-frequency band - are
+    powered in extended precision too and rounded once (error ``u |Y_k|`` instead of ``T u |Y_k|``): the bound then
+    no longer grows with T or with the single step's spread, and is below the RMS one at T >= 1e3. A noise level
+    read off empty buffer positions is *not* a bound: the error is the white transform error smoothed by the
+    composition, correlated over the whole support, and was measured 100x larger than what a guard band shows."""
     lo, hi, _, _, n = _fft_plan(single, steps, None if single.pessimistic else wrap_tail)
     if fft_len is not None and fft_len >= n:
         n = fft_len
-    transform = single.rfft(n) if cache else sp_fft.rfft(single.probs, n)
-    conv = sp_fft.irfft(_int_power(transform, steps), n)
+    if not extended:
+        transform = single.rfft(n) if cache else sp_fft.rfft(single.probs, n)
+        conv = sp_fft.irfft(_int_power(transform, steps), n)
+        bound = _power_roundoff(single.probs, transform, steps, n)
+    else:
+        ext = single.rfft(n, extended=True) if cache else sp_fft.rfft(single.probs.astype(np.longdouble), n)
+        transform = ext.astype(np.complex128)
+        powered = _int_power(transform, steps)
+        # Where |X_k|^(T-1) is not negligible the power is taken in extended precision and rounded once.
+        keep = _kept(np.abs(transform), steps)
+        if keep.any():
+            powered[keep] = _int_power(ext[keep], steps).astype(np.complex128)
+        conv = sp_fft.irfft(powered, n)
+        bound = _power_roundoff(single.probs, transform, steps, n, extended_power=keep)
     out = conv[np.arange(lo, hi + 1) % n]
-    return lo, out, _power_roundoff(single.probs, transform, steps, n, float(np.abs(conv).max()))
+    return lo, out, bound
+
+
+def _kept(mag: np.ndarray, steps: int) -> np.ndarray:
+    """Coefficients whose (|X_k| + slack)^(T-1) may exceed e^-60 (the others contribute at most n e^-60 T)."""
+    return mag + 1e-12 > math.exp(-60.0 / max(steps - 1, 1))
 
 
 _U = float(np.finfo(float).eps) / 2.0
+_U_EXT = float(np.finfo(np.longdouble).eps) / 2.0  # 2^-64 on x86-64; = _U where longdouble is float64
 
 
 def _norm2(x: np.ndarray) -> float:
@@ -327,19 +351,58 @@ def _norm2(x: np.ndarray) -> float:
     return math.sqrt(float(np.sum(x * x)))
 
 
-def _power_roundoff(probs: np.ndarray, transform: np.ndarray, steps: int, n: int, peak: float) -> float:
-    """Per-atom bound on the round-off of ``irfft(rfft(probs, n) ** steps)`` (see :func:`_power`)."""
-    # |X_k|^(T-1) matters only where |X_k| is within about 50 / (T - 1) of 1: take the power there only.
-    mag2 = transform.real**2 + transform.imag**2
-    keep = mag2 > math.exp(-2.0 * 60.0 / max(steps - 1, 1))
-    with np.errstate(under="ignore"):
-        powered = np.sqrt(mag2[keep]) ** (steps - 1)
-    # Full spectrum from the half spectrum (DC and Nyquist counted twice: on the safe side); the entries left out
-    # add at most n e^-60.
-    total = 2.0 * float(powered.sum()) + n * math.exp(-60.0)
-    log_n = math.log2(max(n, 2))
-    forward = steps * log_n * _U * _norm2(probs) * total / n
-    return forward + (log_n + math.log2(max(steps, 2))) * _U * peak
+_FFT_ERROR_PER_LEVEL = 5.5
+"""Componentwise error of a floating-point FFT, in units of u per log2(n) level, relative to the l1 norm of its
+input (Cooley-Tukey error analysis, e.g. Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., Sec.
+24.1): a butterfly a + w b errs by at most u |a + w b| + (sqrt(5) u + mu) |b| with mu the twiddle error (~u), and
+the partial transforms that feed one output at a level have moduli summing to at most the input's l1 norm; later
+levels only add them with unit-modulus weights. So every output coefficient errs by at most
+(2 + sqrt(5) + mu / u) u log2(n) ||x||_1 < 5.5 u log2(n) ||x||_1 (radix-p levels count as log2(p) levels and err
+less per level)."""
+
+
+def _fft_error(n: int) -> float:
+    """Componentwise error of one length-``n`` FFT per unit of the input's l1 norm."""
+    return _FFT_ERROR_PER_LEVEL * math.log2(max(n, 2)) * _U
+
+
+def _power_roundoff(
+    probs: np.ndarray, transform: np.ndarray, steps: int, n: int, *, extended_power: np.ndarray | None = None
+) -> float:
+    """Per-atom bound on the round-off of ``irfft(rfft(probs, n) ** steps)`` (see :func:`_power`).
+
+    Rigorous and componentwise. A float64 forward transform errs per coefficient by at most
+    ``e = c log2(n) u ||p||_1`` (:data:`_FFT_ERROR_PER_LEVEL`), and the T-th power by binary exponentiation turns that
+    into ``T (|X_k| + 2 e)^(T-1) e`` plus its own ``2 sqrt(5) log2(T) u |X_k|^T`` (at most 2 log2 T complex products,
+    each within sqrt(5) u). With ``extended_power`` (a mask), the transform was computed in extended precision
+    (u_ext = 2^-64 on x86-64; = u where ``np.longdouble`` is float64, and the bound stays valid) and the masked
+    coefficients were powered there too and rounded once: their error is ``u |Y_k|`` plus the extended computation's
+    (the same formula with u_ext); the others were powered in float64 from the rounded transform (forward error
+    ``u |X_k| + e_ext``). The inverse transform passes an input error through with weight 1 / n per coefficient and
+    adds ``c log2(n) u (1/n) sum_k |Y_k|`` (plus u for the 1/n scaling). Sums run over the full spectrum (twice the
+    half spectrum: on the safe side); coefficients whose (|X_k| + 2 e_k)^(T-1) is below e^-60 are bounded together
+    by n e^-60 (T + 1)."""
+    l1 = float(np.sum(np.abs(probs)))
+    mag = np.sqrt(transform.real**2 + transform.imag**2)
+    t = max(steps, 1)
+    log_t = math.log2(max(t, 2))
+    exp_err = 2.0 * math.sqrt(5.0) * log_t * _U
+    if extended_power is None:
+        e_fwd = np.full(mag.shape, _fft_error(n) * l1)
+        exp_errs = np.full(mag.shape, exp_err)
+    else:
+        e_ext = _FFT_ERROR_PER_LEVEL * math.log2(max(n, 2)) * _U_EXT * l1
+        e_fwd = np.where(extended_power, e_ext, _U * mag * (1.0 + 2.0 * _U) + e_ext)
+        # Extended power, rounded once: u |Y| plus the extended products' error.
+        exp_errs = np.where(extended_power, _U + 2.0 * math.sqrt(5.0) * log_t * _U_EXT, exp_err)
+    up = np.minimum(mag + 2.0 * e_fwd, 1.0 + 2.0 * e_fwd)
+    keep = up > math.exp(-60.0 / max(t - 1, 1))
+    with np.errstate(under="ignore", over="ignore", divide="ignore"):
+        powered_m1 = np.exp((t - 1) * np.log(up[keep]))
+    rest = (mag.size - int(np.count_nonzero(keep))) * math.exp(-60.0) * (t + 1) * (1.0 + 2.0 * _U)
+    prop = float(np.sum(powered_m1 * (t * e_fwd[keep] + exp_errs[keep] * up[keep])))
+    total_pow = 2.0 * (float(np.sum(powered_m1 * up[keep])) + rest)
+    return (2.0 * (prop + rest) + (_fft_error(n) + _U) * total_pow) / n
 
 
 def fft_bytes(length: int) -> int:
@@ -355,16 +418,20 @@ def compose_loss_pmf(
     fft_len: int | None = None,
     tilt: float = 0.0,
     wrap_tail: float = WRAP_TAIL,
+    extended: bool = True,
 ) -> LossPMF:
     """T-fold composition of a single-step PMF as a :class:`LossPMF` (FFT power on a Chernoff window).
 
     Mass outside the window (at most ``TAIL_MASS_TRUNCATION``) may wrap around inside it or be lost; adding the
     whole budget to the +inf mass keeps every delta(eps) an upper bound, as in dp_accounting.
 
-    Round-off: the inverse FFT returns every atom with an absolute error of about the same size; an a-priori bound
-    on it (:func:`_power`) is recorded as ``roundoff``, which the curve constructions move to the safe side
-    (:meth:`gdpcore.pmf.LossPMF.with_roundoff_allowance`). The buffer spans the mass down to ``WRAP_TAIL``, so
-    wrap-around into the output window is at most 1e-30.
+    Round-off: the inverse FFT returns every atom with an absolute error of about the same size; a rigorous a-priori
+    bound on it (:func:`_power_roundoff`) is recorded as ``roundoff``, which the curve constructions move to the safe
+    side (:meth:`gdpcore.pmf.LossPMF.with_roundoff_allowance`). ``extended`` (the default) takes the forward
+    transform, and the power of the coefficients that survive it, in extended precision (:func:`_power`): the bound
+    is then 10-100x smaller, at 3.7x the cost of the forward transform; ``extended=False`` suits estimates (the
+    engine's doubled-step comparison). The buffer spans the mass down to ``WRAP_TAIL``, so wrap-around into the
+    output window is at most 1e-30.
 
     ``tilt`` > 0 adds an exponentially tilted composition for the upper tail (:func:`_tilted_tail`): the same
     convolution power of ``p_i e^{tilt l_i - K}`` (K its log-MGF), untilted exactly afterwards, has its round-off
@@ -376,7 +443,7 @@ def compose_loss_pmf(
     inf_mass = -math.expm1(steps * math.log1p(-single.infinity_mass)) if single.infinity_mass < 1 else 1.0
     if steps == 1:
         return LossPMF(single.lower_index, single.step, p.copy(), float(inf_mass), pessimistic, single.roundoff)
-    lo, out, noise = _power(single, steps, fft_len=fft_len, cache=True, wrap_tail=wrap_tail)
+    lo, out, noise = _power(single, steps, fft_len=fft_len, cache=True, wrap_tail=wrap_tail, extended=extended)
     roundoff = noise + single.max_roundoff * steps
     probs = np.clip(out, 0.0, None)
     composed = LossPMF(
@@ -563,13 +630,23 @@ def _linear_convolution(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float
     """a * b by FFT: (the convolution clipped at 0, a per-atom round-off bound as in :func:`_power_roundoff`)."""
     m = a.size + b.size - 1
     n = sp_fft.next_fast_len(m, real=True)
-    fa, fb = sp_fft.rfft(a, n), sp_fft.rfft(b, n)
+    # Forward transforms in extended precision, rounded once (as LossPMF.rfft(extended=True)): each coefficient is
+    # then within u |X_k| + c log2(n) u_ext ||x||_1 of the exact one, instead of a float64 FFT's c log2(n) u ||x||_1
+    # absolute, which on spread PMFs (||x||_2 << ||x||_1) made the bound 5-800x larger (see _power_roundoff).
+    fa = sp_fft.rfft(a.astype(np.longdouble), n).astype(np.complex128)
+    fb = sp_fft.rfft(b.astype(np.longdouble), n).astype(np.complex128)
     conv = sp_fft.irfft(fa * fb, n)
-    log_n = math.log2(max(n, 2))
-    full = 2.0 * n  # sum over the full spectrum of |coefficient| <= n x ||x||_1 <= n for each factor
-    bound = log_n * _U * (
-        _norm2(a) * min(full, 2.0 * float(np.abs(fb).sum())) + _norm2(b) * min(full, 2.0 * float(np.abs(fa).sum()))
-    ) / n + log_n * _U * float(np.abs(conv).max())
+    # Componentwise (see _power_roundoff): the product errs by e_a |fb| + e_b |fa| + e_a e_b plus sqrt(5) u |fa fb|,
+    # and the inverse adds c log2(n) u of the spectrum's l1 norm; everything over the full spectrum (twice the half
+    # one) and divided by n.
+    mag_a = np.abs(fa)
+    mag_b = np.abs(fb)
+    ext = _FFT_ERROR_PER_LEVEL * math.log2(max(n, 2)) * _U_EXT
+    e_a = _U * mag_a * (1.0 + 2.0 * _U) + ext * float(np.sum(np.abs(a)))
+    e_b = _U * mag_b * (1.0 + 2.0 * _U) + ext * float(np.sum(np.abs(b)))
+    prop = float(np.sum(e_a * mag_b + e_b * mag_a + e_a * e_b))
+    prod = float(np.sum(mag_a * mag_b))
+    bound = 2.0 * (prop + (math.sqrt(5.0) * _U + _fft_error(n) + _U) * (prod + prop)) / n
     return np.clip(conv[:m], 0.0, None), bound
 
 

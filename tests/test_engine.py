@@ -24,19 +24,10 @@ TINY_DELTAS = np.array([1e-3, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11, 1e-12]
         # counted on neither side): 23.873 > 23.434 at 1e-12 for the first, 126.83198 > 126.83134 at 1e-9.
         (1.4566, 0.01486, 59_888),
         (0.8909, 0.02901, 60_614),
-        # The contract test's cell (tests/test_contract.py subsampled_gaussian-2): 251.2179 > 251.1559 at 1e-12.
-        pytest.param(
-            1.050086509608957,
-            0.35109913867374065,
-            1897,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="open: with the twin at step 3.125e-5 (9.8M-point FFT) the optimistic end of epsilon(1e-11) reads "
-                "244.88835 above the upper 244.88759 (pessimistic delta there converges to 9.9965e-12 from steps 1e-3 "
-                "to 1.25e-4; the twin reads 1.0000e-11): the FFT round-off estimate is exceeded 1.6x per atom, "
-                "coherently (gdpcore.fast_pld._power)",
-            ),
-        ),
+        # The contract test's cell (tests/test_contract.py subsampled_gaussian-2): 251.2179 > 251.1559 at 1e-12. Later
+        # (RMS-based round-off estimate) its twin at step 3.125e-5 read epsilon(1e-11) 244.88835 > 244.88759; the
+        # bound is now componentwise (tests/test_roundoff.py::test_bound_is_componentwise_not_rms checks that twin).
+        (1.050086509608957, 0.35109913867374065, 1897),
     ],
 )
 def test_brackets_never_invert_down_to_1e_12(sigma, q, T):
