@@ -52,6 +52,10 @@ Optimistic twin (lower ends of brackets only; :func:`optimistic_single_step_pld`
   delta(eps) >= delta_buckets(eps - c) - tail. The residuals sit near d / 2 with a spread of 1-4% of d, so c is
   within a few d of T d / 2 and the certified gap becomes a few d (tests check the tail against the exact law of
   the sum, and the lower ends against dp_accounting at 1e-5 and prv_accountant).
+* the advantage delta(0) gets its own shift (:func:`certified_advantage_lower_bound`): the same argument at a tail
+  of its own, which for one number of order 1e-2 can be far larger than the curve-wide tail (which must hold down
+  to the smallest delta or FPR read); the engine inserts it into the twin as a convex-hull point on the diagonal
+  (:func:`gdpcore.curve.hull_with_advantage`; measured in docs/references.md A-1).
 """
 
 from __future__ import annotations

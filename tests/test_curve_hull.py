@@ -2,9 +2,9 @@
 
 Independent truth: the geometry of the lower convex hull (a supporting line through the tangent vertex and the
 diagonal point, symmetric under (alpha, beta) -> (beta, alpha)), the SymmetricCurve invariants of its docstring, the
-closed-form trade-off curve of randomized response (Dong et al. 2022, Def. 2.4 / Eq. (4):
-f(alpha) = max(0, 1 - e^eps alpha, e^-eps (1 - alpha))), and the definition of the regret (seed-free: Eq. 24 as a
-sup over eps, evaluated on a fine grid).
+closed-form trade-off curve of randomized response (Dong, Roth & Su 2022, Sec. 2.4, the curve f_{eps,0} of
+eps-DP: f(alpha) = max(0, 1 - e^eps alpha, e^-eps (1 - alpha)); docs/references.md A-2), and the definition of the
+regret (sup over eps >= 0 of (delta_mu(eps) - delta_f(eps)) / (1 + e^eps), evaluated on a fine grid).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_hull_queries_read_the_new_line(twin):
     # mu: read near the diagonal the hull binds (the curve is lower there); read at 1e-10 it does not.
     assert hull.mu(alpha_min=0.45)[0] > curve.mu(alpha_min=0.45)[0]
     assert hull.mu(alpha_min=1e-10)[0] == curve.mu(alpha_min=1e-10)[0]
-    # The regret bracket against f_mu contains the definition's sup over a fine eps grid (Eq. 24).
+    # The regret bracket against f_mu contains the definition's sup over a fine eps grid.
     mu = hull.mu(alpha_min=0.45)[0]
     lo, hi = hull.regret_against_gdp(mu)
     # (the sup sits at a kink of delta_f, i.e. at a grid line such as eps', so the lines are sampled too)
@@ -120,7 +120,7 @@ def test_hull_of_a_weak_curve_is_randomized_response():
     np.testing.assert_allclose(hull.eps, [0.0, math.log(3.0)], rtol=1e-15)
     assert hull.advantage == pytest.approx(0.5, rel=1e-15)
     eps = np.linspace(0.0, 2.0, 201)
-    # RR's profile: delta(eps) = max(0, (3 - e^eps) / 4) (Dong et al. 2022, Eq. (5) with f above).
+    # RR's profile: delta(eps) = max(0, (3 - e^eps) / 4) (docs/references.md A-2).
     np.testing.assert_allclose(hull.delta_at(eps), np.maximum(0.0, (3.0 - np.exp(eps)) / 4.0), atol=1e-15)
 
 
