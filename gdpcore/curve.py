@@ -330,7 +330,7 @@ def hull_with_advantage(curve: SymmetricCurve, *, advantage: float) -> Symmetric
     a_p = min(0.5, math.nextafter((1.0 - a2) / 2.0, 1.0))
     alpha, beta, tail = curve.alpha, curve.beta, curve.tail
     left = np.flatnonzero(alpha < a_p)  # a prefix (alpha increases); vertex 0 has alpha = 0 < a_P
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         slopes = (beta[left] - a_p) / (alpha[left] - a_p)
     v = int(left[int(np.argmax(slopes))])
     K = curve.eps.size - 1
@@ -345,6 +345,9 @@ def hull_with_advantage(curve: SymmetricCurve, *, advantage: float) -> Symmetric
         kept_eps, kept_delta = kept_eps[1:], kept_delta[1:]
         s_v = float((beta[v] - a_p) / (alpha[v] - a_p))
         e_new = math.log(-s_v) if s_v < -1.0 else 0.0
+    if e_new > _EPS_CAP:
+        # P within ~e^-700 of the corner (advantage ~ 1): its line's e^eps overflows; the curve stays valid as it is.
+        return curve
     if e_new > 0.0:
         # delta on the new line from either end of the segment; the smaller is on the safe (lower) side.
         d_new = min(tail[v] - math.exp(e_new) * alpha[v], (1.0 - a_p) - math.exp(e_new) * a_p)

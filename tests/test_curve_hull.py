@@ -128,6 +128,8 @@ def test_hull_is_the_identity_when_the_point_lies_on_or_above_the_curve(twin):
     curve, _, _ = twin
     assert hull_with_advantage(curve, advantage=curve.advantage) is curve
     assert hull_with_advantage(curve, advantage=0.0) is curve
+    # An advantage of 1 puts P in the corner: its line would need e^eps > e^700; the curve is kept (valid, looser).
+    assert hull_with_advantage(curve, advantage=1.0) is curve
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5, math.nan, math.inf])
