@@ -45,6 +45,7 @@ __all__ = [
     "curve_from_loss_pmf",
     "curve_from_profile",
     "curve_from_remove_pmf",
+    "hull_with_advantage",
 ]
 
 INFINITY_MASS_TOLERANCE = 1e-9
@@ -298,6 +299,70 @@ def _finish(eps, delta, alpha, tail, add_direction_gap, beta=None, *, optimistic
     return SymmetricCurve(
         eps=eps, delta=delta, alpha=alpha, tail=tail, beta=beta, add_direction_gap=float(add_direction_gap)
     )
+
+
+def hull_with_advantage(curve: SymmetricCurve, *, advantage: float) -> SymmetricCurve:
+    """An optimistic curve lowered onto a second lower bound on the advantage: the lower convex hull of ``curve``'s
+    graph and the diagonal point P = (a_P, a_P), a_P = (1 - ``advantage``) / 2.
+
+    Valid (optimistic side): ``curve`` lies on or above the mechanism's trade-off curve f (its profile is a lower
+    bound) and ``advantage`` <= f's advantage, i.e. f(a_P) <= a_P; f is convex and symmetric, so it lies below
+    ``curve``, below P and hence below their lower convex hull, which is symmetric again (P is on the diagonal).
+    Every number read from the result (delta, epsilon, FNR, mu, the regret, the advantage) stays a lower bound on the
+    mechanism's risk, at least as tight as ``curve``'s. Identity when ``advantage`` <= ``curve.advantage``.
+
+    Construction on the steep half: the tangent vertex is v = argmax over vertices with alpha_i < a_P of
+    s_i = (beta_i - a_P) / (alpha_i - a_P) (every other vertex lies on or above the line through v and P; the
+    first index on ties, so v is a corner of the hull); the vertices after v are replaced by P, joined to v by a
+    segment of slope s_v <= -1 (every vertex of a convex symmetric curve has alpha + beta >= 1 - its advantage
+    > 1 - ``advantage``), i.e. on the line eps' = log(-s_v) with delta(eps') = tail_v - e^{eps'} alpha_v. The
+    eps = 0 line beta = 1 - advantage - alpha passes through P, where the curve meets the diagonal. The grid
+    becomes 0 < eps' < (the lines through v and before it), the vertices 0..v are kept as they are (beta and tail
+    both precise) and P is stored with beta = a_P, tail = 1 - a_P = (1 + advantage) / 2, a_P rounded up (the safe
+    side). Where float rounding makes s_v >= -1 the segment v-P is carried by the eps = 0 line itself (v is then
+    the last vertex and the fixed point (alpha_v + beta_v) / 2 lies on the safe side of a_P).
+    """
+    a2 = float(advantage)
+    if not math.isfinite(a2) or not 0.0 <= a2 <= 1.0:
+        raise ValueError(f"advantage must be a number in [0, 1], got {advantage!r}")
+    if a2 <= curve.advantage:
+        return curve
+    a_p = min(0.5, math.nextafter((1.0 - a2) / 2.0, 1.0))
+    alpha, beta, tail = curve.alpha, curve.beta, curve.tail
+    left = np.flatnonzero(alpha < a_p)  # a prefix (alpha increases); vertex 0 has alpha = 0 < a_P
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        slopes = (beta[left] - a_p) / (alpha[left] - a_p)
+    v = int(left[int(np.argmax(slopes))])
+    K = curve.eps.size - 1
+    # Lines kept: those through vertices 0..v, i.e. eps_{K-v+1}..eps_K (none when v = 0: the hull is P only).
+    kept_eps = curve.eps[K - v + 1 :]
+    kept_delta = curve.delta[K - v + 1 :]
+    s_v = float(slopes[int(np.argmax(slopes))])
+    e_new = math.log(-s_v) if s_v < -1.0 else 0.0
+    if v > 0 and e_new >= kept_eps[0]:
+        # Rounding put P on (or beyond) the line into v: v is not a corner; P joins v - 1 on that line instead.
+        v -= 1
+        kept_eps, kept_delta = kept_eps[1:], kept_delta[1:]
+        s_v = float((beta[v] - a_p) / (alpha[v] - a_p))
+        e_new = math.log(-s_v) if s_v < -1.0 else 0.0
+    if e_new > _EPS_CAP:
+        # P within ~e^-700 of the corner (advantage ~ 1): its line's e^eps overflows; the curve stays valid as it is.
+        return curve
+    if e_new > 0.0:
+        # delta on the new line from either end of the segment; the smaller is on the safe (lower) side.
+        d_new = min(tail[v] - math.exp(e_new) * alpha[v], (1.0 - a_p) - math.exp(e_new) * a_p)
+        eps = np.concatenate([[0.0, e_new], kept_eps])
+        delta = np.concatenate([[a2, min(max(d_new, 0.0), a2)], kept_delta])
+        new_alpha = np.concatenate([alpha[: v + 1], [a_p]])
+        new_tail = np.concatenate([tail[: v + 1], [1.0 - a_p]])
+        new_beta = np.concatenate([beta[: v + 1], [a_p]])
+    else:
+        # The eps = 0 line through P runs through v too (within rounding): v is the last vertex.
+        eps = np.concatenate([[0.0], kept_eps])
+        delta = np.concatenate([[min(a2, max(0.0, 1.0 - float(alpha[v] + beta[v])))], kept_delta])
+        new_alpha, new_tail, new_beta = alpha[: v + 1], tail[: v + 1], beta[: v + 1]
+    delta = np.minimum.accumulate(delta)  # non-increasing, lowered (safe side) where rounding disagrees
+    return _finish(eps, delta, new_alpha, new_tail, curve.add_direction_gap, beta=new_beta, optimistic=True)
 
 
 def _suffix_decay(x: np.ndarray, decay: float) -> np.ndarray:

@@ -52,6 +52,10 @@ Optimistic twin (lower ends of brackets only; :func:`optimistic_single_step_pld`
   delta(eps) >= delta_buckets(eps - c) - tail. The residuals sit near d / 2 with a spread of 1-4% of d, so c is
   within a few d of T d / 2 and the certified gap becomes a few d (tests check the tail against the exact law of
   the sum, and the lower ends against dp_accounting at 1e-5 and prv_accountant).
+* the advantage delta(0) gets its own shift (:func:`certified_advantage_lower_bound`): the same argument at a tail
+  of its own, which for one number of order 1e-2 can be far larger than the curve-wide tail (which must hold down
+  to the smallest delta or FPR read); the engine inserts it into the twin as a convex-hull point on the diagonal
+  (:func:`gdpcore.curve.hull_with_advantage`; measured in docs/references.md A-1).
 """
 
 from __future__ import annotations
@@ -71,13 +75,16 @@ __all__ = [
     "LOG_MASS_TRUNCATION_BOUND",
     "TAIL_MASS_TRUNCATION",
     "TILT_FRACTION",
+    "certified_advantage_lower_bound",
     "compose_loss_pmf",
     "fft_bytes",
     "fft_length",
+    "optimistic_composition",
     "optimistic_loss_pmf",
     "optimistic_single_step_length",
     "optimistic_single_step_pld",
     "residual_shift",
+    "shift_by_residuals",
     "single_step_length",
     "single_step_pld",
     "subsampled_gaussian_loss_pmf",
@@ -917,18 +924,18 @@ def certified_optimistic_loss_pmf(single: LossPMF, steps: int, *, tail: float) -
     return certified_optimistic_composition([(single, steps)], tail=tail)
 
 
-def certified_optimistic_composition(
+def optimistic_composition(
     parts: list[tuple[LossPMF, int]],
     *,
-    tail: float,
     tilt_target: float | None = None,
     tilt_max_bytes: float = math.inf,
     wrap_tail: float = WRAP_TAIL,
-) -> tuple[LossPMF, float, float]:
-    """:func:`certified_optimistic_loss_pmf` for a heterogeneous schedule: phases (single step, steps) at one step.
+) -> tuple[LossPMF, float]:
+    """(composed optimistic PMF of a schedule, its wrap-around slack) before any residual shift.
 
-    Each phase is composed by FFT power (its wrap-around slack counted once per phase in the offset), the phases are
-    convolved linearly (no wrap-around), and the residuals of all phases share one Chernoff shift.
+    Each phase is composed by FFT power (:func:`optimistic_loss_pmf`; at most ``wrap_tail`` of mass wraps around
+    per phase), the phases are convolved linearly (no wrap-around): delta(eps) of the result exceeds the exact
+    composition of the optimistic single steps by at most the slack ``len(parts) * wrap_tail``.
     """
     if not parts:
         raise ValueError("parts must name at least one phase")
@@ -942,10 +949,80 @@ def certified_optimistic_composition(
             for single, steps in parts
         ]
     )
-    offset = tail + len(parts) * wrap_tail
+    return pmf, len(parts) * wrap_tail
+
+
+def shift_by_residuals(
+    pmf: LossPMF, parts: list[tuple[LossPMF, int]], *, tail: float, wrap_slack: float
+) -> tuple[LossPMF, float, float]:
+    """``pmf`` (:func:`optimistic_composition` of ``parts``) moved up by the certified residual shift at ``tail``:
+    ``(pmf moved up by floor(c / d) atoms, delta_offset, eps_remainder)`` as in :func:`certified_optimistic_loss_pmf`.
+
+    ``delta_offset = tail + wrap_slack``; without a positive shift (one step, or residuals that certify nothing)
+    the PMF is returned unmoved with ``delta_offset = wrap_slack`` (no tail is spent).
+    """
     total_steps = sum(steps for _, steps in parts)
     c = composed_residual_shift(parts, tail) if total_steps > 1 else 0.0
     if c <= 0.0:
-        return pmf, offset - tail, 0.0
-    j = math.floor(c / step)
-    return dataclasses.replace(pmf, lower_index=pmf.lower_index + j), offset, c - j * step
+        return pmf, wrap_slack, 0.0
+    j = math.floor(c / pmf.step)
+    return dataclasses.replace(pmf, lower_index=pmf.lower_index + j), tail + wrap_slack, c - j * pmf.step
+
+
+def certified_optimistic_composition(
+    parts: list[tuple[LossPMF, int]],
+    *,
+    tail: float,
+    tilt_target: float | None = None,
+    tilt_max_bytes: float = math.inf,
+    wrap_tail: float = WRAP_TAIL,
+) -> tuple[LossPMF, float, float]:
+    """:func:`certified_optimistic_loss_pmf` for a heterogeneous schedule: phases (single step, steps) at one step.
+
+    :func:`optimistic_composition` (its wrap-around slack counted once per phase in the offset), then
+    :func:`shift_by_residuals`: the residuals of all phases share one Chernoff shift.
+    """
+    pmf, slack = optimistic_composition(
+        parts, tilt_target=tilt_target, tilt_max_bytes=tilt_max_bytes, wrap_tail=wrap_tail
+    )
+    return shift_by_residuals(pmf, parts, tail=tail, wrap_slack=slack)
+
+
+def certified_advantage_lower_bound(
+    pmf: LossPMF, parts: list[tuple[LossPMF, int]], *, tail: float, wrap_slack: float
+) -> float:
+    """A proven lower bound A2 on the mechanism's delta(0) (the advantage) from its own Chernoff ``tail``.
+
+    ``pmf`` is :func:`optimistic_composition` of ``parts`` (unshifted) and ``wrap_slack`` its slack. The curve's
+    residual shift spends one tail, tiny because it must hold down to the smallest delta or FPR read (about 1e-14
+    in the engine); delta(0) is a number of order 1e-2 and a tail of 1e-4 of it is as small relative to it, which
+    shortens the Chernoff deviation of the residual sum (log(1 / tail) about 12 instead of 32).
+
+    Proof. Let K d be the composed privacy-buckets loss and R the sum of the per-step residuals, so that the bucketed
+    pair's loss is L = K d + R (module docstring) and its delta(0) = E_P[(1 - e^{-L})_+] is a lower bound on the
+    mechanism's (data processing). With c = :func:`composed_residual_shift` (``parts``, ``tail``), R >= c outside an
+    event E of P-probability <= ``tail``; the integrand is increasing in L, lies in [0, 1], and is >= 0 on E, so
+
+        delta(0) >= E_P[(1 - e^{-(K d + c)})_+] - tail = D(e^{-r}) - tail,
+
+    where c = j d + r (j = floor(c / d), r in [0, d)) and D(g) = E_P[(1 - g e^{-(K + j) d})_+] is the profile of the
+    bucket law moved up by j atoms, as a function of g = e^eps. D is convex in g (a sum of convex functions), so at
+    g = e^{-r} <= 1 it lies above the secant through g = 1 and g = e^d extended to the left:
+    D(e^{-r}) >= D(1) + (1 - e^{-r}) (D(1) - D(e^d)) / (e^d - 1). D(1), D(e^d) are the lattice profile
+    (:func:`gdpcore.curve.profile_on_lattice`) of ``pmf`` moved by j atoms (:func:`shift_by_residuals`, the same
+    shift and offset as the curve's) after its round-off allowance (each atom lowered by its bound: every D lower);
+    the offset ``tail + wrap_slack`` covers the Chernoff event and the FFT wrap-around, and the float error of the
+    profile's running sums (8 (n + 2) u) is subtracted. Returns a value in [0, 1].
+    """
+    from gdpcore.curve import profile_on_lattice  # curve reads fast_pld's PMFs, not the other way round
+
+    if pmf.pessimistic:
+        raise ValueError("pmf must be an optimistic composition (pessimistic=False)")
+    shifted, offset, remainder = shift_by_residuals(pmf, parts, tail=tail, wrap_slack=wrap_slack)
+    shifted = shifted.with_roundoff_allowance()
+    d0, d1 = (float(x) for x in profile_on_lattice(shifted, 1))
+    step = shifted.step
+    secant = (d0 - d1) / math.expm1(step)  # >= 0: the profile is non-increasing
+    value = d0 + max(0.0, -math.expm1(-remainder)) * max(0.0, secant)
+    float_error = 8.0 * (shifted.probs.size + 2) * _U * (float(shifted.probs.sum()) + 1.0)
+    return float(min(1.0, max(0.0, value - offset - float_error)))

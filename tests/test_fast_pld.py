@@ -8,8 +8,10 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from prv_accountant import PoissonSubsampledGaussianMechanism, PRVAccountant
 
 import gdpcore as g
+from gdpcore import engine
 from gdpcore import fast_pld as f
-from gdpcore.curve import curve_from_loss_pmf
+from gdpcore.accounting import loss_pmfs
+from gdpcore.curve import curve_from_loss_pmf, curve_from_remove_pmf
 from tasks.grid_table import analyze_grid_table
 
 
@@ -232,6 +234,71 @@ def test_grid_lower_bounds_below_every_upper_bound(sigma, q, T):
     assert lo_mine <= up_mine
     assert lo_mine <= prv_up
     assert lo_mine <= ref
-    assert (up_mine - lo_mine) / up_mine <= g.engine.DEFAULT_GRID_TOLERANCE
+    assert (up_mine - lo_mine) / up_mine <= engine.DEFAULT_GRID_TOLERANCE
     opt_1e4 = _dp_single(sigma, q, 1e-4, pessimistic=False).self_compose(T).get_epsilon_for_delta(1e-5)
     assert lo_mine >= opt_1e4
+
+
+# -- the advantage's own lower bound, inserted into the twin as a hull point (gdpcore.curve.hull_with_advantage) ----
+
+_SG = g.SubsampledGaussian
+
+
+def _pre_hull_twin(phases, d, smallest):
+    """The twin without the advantage point: the certified residual shift at the engine's curve-wide tail."""
+    parts = [
+        (f.optimistic_single_step_pld(noise_multiplier=s, sampling_rate=q, discretization=d), T) for s, q, T in phases
+    ]
+    tail = engine.twin_tail(smallest)
+    pmf, offset, _ = f.certified_optimistic_composition(parts, tail=tail, wrap_tail=max(tail, f.WRAP_TAIL))
+    return curve_from_remove_pmf(pmf, delta_offset=offset)
+
+
+@pytest.mark.parametrize(
+    ("phases", "d"),
+    [
+        ([(0.8, 1e-3, 3000)], 1.25e-4),
+        ([(1.0, 0.01, 1000)], 1e-3),
+        ([(2.0, 0.004, 10_000)], 5e-4),
+        ([(0.7, 0.05, 300)], 1e-3),
+        ([(1.0, 0.01, 500), (0.8, 0.02, 300)], 1e-3),  # a schedule: one Chernoff shift over both phases' residuals
+    ],
+)
+def test_advantage_hull_stays_below_dp_accounting_at_a_10x_finer_step(phases, d):
+    # Independent truth: dp_accounting's connect-the-dots PLD at step d / 10 is an upper bound on the profile
+    # (pessimistic_estimate=True), so delta(eps), epsilon(delta) and the supporting lines 1 - delta(eps) - e^eps alpha
+    # (a lower bound on the FNR at alpha) bracket the twin's lower ends from the other side.
+    mechs = [_SG(noise_multiplier=s, sampling_rate=q, steps=T) for s, q, T in phases]
+    mech = mechs[0] if len(mechs) == 1 else g.Composed(mechanisms=mechs)
+    deltas, alpha_min = [1e-5, 1e-9], 1e-10
+    producer = engine.Producer(deltas=deltas, alpha_min=alpha_min, tolerance=1e-2)
+    hull = producer.curve_at(mech, d, side="optimistic")  # the engine's twin, with the advantage point
+    before = _pre_hull_twin(phases, d, engine._smallest_query(np.array(deltas), alpha_min, None))
+    ref = None
+    for s, q, T in phases:
+        part = _dp_single(s, q, d / 10).self_compose(T)
+        ref = part if ref is None else ref.compose(part)
+    adv_ref = float(ref.get_delta_for_epsilon(0.0))
+    # The hull is active on every cell (the advantage's own tail certifies more than the curve-wide one) ...
+    assert hull.advantage > before.advantage
+    # ... and its ends stay on the optimistic side of the upper bound.
+    assert hull.advantage <= adv_ref
+    eps = np.linspace(0.0, 3.0 * float(hull.eps[1]), 301)
+    assert np.all(hull.delta_at(eps) <= np.asarray(ref.get_delta_for_epsilon(eps)))
+    for delta in (0.98 * hull.advantage, 0.9 * hull.advantage, *deltas):
+        assert float(hull.epsilon_at(delta)) <= ref.get_epsilon_for_delta(delta)
+    grid = np.linspace(0.0, ref.get_epsilon_for_delta(1e-9), 2001)
+    d_ref = np.asarray(ref.get_delta_for_epsilon(grid))
+    alphas = np.concatenate([np.geomspace(1e-8, 0.3, 60), np.linspace(0.3, 0.5, 201)])
+    fnr_floor = np.max(1.0 - d_ref[None, :] - np.exp(grid)[None, :] * alphas[:, None], axis=1)
+    assert np.all(hull.fnr(alphas) >= fnr_floor - 1e-12)
+    # mu read near the diagonal (cut-off 0.45, where the hull acts) stays below dp_accounting's curve's mu.
+    pess = curve_from_loss_pmf(*loss_pmfs(ref, pessimistic=True))
+    assert before.mu(alpha_min=0.45)[0] <= hull.mu(alpha_min=0.45)[0] <= pess.mu(alpha_min=0.45)[0]
+
+
+def test_certified_advantage_lower_bound_rejects_a_pessimistic_pmf():
+    single = f.single_step_pld(noise_multiplier=1.0, sampling_rate=0.01, discretization=1e-3)
+    pmf = f.compose_loss_pmf(single, 10)
+    with pytest.raises(ValueError, match="pmf must be an optimistic composition"):
+        f.certified_advantage_lower_bound(pmf, [(single, 10)], tail=1e-6, wrap_slack=0.0)
