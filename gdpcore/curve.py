@@ -526,9 +526,11 @@ def _vertices_on_grid(pmf, ks, suffix_p, suffix_w, w_all: float, delta_top: floa
     # rel of the profile values that locate their cells) are each a valid bound on its side; each is taken from
     # whichever is the tighter.
     if pmf.pessimistic:
+        # Mass the PMF is short of could sit anywhere: on the pessimistic side it is put at +inf (it raises the tail),
+        # never below eps_a (that would raise beta); an excess only lowers beta.
         alpha = alpha * (1.0 - rel)
-        beta_low = below * (1.0 - rel) + deficit - sum_err
-        tail_high = above * (1.0 + rel) + m_inf
+        beta_low = below * (1.0 - rel) + min(deficit, 0.0) - sum_err
+        tail_high = above * (1.0 + rel) + m_inf + max(deficit, 0.0)
         beta = np.clip(np.maximum(beta_low, 1.0 - tail_high), 0.0, 1.0)
         tail = np.clip(np.minimum(tail_high, 1.0 - beta_low), 0.0, 1.0)
     else:

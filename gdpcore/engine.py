@@ -19,12 +19,11 @@ Three policies, each defined once in this module:
   read (capped at 1e-10 of it), i.e. a relative slack of 1e-4 on every lower bound. The FFT wrap-around slack is
   the same amount per phase (the optimistic buffer then spans no more than the output window: 1.4-1.9x shorter FFTs
   than at ``fast_pld.WRAP_TAIL`` = 1e-30), subtracted from the lower profile with the shift's tail. The advantage
-  (delta(0), a number of order 1e-2 read once) gets the same 1e-4 relative slack from a tail of its own
-  (:func:`advantage_twin_tail`: ``TWIN_TAIL_FACTOR`` x the advantage the twin already proves, at least 1e-3 of
-  it): ``fast_pld.certified_advantage_lower_bound`` at that tail, inserted into the twin as a convex-hull point on
-  the diagonal (``curve.hull_with_advantage``), so every number read from the twin (advantage, mu, FNR, epsilon)
-  sees it. Its Chernoff deviation is ~0.6x the curve's (log(1 / tail) ~ 12 instead of 32): at sigma 0.8, q 1e-3,
-  T 3000, step 1.25e-4 the advantage's certified gap falls from 2.4% to 1.5% (it was the binding number).
+  (delta(0), the number that bound the twin's gap on low-sampling-rate cells) gets its own bound, second order in the
+  step: ``fast_pld.certified_advantage_lower_bound`` (the threshold test on the composed bucket index, both of whose
+  laws are convolution powers), inserted into the twin as a convex-hull point on the diagonal
+  (``curve.hull_with_advantage``), so every number read from the twin (advantage, mu, FNR, epsilon) sees it. At
+  sigma 0.8, q 1e-3, T 3000, step 1.25e-4 the advantage's certified gap falls from 2.4% to 0.02%.
 * **The planner** (:func:`plan_subsampled_gaussian`, :func:`plan_generic`): the working memory of a computation
   (single steps, FFT buffers, curve arrays) is estimated in closed form or from the single steps' Chernoff windows
   *before* anything large is allocated; a step whose plan exceeds ``Budget.memory_bytes`` is refused, and a time
@@ -258,13 +257,6 @@ def twin_tail(smallest_query: float) -> float:
     return TWIN_TAIL_FACTOR * min(smallest_query, 1e-10)
 
 
-def advantage_twin_tail(advantage_lower: float) -> float:
-    """Chernoff tail of the advantage's own residual shift: ``TWIN_TAIL_FACTOR`` x max(a proven lower bound on the
-    advantage, ``_ADV_FLOOR``) (advantages below the floor are compared absolutely, :func:`certified_gap`). A lower
-    bound makes the tail at most 1e-4 of the true advantage (of the floor below it)."""
-    return TWIN_TAIL_FACTOR * max(float(advantage_lower), _ADV_FLOOR)
-
-
 def optimistic_curve(
     phases: list[tuple[LossPMF, int]] | None,
     mechanism: Mechanism,
@@ -297,13 +289,9 @@ def optimistic_curve(
         )
         pmf, offset, _ = fast_pld.shift_by_residuals(composed, phases, tail=tail, wrap_slack=slack)
         curve = curve_from_remove_pmf(pmf, delta_offset=offset)
-        # The advantage's own tail (module docstring, "The twin"): 1e-4 of the advantage this curve already proves.
-        advantage_tail = advantage_twin_tail(curve.advantage)
-        if advantage_tail > tail:
-            advantage = fast_pld.certified_advantage_lower_bound(
-                composed, phases, tail=advantage_tail, wrap_slack=slack
-            )
-            curve = hull_with_advantage(curve, advantage=advantage)
+        # The advantage's own bound (module docstring, "The twin"): a threshold test on the bucket index.
+        advantage = fast_pld.certified_advantage_lower_bound(composed, phases, wrap_slack=slack)
+        curve = hull_with_advantage(curve, advantage=advantage)
         return curve, "privacy buckets + certified residual shift"
     if phases is not None:
         target = tilt_target if len(phases) == 1 else None

@@ -28,9 +28,7 @@ def _twin_and_a2(sigma: float, q: float, T: int, d: float):
     composed, slack = f.optimistic_composition(parts, wrap_tail=tail)
     pmf, offset, _ = f.shift_by_residuals(composed, parts, tail=tail, wrap_slack=slack)
     curve = curve_from_remove_pmf(pmf, delta_offset=offset)
-    a2 = f.certified_advantage_lower_bound(
-        composed, parts, tail=engine.advantage_twin_tail(curve.advantage), wrap_slack=slack
-    )
+    a2 = f.certified_advantage_lower_bound(composed, parts, wrap_slack=slack)
     return curve, a2
 
 
