@@ -45,7 +45,7 @@ __all__ = [
     "curve_from_loss_pmf",
     "curve_from_profile",
     "curve_from_remove_pmf",
-    "hull_with_advantage",
+    "curve_from_threshold_tests",
 ]
 
 INFINITY_MASS_TOLERANCE = 1e-9
@@ -301,68 +301,79 @@ def _finish(eps, delta, alpha, tail, add_direction_gap, beta=None, *, optimistic
     )
 
 
-def hull_with_advantage(curve: SymmetricCurve, *, advantage: float) -> SymmetricCurve:
-    """An optimistic curve lowered onto a second lower bound on the advantage: the lower convex hull of ``curve``'s
-    graph and the diagonal point P = (a_P, a_P), a_P = (1 - ``advantage``) / 2.
+def curve_from_threshold_tests(p_low: np.ndarray, q_high: np.ndarray, *, p_slack: float = 0.0) -> SymmetricCurve:
+    """Optimistic symmetric curve through the error rates of tests on a post-processed output: outcome i has P-mass
+    >= ``p_low[i]`` and Q-mass <= ``q_high[i]``; ``p_slack`` bounds what the lower bounds may overstate in total.
 
-    Valid (optimistic side): ``curve`` lies on or above the mechanism's trade-off curve f (its profile is a lower
-    bound) and ``advantage`` <= f's advantage, i.e. f(a_P) <= a_P; f is convex and symmetric, so it lies below
-    ``curve``, below P and hence below their lower convex hull, which is symmetric again (P is on the diagonal).
-    Every number read from the result (delta, epsilon, FNR, mu, the regret, the advantage) stays a lower bound on the
-    mechanism's risk, at least as tight as ``curve``'s. Identity when ``advantage`` <= ``curve.advantage``.
+    Valid (optimistic side): rejecting a set S of outcomes has alpha <= sum_S ``q_high`` and beta <= 1 - sum_S
+    ``p_low`` + ``p_slack``, so the mechanism's trade-off curve f (the smallest beta at each alpha) lies below
+    every such point; f is convex, hence below the lower convex hull of them and (0, 1), which the sets of the top
+    j outcomes by P/Q ratio trace (Neyman-Pearson). f is symmetric (remove/add), so the steep half (slopes <= -1)
+    and its mirror image bound it (:class:`SymmetricCurve`).
 
-    Construction on the steep half: the tangent vertex is v = argmax over vertices with alpha_i < a_P of
-    s_i = (beta_i - a_P) / (alpha_i - a_P) (every other vertex lies on or above the line through v and P; the
-    first index on ties, so v is a corner of the hull); the vertices after v are replaced by P, joined to v by a
-    segment of slope s_v <= -1 (every vertex of a convex symmetric curve has alpha + beta >= 1 - its advantage
-    > 1 - ``advantage``), i.e. on the line eps' = log(-s_v) with delta(eps') = tail_v - e^{eps'} alpha_v. The
-    eps = 0 line beta = 1 - advantage - alpha passes through P, where the curve meets the diagonal. The grid
-    becomes 0 < eps' < (the lines through v and before it), the vertices 0..v are kept as they are (beta and tail
-    both precise) and P is stored with beta = a_P, tail = 1 - a_P = (1 + advantage) / 2, a_P rounded up (the safe
-    side). Where float rounding makes s_v >= -1 the segment v-P is carried by the eps = 0 line itself (v is then
-    the last vertex and the fixed point (alpha_v + beta_v) / 2 lies on the safe side of a_P).
+    Numerics as :func:`_vertices_on_grid` (optimistic branch): alpha from sums of ``q_high``, beta both from the
+    sums of ``p_low`` below (plus the mass deficit: precise near 0) and from 1 - the sums above (precise near 1),
+    each moved to the safe side of its float error; each hull segment's line e^eps = P/Q from its own masses.
+    Segments steeper than e^700 are merged into the first (their vertices sit at alpha < e^-700; the line is kept
+    at eps = 700, as :func:`curve_from_remove_pmf` does).
     """
-    a2 = float(advantage)
-    if not math.isfinite(a2) or not 0.0 <= a2 <= 1.0:
-        raise ValueError(f"advantage must be a number in [0, 1], got {advantage!r}")
-    if a2 <= curve.advantage:
-        return curve
-    a_p = min(0.5, math.nextafter((1.0 - a2) / 2.0, 1.0))
-    alpha, beta, tail = curve.alpha, curve.beta, curve.tail
-    left = np.flatnonzero(alpha < a_p)  # a prefix (alpha increases); vertex 0 has alpha = 0 < a_P
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        slopes = (beta[left] - a_p) / (alpha[left] - a_p)
-    v = int(left[int(np.argmax(slopes))])
-    K = curve.eps.size - 1
-    # Lines kept: those through vertices 0..v, i.e. eps_{K-v+1}..eps_K (none when v = 0: the hull is P only).
-    kept_eps = curve.eps[K - v + 1 :]
-    kept_delta = curve.delta[K - v + 1 :]
-    s_v = float(slopes[int(np.argmax(slopes))])
-    e_new = math.log(-s_v) if s_v < -1.0 else 0.0
-    if v > 0 and e_new >= kept_eps[0]:
-        # Rounding put P on (or beyond) the line into v: v is not a corner; P joins v - 1 on that line instead.
-        v -= 1
-        kept_eps, kept_delta = kept_eps[1:], kept_delta[1:]
-        s_v = float((beta[v] - a_p) / (alpha[v] - a_p))
-        e_new = math.log(-s_v) if s_v < -1.0 else 0.0
-    if e_new > _EPS_CAP:
-        # P within ~e^-700 of the corner (advantage ~ 1): its line's e^eps overflows; the curve stays valid as it is.
-        return curve
-    if e_new > 0.0:
-        # delta on the new line from either end of the segment; the smaller is on the safe (lower) side.
-        d_new = min(tail[v] - math.exp(e_new) * alpha[v], (1.0 - a_p) - math.exp(e_new) * a_p)
-        eps = np.concatenate([[0.0, e_new], kept_eps])
-        delta = np.concatenate([[a2, min(max(d_new, 0.0), a2)], kept_delta])
-        new_alpha = np.concatenate([alpha[: v + 1], [a_p]])
-        new_tail = np.concatenate([tail[: v + 1], [1.0 - a_p]])
-        new_beta = np.concatenate([beta[: v + 1], [a_p]])
-    else:
-        # The eps = 0 line through P runs through v too (within rounding): v is the last vertex.
-        eps = np.concatenate([[0.0], kept_eps])
-        delta = np.concatenate([[min(a2, max(0.0, 1.0 - float(alpha[v] + beta[v])))], kept_delta])
-        new_alpha, new_tail, new_beta = alpha[: v + 1], tail[: v + 1], beta[: v + 1]
-    delta = np.minimum.accumulate(delta)  # non-increasing, lowered (safe side) where rounding disagrees
-    return _finish(eps, delta, new_alpha, new_tail, curve.add_direction_gap, beta=new_beta, optimistic=True)
+    p = np.asarray(p_low, dtype=float)
+    q = np.asarray(q_high, dtype=float)
+    keep = p > 0.0  # an atom without P-mass only adds alpha: no test needs to reject it
+    p, q = p[keep], q[keep]
+    if p.size == 0:
+        return curve_from_profile(np.array([0.0]), np.array([0.0]))
+    total = float(np.sum(np.asarray(p_low, dtype=float)))
+    n = p.size
+    rel = 4.0 * (n + 2) * _U
+    sum_err = (math.log2(max(n, 2)) + 3.0) * _U * (total + 1.0)
+    deficit = max(0.0, 1.0 - total)
+
+    def log_ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(a) - np.log(b)  # +inf where Q = 0
+
+    # Any set of atoms is a test: rejecting them in decreasing order of P/Q (Neyman-Pearson) gives the convex hull
+    # of all of them directly. Atoms with equal ratios form one segment.
+    lam = log_ratio(p, q)
+    order = np.argsort(-lam, kind="stable")
+    seg_p, seg_q, lam = p[order], q[order], lam[order]
+    # The first segment must be representable (slope >= -e^700 from (0, 1)): the leading segments are merged until
+    # the chord from (0, 1) is (dropping the vertices in between: fewer tests, a higher hull, still valid).
+    chord = log_ratio(np.cumsum(seg_p), np.cumsum(seg_q))
+    lead = int(np.argmax(chord <= _EPS_CAP)) if (chord <= _EPS_CAP).any() else lam.size - 1
+    lam = lam.copy()
+    lam[: lead + 1] = math.inf
+    starts = np.flatnonzero(np.concatenate([[True], lam[1:] != lam[:-1]]))
+    if starts.size < lam.size:
+        seg_p = np.add.reduceat(seg_p, starts)
+        seg_q = np.add.reduceat(seg_q, starts)
+    lam = log_ratio(seg_p, seg_q)
+    # Vertex i ends segment i: rejected masses from the top (cum_*), accepted P-mass below (a sum of its own).
+    cum_p = np.cumsum(seg_p)
+    cum_q = np.cumsum(seg_q)
+    below = np.concatenate([np.cumsum(seg_p[::-1])[::-1][1:], [0.0]])
+    alpha_v = np.minimum(cum_q * (1.0 + rel), 1.0)
+    beta_high = below * (1.0 + rel) + deficit + p_slack + sum_err
+    tail_low = cum_p * (1.0 - rel) - p_slack
+    beta_v = np.clip(np.minimum(np.minimum(beta_high, 1.0 - tail_low), 1.0 - alpha_v), 0.0, 1.0)
+    tail_v = np.clip(np.maximum(np.maximum(tail_low, 1.0 - beta_high), alpha_v), 0.0, 1.0)
+    m = int(np.count_nonzero(lam >= 0.0))  # the steep segments come first (lam decreases)
+    lines = np.minimum(lam[:m], _EPS_CAP)
+    eps = np.concatenate([[0.0], lines[::-1]])
+    alpha_s = np.concatenate([[0.0], alpha_v[:m]])
+    tail_s = np.concatenate([[0.0], tail_v[:m]])
+    beta_s = np.concatenate([[1.0], beta_v[:m]])
+    # Line j > 0 (eps_j = lines[m - j]) runs through the vertex ending its segment (steep index m - j + 1); the
+    # eps = 0 line through the last steep vertex (index m). delta = tail - e^eps alpha there.
+    ends = np.concatenate([[m], np.arange(m, 0, -1)])
+    with np.errstate(over="ignore", invalid="ignore"):
+        delta = np.clip(tail_s[ends] - np.exp(eps) * alpha_s[ends], 0.0, 1.0)
+    delta = np.minimum.accumulate(delta)
+    # Vertex 0 is (0, 1 - delta_K): the steepest line meets alpha = 0 there.
+    tail_s[0] = delta[-1]
+    beta_s[0] = 1.0 - delta[-1]
+    return _finish(eps, delta, alpha_s, tail_s, 0.0, beta=beta_s, optimistic=True)
 
 
 def _suffix_decay(x: np.ndarray, decay: float) -> np.ndarray:

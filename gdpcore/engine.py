@@ -14,16 +14,16 @@ Three policies, each defined once in this module:
   ``LADDER_FINEST`` = 1e-7), so cells with nearby parameters share single steps, and a refinement halves the step
   (or jumps several rungs at once when the measured error law says so). Calibration walks every other rung.
 * **The twin** (:func:`optimistic_curve`): privacy buckets rounded down (dp_accounting's
-  ``pessimistic_estimate=False`` construction), plus, for schedules of Poisson-subsampled Gaussians, the certified
-  residual shift of :mod:`gdpcore.fast_pld` with a Chernoff tail of ``TWIN_TAIL_FACTOR`` x the smallest delta or FPR
-  read (capped at 1e-10 of it), i.e. a relative slack of 1e-4 on every lower bound. The FFT wrap-around slack is
-  the same amount per phase (the optimistic buffer then spans no more than the output window: 1.4-1.9x shorter FFTs
-  than at ``fast_pld.WRAP_TAIL`` = 1e-30), subtracted from the lower profile with the shift's tail. The advantage
-  (delta(0), the number that bound the twin's gap on low-sampling-rate cells) gets its own bound, second order in the
-  step: ``fast_pld.certified_advantage_lower_bound`` (the threshold test on the composed bucket index, both of whose
-  laws are convolution powers), inserted into the twin as a convex-hull point on the diagonal
-  (``curve.hull_with_advantage``), so every number read from the twin (advantage, mu, FNR, epsilon) sees it. At
-  sigma 0.8, q 1e-3, T 3000, step 1.25e-4 the advantage's certified gap falls from 2.4% to 0.02%.
+  ``pessimistic_estimate=False`` construction) read as a post-processed mechanism, whose every test is a test on the
+  mechanism: the twin is the curve through the error rates of all tests on the composed bucket index K
+  (``fast_pld.threshold_test_masses``, ``curve.curve_from_threshold_tests``). Both laws of K are convolution powers:
+  P of the bucket masses, Q of the bucket masses moved by e^{-k d} and bounded through each bucket's residual lower
+  bound (closed form for Poisson-subsampled Gaussians, 0 for dp_accounting's buckets). Its error is second order in
+  the step, like connect-the-dots: on sigma 0.8, q 1e-3, T 3000 its certified gap is 0.26% at step 1.25e-4 (the
+  residual shift it replaces, a Chernoff bound on the sum of the residuals, left 0.48% on epsilon and 2.4% on the
+  advantage), so it starts at ``_TWIN_START`` x the pessimistic step. Its only slack is the FFT wrap-around,
+  ``TWIN_TAIL_FACTOR`` x the smallest delta or FPR read (capped at 1e-10 of it) per phase (the optimistic buffer
+  then spans no more than the output window: 1.4-1.9x shorter FFTs than at ``fast_pld.WRAP_TAIL`` = 1e-30).
 * **The planner** (:func:`plan_subsampled_gaussian`, :func:`plan_generic`): the working memory of a computation
   (single steps, FFT buffers, curve arrays) is estimated in closed form or from the single steps' Chernoff windows
   *before* anything large is allocated; a step whose plan exceeds ``Budget.memory_bytes`` is refused, and a time
@@ -70,7 +70,7 @@ from gdpcore.curve import (
     curve_from_loss_pmf,
     curve_from_profile,
     curve_from_remove_pmf,
-    hull_with_advantage,
+    curve_from_threshold_tests,
 )
 from gdpcore.kinds import subsampled_gaussian_phases
 from gdpcore.mechanisms import Mechanism
@@ -121,15 +121,18 @@ GENERIC_START = (
 )
 
 TWIN_TAIL_FACTOR = 1e-4
-_TWIN_WRAP_MARGIN = 100.0  # shifted twin only if the smallest query >= this x its FFT wrap-around slack
 _CURVE_BYTES_PER_POINT = 160  # profile, suffix sums, vertices, breakpoints, monotone copies (float64; measured)
 _SINGLE_BYTES_PER_POINT = 48  # a single step's grid, divergences, probabilities and scratch
 _GAP_MAX_ROUNDS = 3
-_GAP_ORDER = 1.5
-"""The twin's certified gap shrinks like d^1.5 per refinement, not d: its error is the residual shift's Chernoff slack,
-whose spread is second order in the step, on top of first-order remainders. Measured per halving on the reference
-grid's costliest cells (sigma 0.6-1.0, q 1e-3 to 1e-2, T 100 to 1e4): the gap fell 1.8-3.5x (2^1.5 = 2.8). A linear
-model with a 0.8 margin asked for 4x finer twins where 2x met the tolerance (gaps 2.1-2.6e-2 -> 8.2-9.1e-3 at 1e-2)."""
+_GAP_ORDER = 1.8
+"""The twin's certified gap shrinks like d^1.8 per refinement: both ends are second order in the step (the twin is
+the hull of threshold tests on the bucketed composition, fast_pld.threshold_test_masses). Measured per halving on
+sigma 0.8, q 1e-3, T 3000 (d 1e-3 to 1.25e-4): 3.6x, 3.5x, 2.9x."""
+_TWIN_START = 4.0
+"""The twin's first step is this many times the pessimistic step (or a batch's earlier cell's, see
+:meth:`Producer._refine_twin`): its error is second order and 10-20x smaller than the residual shift's was at the
+same step, so it rarely needs the pessimistic step's resolution (sigma 0.8, q 1e-3, T 3000: gap 0.27% at 4x the
+pessimistic step 1.25e-4)."""
 _GAP_WORK_FACTOR = 4  # the optimistic FFT may be at most this many times the pessimistic support (or 2^16 points)
 _GENERIC_MAX_ROUNDS = 6
 _RDP_EPS_POINTS = 400
@@ -253,7 +256,7 @@ def _smallest_query(deltas: np.ndarray, alpha_min: float, pessimistic: Symmetric
 
 
 def twin_tail(smallest_query: float) -> float:
-    """Chernoff tail of the residual shift: ``TWIN_TAIL_FACTOR`` x min(smallest delta or FPR read, 1e-10)."""
+    """The twin's FFT wrap-around slack: ``TWIN_TAIL_FACTOR`` x min(smallest delta or FPR read, 1e-10)."""
     return TWIN_TAIL_FACTOR * min(smallest_query, 1e-10)
 
 
@@ -270,48 +273,27 @@ def optimistic_curve(
 
     ``phases`` are optimistic single steps with their step counts: ``fast_pld.optimistic_single_step_pld`` for a
     schedule of Poisson-subsampled Gaussians, :func:`generic_parts` (dp_accounting's privacy buckets per single step)
-    for every other mechanism (None: built here). Every single step carries a lower bound on its buckets' loss
-    residuals (0 for dp_accounting's), so the certified residual shift applies to the whole composition.
+    for every other mechanism (None: built here). The curve is the hull of the threshold tests {K > k0} on the
+    composed bucket index K (``fast_pld.threshold_test_masses``, ``curve.curve_from_threshold_tests``): bucketing is
+    post-processing, and both laws of K are convolution powers (P of the bucket masses, Q of the bucket masses moved
+    by e^{-k d}, bounded through each bucket's residual lower bound; 0 for dp_accounting's buckets).
     """
     if phases is None:
         # Every other mechanism: its optimistic single steps (generic_parts), composed below like a schedule.
         phases = [(single, steps) for single, _, steps in generic_parts(mechanism, step, side="optimistic")]
-    tail = twin_tail(smallest_query)
-    # FFT wrap-around slack: the same 1e-4 of the smallest query (the buffer then needs no more than the output
-    # window; fast_pld.WRAP_TAIL), but never below WRAP_TAIL: reads below ~1e-30 (mu read at FPR 1.6e-37 in
-    # tests/test_properties.py::test_mu_when_the_curve_hugs_the_axes) would otherwise ask for longer buffers. (That
-    # cell's mu_lower once exceeded the bound G_16.93 with a 1e-33 slack; the cause was the vertices, read from
-    # differences of profile values within 1e-13 of 1, not the slack: curve._vertices_on_grid.)
-    wrap = max(tail, fast_pld.WRAP_TAIL)
-    if phases is not None and smallest_query >= _TWIN_WRAP_MARGIN * len(phases) * wrap:
-        composed, slack = fast_pld.optimistic_composition(
-            phases, tilt_target=tilt_target, tilt_max_bytes=tilt_max_bytes, wrap_tail=wrap
-        )
-        pmf, offset, _ = fast_pld.shift_by_residuals(composed, phases, tail=tail, wrap_slack=slack)
-        curve = curve_from_remove_pmf(pmf, delta_offset=offset)
-        # The advantage's own bound (module docstring, "The twin"): a threshold test on the bucket index.
-        advantage = fast_pld.certified_advantage_lower_bound(composed, phases, wrap_slack=slack)
-        curve = hull_with_advantage(curve, advantage=advantage)
-        return curve, "privacy buckets + certified residual shift"
-    if phases is not None:
-        target = tilt_target if len(phases) == 1 else None
-        pmf = fast_pld.convolve_pmfs(
-            [
-                fast_pld.optimistic_loss_pmf(
-                    single, steps, tilt_target=target, tilt_max_bytes=tilt_max_bytes, wrap_tail=wrap
-                )
-                for single, steps in phases
-            ]
-        )
-        offset = len(phases) * wrap
-        return curve_from_remove_pmf(pmf, delta_offset=offset), "privacy buckets"
+    # FFT wrap-around slack: 1e-4 of the smallest query (the buffer then needs no more than the output window;
+    # fast_pld.WRAP_TAIL), but never below WRAP_TAIL: reads below ~1e-30 (mu read at FPR 1.6e-37 in
+    # tests/test_properties.py::test_mu_when_the_curve_hugs_the_axes) would otherwise ask for longer buffers.
+    wrap = max(twin_tail(smallest_query), fast_pld.WRAP_TAIL)
+    composed, slack = fast_pld.optimistic_composition(
+        phases, tilt_target=tilt_target, tilt_max_bytes=tilt_max_bytes, wrap_tail=wrap
+    )
+    _, p_low, q_high = fast_pld.threshold_test_masses(composed, phases)
+    curve = curve_from_threshold_tests(p_low, q_high, p_slack=slack)
+    return curve, "privacy buckets + threshold tests on the composed bucket index"
 
 
 # -- every other mechanism: single steps -----------------------------------------------------------------------------
-
-
-_ZERO_RESIDUALS = (np.zeros(1), np.ones(1))
-"""Loss-residual law of a dp_accounting privacy-buckets step: all its mass at the trivial lower bound 0."""
 
 
 def generic_parts(
@@ -329,9 +311,10 @@ def generic_parts(
     (``sg_single(sigma, q, step, side=..., direction=...)``: the subsampled-Gaussian path's builders and cache), every
     other one from its kind's dp_accounting PLD (``pld`` hook, :func:`gdpcore.accounting.build_pld`), connect-the-dots
     if ``side`` is "pessimistic", privacy buckets rounded down otherwise. All share the lattice ``step``. Optimistic
-    parts carry the remove direction only (a lower bound on the remove profile is one on the mechanism's) and their
-    buckets' loss residuals (``"bucket_residuals"``: fast_pld's closed form, 0 for dp_accounting's buckets, whose
-    losses are rounded down). The engine composes the parts with fast_pld's round-off-bounded FFT powers.
+    parts carry the remove direction only (a lower bound on the remove profile is one on the mechanism's) and, for
+    Poisson-subsampled Gaussian steps, their buckets' Q-mass bounds (``"bucket_q_weights"``; dp_accounting's buckets,
+    whose losses are rounded down, use their P-masses). The engine composes the parts with fast_pld's
+    round-off-bounded FFT powers.
     Raises :class:`gdpcore.kinds.UnsupportedMechanismError` when a leaf has no construction for ``side``.
     """
     if side not in ("pessimistic", "optimistic"):
@@ -363,7 +346,6 @@ def generic_parts(
                     # Mass at +inf on dp_accounting's optimistic side is tail truncation (the discrete Gaussian
                     # puts its truncated tail there whatever the side): dropped, which only lowers delta.
                     remove = dataclasses.replace(remove, infinity_mass=0.0)
-                    remove.cached("bucket_residuals", lambda: _ZERO_RESIDUALS)
                     add = None
             pair = (remove, add)
             if cache is not None:
@@ -532,8 +514,8 @@ class Producer:
         self, phases: dict[tuple[float, float], int], d: float, *, estimate_only: bool = False
     ) -> tuple[SymmetricCurve, int]:
         """The pessimistic curve at step ``d``. ``estimate_only`` (the doubled-step comparison that only estimates the
-        discretisation error of the reported step): no tilted tail and no diagnostics, and nothing of it is reported
-        (its round-off allowance keeps it a valid upper bound, just looser in the far tail)."""
+        discretisation error of the reported step): float64 transforms, no round-off allowance, no tilted tail and no
+        diagnostics; nothing of it is reported."""
         parts = [(self._single_step(s, q, d), steps) for (s, q), steps in phases.items()]
         if len(parts) == 1:
             single, steps = parts[0]
@@ -545,6 +527,9 @@ class Producer:
         else:
             remove = fast_pld.compose_phases(parts)
         if estimate_only:
+            # An estimate of the discretisation error, never reported: the float64 transform's round-off allowance
+            # (rigorous, 10-100x the extended one) would only blur the comparison at small delta, so it is left out.
+            remove = dataclasses.replace(remove, roundoff=0.0)
             return curve_from_remove_pmf(remove, exact_vertices=False), remove.probs.size
         self._tilt_loss = None
         smallest = _smallest_query(self.deltas, self.alpha_min, None)
@@ -658,9 +643,10 @@ class Producer:
         )
 
     def _refine_twin(self, mechanism, phases, pess: SymmetricCurve, d_p: float, support: int, refine: bool, t0):
-        """Optimistic twin and certified gap; with ``refine`` its step is refined until the gap is within tolerance
-        (the twin's error is first order in the step), at most ``_GAP_MAX_ROUNDS`` times, within the budget and a
-        work cap of ``_GAP_WORK_FACTOR`` x the pessimistic support."""
+        """Optimistic twin and certified gap; with ``refine`` the twin starts at ``_TWIN_START`` x the pessimistic step
+        (or the step an earlier cell of the batch needed) and is refined by the gap's d^1.8 law until the gap is within
+        tolerance, at most ``_GAP_MAX_ROUNDS`` times, within the budget and a work cap of ``_GAP_WORK_FACTOR`` x the
+        pessimistic support."""
         smallest = _smallest_query(self.deltas, self.alpha_min, pess)
         # The work cap scales with the accuracy asked (4x the pessimistic support at a 1% tolerance).
         cap = _GAP_WORK_FACTOR * max(1.0, DEFAULT_GRID_TOLERANCE / self.tolerance)
@@ -671,8 +657,11 @@ class Producer:
         key = frozenset(phases.items()) if len(phases) > 1 else next(iter(phases))
         hint = self._twin_hints.get(key) if refine else None
         # A batch's earlier cell of the same single step tells the step the twin needed (its gap per unit step is
-        # about the same across T on DP-SGD grids): start there instead of at the pessimistic step.
-        d = max(min(d_p, hint), LADDER_FINEST) if hint is not None else d_p
+        # about the same across T on DP-SGD grids): start there; otherwise at _TWIN_START x the pessimistic step.
+        d = d_p  # a fixed step: the twin at that step
+        if refine:
+            start = hint if hint is not None else _TWIN_START * d_p
+            d = min(max(ladder_floor(start), LADDER_FINEST), LADDER_TOP)
         for _ in range(_GAP_MAX_ROUNDS if refine else 1):
             try:
                 # A round at the pessimistic step is bounded by the memory budget only.
@@ -694,7 +683,7 @@ class Producer:
             d = max(min(d_new, d / 2), LADDER_FINEST)
         if best is None:
             return None, "not built (over budget)", None, math.inf
-        if refine and best[3] <= self.tolerance and best[2] < d_p:
+        if refine and best[3] <= self.tolerance:
             self._twin_hints[key] = best[2]
         return best
 

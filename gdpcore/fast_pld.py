@@ -37,26 +37,23 @@ What differs from dp_accounting, and why it stays pessimistic:
 Cross-checked against dp_accounting (tests/test_fast_pld.py): single-step PMFs agree with
 ``from_gaussian_mechanism(..., use_connect_dots=True)`` to round-off, composed epsilons to 1e-6 relative.
 
-Optimistic twin (lower ends of brackets only; :func:`optimistic_single_step_pld`, :func:`optimistic_loss_pmf`,
-:func:`residual_shift`):
+Optimistic twin (lower ends of brackets only; :func:`optimistic_single_step_pld`, :func:`optimistic_composition`,
+:func:`threshold_test_masses`):
 
 * privacy buckets rounded down, exactly dp_accounting's ``pessimistic_estimate=False, use_connect_dots=False``
   remove PMF (bucket masses as closed-form CDF/survival differences; tests: round-off agreement, composed epsilon to
-  1e-6). Its delta(eps) is a lower bound, but a loose one: every step's loss is rounded down by about d / 2, so
-  after T steps epsilon is low by about T d / 2 (measured on the reference grid: 10-90% relative at T = 1e4 at the
+  1e-6). Read as a PLD, its delta(eps) is a lower bound, but a loose one: every step's loss is rounded down by about
+  d / 2, so after T steps epsilon is low by about T d / 2 (10-90% relative at T = 1e4 on the reference grid at the
   steps connect-the-dots needs) - a first-order error, against second order for connect-the-dots.
-* the residual shift removes that bias with a proof: bucketing the output by loss bucket is post-processing, so the
-  bucketed pair (P_k, Q_k) is dominated by the mechanism; its loss l_k = log(P_k / Q_k) lies in [k d, (k+1) d), and
-  privacy buckets keep only k d. The residuals r_k = l_k - k d (closed form, lowered by their round-off bound) are
-  i.i.d. over steps under P, so their sum is >= c except with probability ``tail`` (Chernoff on their exact MGF), and
-  delta(eps) >= delta_buckets(eps - c) - tail. The residuals sit near d / 2 with a spread of 1-4% of d, so c is
-  within a few d of T d / 2 and the certified gap becomes a few d (tests check the tail against the exact law of
-  the sum, and the lower ends against dp_accounting at 1e-5 and prv_accountant).
-* the advantage delta(0) gets a bound of its own (:func:`certified_advantage_lower_bound`): the threshold test
-  {K > k0} on the composed bucket index, whose P- and Q-probabilities are both convolution powers (P of the bucket
-  masses, Q of the bucket masses moved by e^{-k d}), so no residual sum needs a Chernoff tail and the error is second
-  order in the step; the engine inserts it into the twin as a convex-hull point on the diagonal
-  (:func:`gdpcore.curve.hull_with_advantage`; measured in docs/references.md A-1).
+* read as a mechanism instead, the buckets lose only second-order information: bucketing the output by loss bucket
+  is post-processing, so every test on the composed bucket index K is a test on the mechanism's output
+  (data processing), and both laws of K are convolution powers - P of the bucket masses P_k, Q of the bucket masses
+  Q_k = P_k e^{-l_k} <= e^{-k d} w_k, with w_k = P_k e^{-r_k} and r_k a closed-form lower bound on the bucket's loss
+  residual l_k - k d. The twin is the curve through all such tests (:func:`certified_advantage_lower_bound` has
+  the proof; :func:`gdpcore.curve.curve_from_threshold_tests`). It replaced a residual shift (delta(eps) >=
+  delta_buckets(eps - c) - tail with a Chernoff bound c on the residuals' sum), whose deviation term left gaps
+  10-20x larger at the same step (docs/references.md A-1; 2.4% on the advantage of sigma 0.8, q 1e-3, T 3000 at
+  step 1.25e-4, against 0.02% now).
 """
 
 from __future__ import annotations
@@ -77,6 +74,7 @@ __all__ = [
     "TAIL_MASS_TRUNCATION",
     "TILT_FRACTION",
     "certified_advantage_lower_bound",
+    "threshold_test_masses",
     "compose_loss_pmf",
     "fft_bytes",
     "fft_length",
@@ -84,8 +82,6 @@ __all__ = [
     "optimistic_loss_pmf",
     "optimistic_single_step_length",
     "optimistic_single_step_pld",
-    "residual_shift",
-    "shift_by_residuals",
     "single_step_length",
     "single_step_pld",
     "subsampled_gaussian_loss_pmf",
@@ -795,12 +791,15 @@ def _optimistic_remove_probs(
     return k_low, np.maximum(probs, 0.0), np.maximum(q_probs, 0.0), p_mag_k, q_mag_k
 
 
-_RESIDUAL_BINS = 4096
-_CHERNOFF_T = np.geomspace(1e-2, 1e5, 96)  # Chernoff orders, in units of 1 / step
-
-
 def _residual_lower_bounds(k_low, probs, q_probs, p_mag, q_mag, step) -> np.ndarray:
-    """Per bucket, a lower bound in [0, d] on the bucket's loss residual l_k - k d (see :func:`_bucket_residuals`)."""
+    """Per bucket, a lower bound in [0, d] on its loss residual r_k = l_k - k d.
+
+    Bucketing the output by loss bucket is post-processing, so the pair (P_k, Q_k) is dominated by the mechanism
+    (data processing); its loss l_k = log(P_k / Q_k) lies in [k d, (k+1) d) (top bucket: >= k d) and privacy
+    buckets round it down to k d. Lower bounds only: r_k is lowered by the propagated round-off of P_k and Q_k
+    (each CDF value's error taken as 1e-15 of its magnitude ``*_mag``), set to 0 where that is not small, and
+    clipped to [0, d]. They bound each bucket's Q-mass from above: Q_k = P_k e^{-k d - r_k} with P_k raised by its
+    own round-off (``"bucket_q_weights"``, :func:`threshold_test_masses`)."""
     ks = k_low + np.arange(probs.size)
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = 1e-15 * (p_mag / probs + q_mag / q_probs)
@@ -809,61 +808,9 @@ def _residual_lower_bounds(k_low, probs, q_probs, p_mag, q_mag, step) -> np.ndar
     return np.clip(r, 0.0, step)
 
 
-def _bucket_q_weights(k_low, probs, q_probs, p_mag, q_mag, step) -> np.ndarray:
-    """Upper bounds w_k >= Q_k e^{k d} on each bucket's Q-mass moved to the lattice scale (see
-    :func:`certified_advantage_lower_bound`): Q_k = P_k e^{-l_k} <= P_k e^{-k d - r_k} for any lower bound r_k on the
-    residual, with P_k raised by its round-off (1e-15 of its CDF magnitude)."""
-    r = _residual_lower_bounds(k_low, probs, q_probs, p_mag, q_mag, step)
-    return (probs + 1e-15 * p_mag) * np.exp(-r)
-
-
-def _bucket_residuals(k_low, probs, q_probs, p_mag, q_mag, step) -> tuple[np.ndarray, np.ndarray]:
-    """Histogram (residual values, P-weights) of a lower bound r_k on each bucket's loss residual.
-
-    Bucketing the output by loss bucket is post-processing, so the pair (P_k, Q_k) is dominated by the mechanism
-    (data processing); its loss l_k = log(P_k / Q_k) lies in [k d, (k+1) d) (top bucket: >= k d) and privacy
-    buckets round it down to k d. The residual r_k = l_k - k d is a function of the bucket, i.i.d. over steps
-    under P. Lower bounds only: r_k is lowered by the propagated round-off of P_k and Q_k (each CDF value's error
-    taken as 1e-15 of its magnitude ``*_mag``), set to 0 where that is not small, clipped to [0, d], and rounded
-    down to a grid of ``_RESIDUAL_BINS`` values. Mass dropped by the truncation counts at residual 0.
-    """
-    r = _residual_lower_bounds(k_low, probs, q_probs, p_mag, q_mag, step)
-    bins = np.floor(r / step * _RESIDUAL_BINS).astype(np.int64)
-    weights = np.bincount(bins, weights=probs, minlength=_RESIDUAL_BINS + 1)
-    weights[0] += max(0.0, 1.0 - float(probs.sum()))
-    values = np.arange(weights.size) * (step / _RESIDUAL_BINS)
-    return values, weights
-
-
 def _mean_residual(single: LossPMF) -> float:
-    """P-mean of the bucket residuals' lower bounds (0 for a PMF that carries none)."""
-    if not single.has_cached("bucket_residuals"):
-        return 0.0
-    values, weights = single.cached("bucket_residuals")
-    total = float(weights.sum())
-    return float(np.sum(values * weights)) / total if total > 0 else 0.0
-
-
-def residual_shift(single: LossPMF, steps: int, tail: float) -> float:
-    """A shift c with P(sum of ``steps`` residuals < c) <= ``tail`` (Chernoff on the residuals' exact MGF).
-
-    For every t > 0: P(R <= c) <= exp(T K(t) + t c), K(t) = log E[e^{-t r}]; so c = max_t (log(tail) - T K(t)) / t
-    over a grid of orders (any order is valid). 0 when no order gives a positive shift.
-    """
-    return composed_residual_shift([(single, steps)], tail)
-
-
-def composed_residual_shift(parts: list[tuple[LossPMF, int]], tail: float) -> float:
-    """:func:`residual_shift` for independent phases: the exponents T_i K_i(t) add (one Chernoff bound overall)."""
-    t = _CHERNOFF_T / parts[0][0].step
-    total = np.zeros_like(t)
-    for single, steps in parts:
-        values, weights = single.cached("bucket_residuals")  # stored by optimistic_single_step_pld
-        keep = weights > 0
-        x = -np.outer(t, values[keep]) + np.log(weights[keep])[None, :]
-        total += steps * special.logsumexp(x, axis=1)
-    c = (math.log(tail) - total) / t
-    return float(max(0.0, c.max()))
+    """P-mean of the buckets' residual lower bounds (0 for a PMF that carries none)."""
+    return float(single.cached("bucket_residual_mean")) if single.has_cached("bucket_residual_mean") else 0.0
 
 
 def optimistic_single_step_pld(*, noise_multiplier: float, sampling_rate: float, discretization: float):
@@ -881,8 +828,9 @@ def optimistic_single_step_pld(*, noise_multiplier: float, sampling_rate: float,
         raise ValueError(f"sampling_rate must be < 1 for the optimistic builder, got {sampling_rate!r}")
     lo, probs, q_probs, p_mag, q_mag = _optimistic_remove_probs(sigma, q, step)
     single = LossPMF(lower_index=lo, step=step, probs=probs, infinity_mass=0.0, pessimistic=False)
-    single.cached("bucket_residuals", lambda: _bucket_residuals(lo, probs, q_probs, p_mag, q_mag, step))
-    single.cached("bucket_q_weights", lambda: _bucket_q_weights(lo, probs, q_probs, p_mag, q_mag, step))
+    r = _residual_lower_bounds(lo, probs, q_probs, p_mag, q_mag, step)
+    single.cached("bucket_q_weights", lambda: (probs + 1e-15 * p_mag) * np.exp(-r))
+    single.cached("bucket_residual_mean", lambda: float(np.sum(probs * r)) / max(float(probs.sum()), 1e-300))
     return single
 
 
@@ -903,7 +851,7 @@ def optimistic_loss_pmf(
     """
     out = compose_loss_pmf(single, steps, pessimistic=False, fft_len=fft_len, wrap_tail=wrap_tail)
     if tilt_target is not None:
-        # Privacy buckets sit about T d / 2 below the losses they stand for (the residual shift puts them back), so
+        # Privacy buckets sit about T d / 2 below the losses they stand for (the Q-mass bounds put them back), so
         # the loss the reads need is lower here by the residuals' mean sum. Aiming at the unlowered target tilted
         # 1.9x harder (sigma 0.8, q 1e-3, T 1e4: theta 7.0 against 3.7) for a 4x longer tilted FFT.
         theta = tilt_for_loss(single, steps, tilt_target - steps * _mean_residual(single))
@@ -943,18 +891,6 @@ def compose_phases(parts: list[tuple[LossPMF, int]]) -> LossPMF:
     return convolve_pmfs([compose_loss_pmf(single, steps) for single, steps in parts])
 
 
-def certified_optimistic_loss_pmf(single: LossPMF, steps: int, *, tail: float) -> tuple[LossPMF, float, float]:
-    """Composed optimistic PMF moved up by the certified residual shift: ``(pmf, delta_offset, eps_remainder)``.
-
-    The bucketed pair's composed loss is the privacy-buckets loss plus a sum of ``steps`` per-step residuals, which
-    is >= c := :func:`residual_shift` except with probability ``tail``. So for every eps the mechanism's
-    delta(eps) >= delta_pmf(eps) - delta_offset, where ``pmf`` is the composition moved up by floor(c / d) atoms
-    and ``delta_offset = tail + WRAP_TAIL`` (FFT wrap-around). ``eps_remainder = c - floor(c / d) d``
-    (in [0, d)) may further be added to epsilon read from it; dropping it only loosens the lower bound.
-    """
-    return certified_optimistic_composition([(single, steps)], tail=tail)
-
-
 def optimistic_composition(
     parts: list[tuple[LossPMF, int]],
     *,
@@ -962,7 +898,7 @@ def optimistic_composition(
     tilt_max_bytes: float = math.inf,
     wrap_tail: float = WRAP_TAIL,
 ) -> tuple[LossPMF, float]:
-    """(composed optimistic PMF of a schedule, its wrap-around slack) before any residual shift.
+    """(composed optimistic PMF of a schedule, its wrap-around slack): the P-law of the composed bucket index.
 
     Each phase is composed by FFT power (:func:`optimistic_loss_pmf`; at most ``wrap_tail`` of mass wraps around
     per phase), the phases are convolved linearly (no wrap-around): delta(eps) of the result exceeds the exact
@@ -983,42 +919,6 @@ def optimistic_composition(
     return pmf, len(parts) * wrap_tail
 
 
-def shift_by_residuals(
-    pmf: LossPMF, parts: list[tuple[LossPMF, int]], *, tail: float, wrap_slack: float
-) -> tuple[LossPMF, float, float]:
-    """``pmf`` (:func:`optimistic_composition` of ``parts``) moved up by the certified residual shift at ``tail``:
-    ``(pmf moved up by floor(c / d) atoms, delta_offset, eps_remainder)`` as in :func:`certified_optimistic_loss_pmf`.
-
-    ``delta_offset = tail + wrap_slack``; without a positive shift (one step, or residuals that certify nothing)
-    the PMF is returned unmoved with ``delta_offset = wrap_slack`` (no tail is spent).
-    """
-    total_steps = sum(steps for _, steps in parts)
-    c = composed_residual_shift(parts, tail) if total_steps > 1 else 0.0
-    if c <= 0.0:
-        return pmf, wrap_slack, 0.0
-    j = math.floor(c / pmf.step)
-    return dataclasses.replace(pmf, lower_index=pmf.lower_index + j), tail + wrap_slack, c - j * pmf.step
-
-
-def certified_optimistic_composition(
-    parts: list[tuple[LossPMF, int]],
-    *,
-    tail: float,
-    tilt_target: float | None = None,
-    tilt_max_bytes: float = math.inf,
-    wrap_tail: float = WRAP_TAIL,
-) -> tuple[LossPMF, float, float]:
-    """:func:`certified_optimistic_loss_pmf` for a heterogeneous schedule: phases (single step, steps) at one step.
-
-    :func:`optimistic_composition` (its wrap-around slack counted once per phase in the offset), then
-    :func:`shift_by_residuals`: the residuals of all phases share one Chernoff shift.
-    """
-    pmf, slack = optimistic_composition(
-        parts, tilt_target=tilt_target, tilt_max_bytes=tilt_max_bytes, wrap_tail=wrap_tail
-    )
-    return shift_by_residuals(pmf, parts, tail=tail, wrap_slack=slack)
-
-
 def certified_advantage_lower_bound(pmf: LossPMF, parts: list[tuple[LossPMF, int]], *, wrap_slack: float) -> float:
     """A proven lower bound on the mechanism's delta(0) (the advantage), second order in the step.
 
@@ -1026,22 +926,35 @@ def certified_advantage_lower_bound(pmf: LossPMF, parts: list[tuple[LossPMF, int
     its round-off bounds) and ``wrap_slack`` its FFT wrap-around slack.
 
     Proof. Bucketing each step's output by its loss bucket is post-processing, so every test on the sequence of
-    buckets is a test on the mechanism's output: delta(0) = sup_S (P(S) - Q(S)) >= P(K > k0) - Q(K > k0) for the
-    test S = {K > k0}, any k0. Both laws of K are convolution powers of the bucket masses: P_k (privacy buckets) and
-    Q_k = P_k e^{-l_k} <= P_k e^{-k d - r_k} = e^{-k d} w_k, with r_k >= 0 a lower bound on the bucket's residual
-    (``"bucket_q_weights"``, :func:`_bucket_q_weights`; r_k = 0 for a single step that carries none, e.g.
-    dp_accounting's buckets, whose losses are rounded down). Since e^{-K d} factors over the steps,
-    Q(K = k) <= e^{-k d} W_T(k) with W_T the convolution power of w (each phase's, convolved). So
+    buckets is a test on the mechanism's output: delta(0) = sup_S (P(S) - Q(S)) >= P(K in S) - Q(K in S) for any set
+    S of values of the composed bucket index K. Both laws of K are convolution powers of the bucket masses: P_k
+    (privacy buckets) and Q_k = P_k e^{-l_k} <= P_k e^{-k d - r_k} = e^{-k d} w_k, with r_k >= 0 a lower bound on the
+    bucket's residual (``"bucket_q_weights"``, :func:`_bucket_q_weights`; r_k = 0 for a single step that carries
+    none, e.g. dp_accounting's buckets, whose losses are rounded down). Since e^{-K d} factors over the steps,
+    Q(K = k) <= e^{-k d} W_T(k) with W_T the convolution power of w (each phase's, convolved):
+    :func:`threshold_test_masses`. The best S is read off the curve through all such tests
+    (:func:`gdpcore.curve.curve_from_threshold_tests`, with P_T lowered by its round-off bound and the wrap-around
+    slack, W_T raised by its own). Unlike the residual shift it replaced (module docstring), nothing is spent on a
+    Chernoff tail of the residual sum: the best test only misclassifies paths whose loss is within the residual
+    spread of 0, so the bound's error is second order in the step (sigma 0.8, q 1e-3, T 3000: 0.96% below
+    dp_accounting's value at d = 1e-3 and 0.02% at d = 1.25e-4, against 15.6% and 2.4% for the residual shift).
+    Returns a value in [0, 1].
+    """
+    from gdpcore.curve import curve_from_threshold_tests  # curve reads fast_pld's PMFs, not the other way round
 
-        delta(0) >= max_k0 sum_{k > k0} [P_T(k) - e^{-k d} W_T(k)],
+    _, p_low, q_high = threshold_test_masses(pmf, parts)
+    return curve_from_threshold_tests(p_low, q_high, p_slack=wrap_slack).advantage
 
-    with P_T lowered by its round-off bound and the wrap-around slack, W_T raised by its own (composed like a
-    pessimistic PMF: wrapped mass only raises it, the mass cut above its window is bounded by its +inf mass times
-    e^{-(k_top + 1) d}), and the float error of the two running sums (4 (n + 2) u each) subtracted. Unlike the
-    residual shift (:func:`shift_by_residuals`), nothing is spent on a Chernoff tail of the residual sum: the test
-    only misclassifies paths whose loss is within the residual spread of 0, so the bound's error is second order in
-    the step (sigma 0.8, q 1e-3, T 3000: 0.96% below dp_accounting's value at d = 1e-3 and 0.02% at d = 1.25e-4,
-    against 15.6% and 2.4% for the residual shift). Returns a value in [0, 1].
+
+def threshold_test_masses(pmf: LossPMF, parts: list[tuple[LossPMF, int]]) -> tuple[int, np.ndarray, np.ndarray]:
+    """Per composed bucket index k >= ``first``: a lower bound on P(K = k) and an upper bound on Q(K = k) (see
+    :func:`certified_advantage_lower_bound` for the argument).
+
+    ``pmf`` is :func:`optimistic_composition` of ``parts``; its values are lowered by their round-off bounds (the
+    wrap-around slack is the caller's). The Q side is e^{-k d} W_T(k), W_T the convolution power of the single
+    steps' ``"bucket_q_weights"`` (or their P-masses where they carry none), composed like a pessimistic PMF (its
+    round-off bound added per atom; wrapped mass only raises it; mass cut from its window is in no test).
+    Indices below W_T's window are left out (their Q-mass is not held): no test rejects them.
     """
     if pmf.pessimistic:
         raise ValueError("pmf must be an optimistic composition (pessimistic=False)")
@@ -1052,22 +965,18 @@ def certified_advantage_lower_bound(pmf: LossPMF, parts: list[tuple[LossPMF, int
         ws.append(compose_loss_pmf(LossPMF(single.lower_index, step, w, 0.0, True), steps))
     wpmf = convolve_pmfs(ws)
     p = pmf.with_roundoff_allowance()
-    lo = min(p.lower_index, wpmf.lower_index)
+    lo = wpmf.lower_index
     hi = max(p.lower_index + p.probs.size, wpmf.lower_index + wpmf.probs.size)
-    ks = np.arange(lo, hi)
     p_low = np.zeros(hi - lo)
-    p_low[p.lower_index - lo : p.lower_index - lo + p.probs.size] = p.probs
-    w_high = np.zeros(hi - lo)
-    w_high[wpmf.lower_index - lo : wpmf.lower_index - lo + wpmf.probs.size] = wpmf.probs + wpmf.roundoff
-    with np.errstate(divide="ignore", over="ignore"):
+    a = max(p.lower_index, lo)
+    if a < p.lower_index + p.probs.size:
+        p_low[a - lo : p.lower_index + p.probs.size - lo] = p.probs[a - p.lower_index :]
+    # Above W_T's window its mass is at most what the window cut (its +inf mass), per atom as in total.
+    w_high = np.full(hi - lo, wpmf.infinity_mass)
+    w_high[: wpmf.probs.size] = wpmf.probs + wpmf.roundoff
+    ks = np.arange(lo, hi)
+    with np.errstate(divide="ignore", over="ignore", under="ignore"):
         q_high = np.exp(np.log(w_high) - ks * step)
-    k_top = wpmf.lower_index + wpmf.probs.size - 1
-    beyond = wpmf.infinity_mass * math.exp(min(700.0, -(k_top + 1) * step))
-    tail_p = np.cumsum(p_low[::-1])[::-1]
-    tail_q = np.minimum(np.cumsum(q_high[::-1])[::-1] + beyond, 1.0)
-    # Thresholds k0 below the W window would miss Q-mass it does not hold: only k0 + 1 >= its first index.
-    first = wpmf.lower_index - lo
-    tail_p, tail_q = tail_p[first:], tail_q[first:]
-    values = tail_p - tail_q - 4.0 * (ks.size + 2) * _U * (tail_p + tail_q)
-    best = float(values.max()) if values.size else 0.0
-    return float(min(1.0, max(0.0, best - wrap_slack)))
+    # e^{-k d} W_T(k) below the float range is still > 0: the smallest positive float bounds it.
+    q_high = np.clip(q_high, np.nextafter(0.0, 1.0), 1.0)
+    return lo, p_low, q_high

@@ -5,8 +5,8 @@ The curves come from the one accounting engine (:mod:`gdpcore.engine`); a report
 
 * ``"pld"``: privacy-loss distributions (dp_accounting's construction; vectorised by :mod:`gdpcore.fast_pld` for
   Poisson-subsampled Gaussians and schedules of them). A pessimistic (connect-the-dots) curve gives every reported
-  number; an optimistic twin (privacy buckets rounded down, plus the certified residual shift for subsampled
-  Gaussians) gives the other end of every bracket. By default the step is refined until the brackets of epsilon at
+  number; an optimistic twin (the tests on the privacy-buckets composition, a post-processed mechanism) gives the
+  other end of every bracket. By default the step is refined until the brackets of epsilon at
   the asked deltas, mu and the advantage are within 1% (``status`` says when a budget stopped it earlier).
 * ``"closed_form"``: compositions of plain Gaussian mechanisms are exactly mu-GDP (seed 000 Sec. 5); all numbers
   are exact.

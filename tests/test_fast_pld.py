@@ -11,7 +11,7 @@ import gdpcore as g
 from gdpcore import engine
 from gdpcore import fast_pld as f
 from gdpcore.accounting import loss_pmfs
-from gdpcore.curve import curve_from_loss_pmf, curve_from_remove_pmf
+from gdpcore.curve import curve_from_loss_pmf
 from tasks.grid_table import analyze_grid_table
 
 
@@ -177,46 +177,32 @@ def test_optimistic_composition_matches_dp_accounting(sigma, q, T, d):
         assert float(curve.epsilon_at(delta)) <= float(pess_curve.epsilon_at(delta))
 
 
-def test_bucket_residuals_lie_in_the_bucket_and_match_direct_integration():
-    # Independent truth: P_k and Q_k of one bucket by numerical quadrature of the two densities over its x-interval.
+def test_bucket_q_weights_bound_the_bucket_q_mass_by_direct_integration():
+    # Independent truth: P_k and Q_k of buckets by numerical quadrature of the two densities over their x-intervals.
     from scipy import integrate, stats
 
     sigma, q, d = 1.0, 0.05, 1e-3
     single = f.optimistic_single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d)
-    values, weights = single.cached("bucket_residuals")
-    assert values.min() >= 0.0 and values.max() <= d
-    assert weights.sum() == pytest.approx(1.0, abs=1e-12)
-    k = single.lower_index + int(np.argmax(single.probs))  # the heaviest bucket
+    w = single.cached("bucket_q_weights")
     inv = lambda loss: sigma**2 * np.log((np.expm1(loss) + q) / q) + 0.5  # noqa: E731
-    a, b = inv(k * d), inv((k + 1) * d)
-    p_k = integrate.quad(lambda x: (1 - q) * stats.norm.pdf(x, 0, sigma) + q * stats.norm.pdf(x, 1, sigma), a, b)[0]
-    q_k = integrate.quad(lambda x: stats.norm.pdf(x, 0, sigma), a, b)[0]
-    assert single.probs[k - single.lower_index] == pytest.approx(p_k, rel=1e-9)
-    r = np.log(p_k / q_k) - k * d
-    assert 0.0 < r < d
-    # The residual mean is about d/2 (bucket losses sit near the middle), and the Chernoff shift is below T * mean.
-    m = float(values @ weights)
-    assert 0.4 * d < m <= 0.5 * d * 1.01
-    assert 0.0 < f.residual_shift(single, 1000, 1e-12) < 1000 * m
-
-
-def test_residual_shift_tail_against_exact_distribution_of_the_sum():
-    # Independent truth: the exact law of the sum of T i.i.d. residuals (histogram convolved T times).
-    single = f.optimistic_single_step_pld(noise_multiplier=0.8, sampling_rate=0.1, discretization=2e-3)
-    values, weights = single.cached("bucket_residuals")
-    T, tail = 40, 1e-3
-    c = f.residual_shift(single, T, tail)
-    n = T * (weights.size - 1) + 1
-    law = np.fft.irfft(np.fft.rfft(weights, n) ** T, n)  # exact up to round-off (~1e-15 here)
-    sums = np.arange(n) * (values[1] - values[0])
-    assert c > 0.0
-    assert law.sum() == pytest.approx(1.0, abs=1e-9)
-    assert law[sums < c].sum() <= tail + 1e-12
+    heaviest = single.lower_index + int(np.argmax(single.probs))
+    for k in (heaviest, heaviest + 40, heaviest + 400):
+        a, b = inv(k * d), inv((k + 1) * d)
+        p_k = integrate.quad(lambda x: (1 - q) * stats.norm.pdf(x, 0, sigma) + q * stats.norm.pdf(x, 1, sigma), a, b)[0]
+        q_k = integrate.quad(lambda x: stats.norm.pdf(x, 0, sigma), a, b)[0]
+        i = k - single.lower_index
+        assert single.probs[i] == pytest.approx(p_k, rel=1e-9)
+        r = np.log(p_k / q_k) - k * d
+        assert 0.0 < r < d  # the bucket's loss lies in [k d, (k + 1) d)
+        # w_k e^{-k d} bounds Q_k from above, and tightly (the residual bound is the residual up to round-off).
+        assert q_k <= w[i] * np.exp(-k * d) <= q_k * (1 + 1e-9)
+    # The residual mean is about d / 2 (bucket losses sit near the middle).
+    assert 0.4 * d < single.cached("bucket_residual_mean") <= 0.5 * d * 1.01
 
 
 @pytest.mark.parametrize(("sigma", "q", "T"), [(2.0, 0.01, 3000), (1.5, 0.001, 3000)])
 def test_grid_lower_bounds_below_every_upper_bound(sigma, q, T):
-    # eps_lower (privacy buckets + residual shift) is a lower bound: never above prv_accountant's upper bound nor
+    # eps_lower (tests on the privacy-buckets composition) is a lower bound: never above prv_accountant's upper bound nor
     # dp_accounting's pessimistic value at 1e-5; and it is far tighter than dp_accounting's optimistic twin.
     t = analyze_grid_table(
         [g.SubsampledGaussian(noise_multiplier=sigma, sampling_rate=q, steps=T)], deltas=[1e-5], fprs=[0.1]
@@ -239,19 +225,9 @@ def test_grid_lower_bounds_below_every_upper_bound(sigma, q, T):
     assert lo_mine >= opt_1e4
 
 
-# -- the advantage's own lower bound, inserted into the twin as a hull point (gdpcore.curve.hull_with_advantage) ----
+# -- the twin: tests on the privacy-buckets composition (fast_pld.threshold_test_masses) -----------------------------
 
 _SG = g.SubsampledGaussian
-
-
-def _pre_hull_twin(phases, d, smallest):
-    """The twin without the advantage point: the certified residual shift at the engine's curve-wide tail."""
-    parts = [
-        (f.optimistic_single_step_pld(noise_multiplier=s, sampling_rate=q, discretization=d), T) for s, q, T in phases
-    ]
-    tail = engine.twin_tail(smallest)
-    pmf, offset, _ = f.certified_optimistic_composition(parts, tail=tail, wrap_tail=max(tail, f.WRAP_TAIL))
-    return curve_from_remove_pmf(pmf, delta_offset=offset)
 
 
 @pytest.mark.parametrize(
@@ -261,10 +237,10 @@ def _pre_hull_twin(phases, d, smallest):
         ([(1.0, 0.01, 1000)], 1e-3),
         ([(2.0, 0.004, 10_000)], 5e-4),
         ([(0.7, 0.05, 300)], 1e-3),
-        ([(1.0, 0.01, 500), (0.8, 0.02, 300)], 1e-3),  # a schedule: one Chernoff shift over both phases' residuals
+        ([(1.0, 0.01, 500), (0.8, 0.02, 300)], 1e-3),  # a schedule: the phases' bucket laws convolved
     ],
 )
-def test_advantage_hull_stays_below_dp_accounting_at_a_10x_finer_step(phases, d):
+def test_twin_stays_below_dp_accounting_at_a_10x_finer_step(phases, d):
     # Independent truth: dp_accounting's connect-the-dots PLD at step d / 10 is an upper bound on the profile
     # (pessimistic_estimate=True), so delta(eps), epsilon(delta) and the supporting lines 1 - delta(eps) - e^eps alpha
     # (a lower bound on the FNR at alpha) bracket the twin's lower ends from the other side.
@@ -272,29 +248,25 @@ def test_advantage_hull_stays_below_dp_accounting_at_a_10x_finer_step(phases, d)
     mech = mechs[0] if len(mechs) == 1 else g.Composed(mechanisms=mechs)
     deltas, alpha_min = [1e-5, 1e-9], 1e-10
     producer = engine.Producer(deltas=deltas, alpha_min=alpha_min, tolerance=1e-2)
-    hull = producer.curve_at(mech, d, side="optimistic")  # the engine's twin, with the advantage point
-    before = _pre_hull_twin(phases, d, engine._smallest_query(np.array(deltas), alpha_min, None))
+    twin = producer.curve_at(mech, d, side="optimistic")
     ref = None
     for s, q, T in phases:
         part = _dp_single(s, q, d / 10).self_compose(T)
         ref = part if ref is None else ref.compose(part)
     adv_ref = float(ref.get_delta_for_epsilon(0.0))
-    # The hull is active on every cell (the advantage's own tail certifies more than the curve-wide one) ...
-    assert hull.advantage > before.advantage
-    # ... and its ends stay on the optimistic side of the upper bound.
-    assert hull.advantage <= adv_ref
-    eps = np.linspace(0.0, 3.0 * float(hull.eps[1]), 301)
-    assert np.all(hull.delta_at(eps) <= np.asarray(ref.get_delta_for_epsilon(eps)))
-    for delta in (0.98 * hull.advantage, 0.9 * hull.advantage, *deltas):
-        assert float(hull.epsilon_at(delta)) <= ref.get_epsilon_for_delta(delta)
+    # On the optimistic side of the upper bound, and close to it (docs/references.md A-1: within 0.25%).
+    assert adv_ref * (1 - 2.5e-3) <= twin.advantage <= adv_ref
+    eps = np.linspace(0.0, 3.0 * float(twin.eps[1]), 301)
+    assert np.all(twin.delta_at(eps) <= np.asarray(ref.get_delta_for_epsilon(eps)))
+    for delta in (0.98 * twin.advantage, 0.9 * twin.advantage, *deltas):
+        assert float(twin.epsilon_at(delta)) <= ref.get_epsilon_for_delta(delta)
     grid = np.linspace(0.0, ref.get_epsilon_for_delta(1e-9), 2001)
     d_ref = np.asarray(ref.get_delta_for_epsilon(grid))
     alphas = np.concatenate([np.geomspace(1e-8, 0.3, 60), np.linspace(0.3, 0.5, 201)])
     fnr_floor = np.max(1.0 - d_ref[None, :] - np.exp(grid)[None, :] * alphas[:, None], axis=1)
-    assert np.all(hull.fnr(alphas) >= fnr_floor - 1e-12)
-    # mu read near the diagonal (cut-off 0.45, where the hull acts) stays below dp_accounting's curve's mu.
+    assert np.all(twin.fnr(alphas) >= fnr_floor - 1e-12)
     pess = curve_from_loss_pmf(*loss_pmfs(ref, pessimistic=True))
-    assert before.mu(alpha_min=0.45)[0] <= hull.mu(alpha_min=0.45)[0] <= pess.mu(alpha_min=0.45)[0]
+    assert twin.mu(alpha_min=alpha_min)[0] <= pess.mu(alpha_min=alpha_min)[0]
 
 
 def test_certified_advantage_lower_bound_rejects_a_pessimistic_pmf():

@@ -156,7 +156,7 @@ def test_small_per_step_loss_cell_against_dp_accounting_at_1e5():
     assert e == pytest.approx(ref, rel=5e-3)
     opt_ref = _dp_pld(sigma, q, T, 1e-5, pessimistic=False).get_epsilon_for_delta(1e-5)
     assert e >= opt_ref
-    # The certified bracket: its lower end is below the 1e-5 reference and, thanks to the residual shift, far above
+    # The certified bracket: its lower end is below the 1e-5 reference and, read as tests on a post-processed mechanism, far above
     # dp_accounting's own optimistic value (privacy buckets lose about T d / 2 = 0.05 here).
     lo = t.column("epsilon_lower")[0].as_py()[0]
     assert opt_ref < lo <= ref

@@ -105,12 +105,12 @@ def test_epsilon_within_half_percent_of_dp_accounting_1e5(cell):
 
 
 def test_optimistic_twin_is_below_an_independent_upper_bound_and_tight(cell):
-    """The lower ends (privacy buckets + certified residual shift) never exceed dp_accounting's connect-the-dots
+    """The lower ends (tests on the privacy-buckets composition) never exceed dp_accounting's connect-the-dots
     upper bound at a 10x finer step, and the bracket is narrow: privacy buckets alone lost about T d / 2 in eps
-    (8% at s1.0-q0.01-T10000); with the shift the relative eps gap is <= 1e-3 where the per-step loss spread
+    (8% at s1.0-q0.01-T10000); read as a mechanism, the relative eps gap is <= 1e-3 where the per-step loss spread
     s1 = q sqrt(e^{1/sigma^2} - 1) spans >= 10 steps, and <= 2.5% otherwise (s2.0-q0.001: s1 ~ 5 steps)."""
     (sigma, q, steps), report, fine = cell
-    assert "certified residual shift" in report.accountant
+    assert "threshold tests" in report.accountant
     s1 = q * math.sqrt(math.expm1(1 / sigma**2))
     for delta in (1e-3, 1e-5, 1e-7):
         low, up = report.epsilon(delta, side="optimistic"), report.epsilon(delta)
@@ -325,7 +325,7 @@ def test_optimistic_twin_of_a_two_phase_schedule():
         g.SubsampledGaussian(noise_multiplier=0.9, sampling_rate=512 / 60000, steps=586),
     )
     report = g.analyze(g.Composed(mechanisms=phases))
-    assert "certified residual shift" in report.accountant
+    assert "threshold tests" in report.accountant
     fine = [
         pld_lib.from_gaussian_mechanism(
             m.noise_multiplier, sampling_prob=m.sampling_rate, value_discretization_interval=2e-5
@@ -344,8 +344,8 @@ def test_optimistic_twin_of_a_two_phase_schedule():
     )
     assert nested.epsilon(1e-5, side="optimistic") == pytest.approx(report.epsilon(1e-5, side="optimistic"), rel=1e-12)
     # A schedule with a non-Gaussian part goes through the generic path (dp_accounting single steps composed by
-    # fast_pld); its Gaussian steps keep their certified residual shift (a Laplace bucket's residual bound is 0).
+    # fast_pld); its Gaussian steps keep their Q-mass bounds (a Laplace bucket's residual bound is 0).
     mixed = g.analyze(g.Composed(mechanisms=(phases[1], g.Laplace(scale=20.0))))
     assert mixed.provenance.engine == "dp_accounting"
-    assert mixed.accountant.endswith("optimistic twin: privacy buckets + certified residual shift)")
+    assert mixed.accountant.endswith("optimistic twin: privacy buckets + threshold tests on the composed bucket index)")
     assert mixed.epsilon(1e-5, side="optimistic") <= mixed.epsilon(1e-5)
