@@ -587,6 +587,9 @@ class Producer:
             try:
                 support, planned = self.plan_subsampled_gaussian(phases, d)
             except _Refused as why:
+                if coarse is None and fixed is None and d < LADDER_TOP:
+                    d = min(2 * d, LADDER_TOP)  # the a-priori step does not fit: a coarser rung may
+                    continue
                 if coarse is None:
                     return self._rdp_fallback(mechanism, f"over_budget: {why} > budget {budget.memory_bytes:.0f} bytes")
                 # The coarser curve is valid (pessimistic), just not shown to meet the estimated error target.
