@@ -683,6 +683,8 @@ class Producer:
             if gap <= self.tolerance or d <= LADDER_FINEST or elapsed * 3 > self.budget.seconds:
                 break
             d_new = ladder_floor(d * (self.tolerance / gap) ** (1.0 / _GAP_ORDER)) if math.isfinite(gap) else d / 2
+            if d > d_p:
+                d_new = max(d_new, d_p)  # from a start above the pessimistic step: that step first (never refused)
             d = max(min(d_new, d / 2), LADDER_FINEST)
         if best is None:
             return None, "not built (over budget)", None, math.inf
