@@ -198,10 +198,12 @@ def _restore_mass(probs: np.ndarray, inf_mass: float) -> np.ndarray:
     return probs
 
 
+_ORDERS_PER_SUPPORT = np.array([1.0, 2.0, 4.0, 8.0, 14.0, 20.0])
+_ORDERS_PER_STEP = np.geomspace(2.0**-3, 2.0**8, 9)
+
+
 def _chernoff_orders(n: int, step: float) -> np.ndarray:
-    base = np.array([1.0, 2.0, 4.0, 8.0, 14.0, 20.0]) / n
-    loss_units = np.geomspace(2.0**-3, 2.0**8, 9) * step
-    pos_orders = np.concatenate([base, loss_units])
+    pos_orders = np.concatenate([_ORDERS_PER_SUPPORT / n, _ORDERS_PER_STEP * step])
     return np.concatenate([pos_orders, -pos_orders])
 
 
@@ -962,7 +964,12 @@ def threshold_test_masses(pmf: LossPMF, parts: list[tuple[LossPMF, int]]) -> tup
     ws = []
     for single, steps in parts:
         w = single.cached("bucket_q_weights") if single.has_cached("bucket_q_weights") else single.probs
-        ws.append(compose_loss_pmf(LossPMF(single.lower_index, step, w, 0.0, True), steps))
+        w_single = LossPMF(single.lower_index, step, w, 0.0, True)
+        # W_T's window from the P-masses' Chernoff orders (w ~ p e^{-r}): any window keeps it an upper bound (mass
+        # outside it is wrapped in, which raises W_T, or cut, and then in no test), so the log-MGFs are not redone.
+        if single.has_cached("chernoff_log_mgf"):
+            w_single.cached("chernoff_log_mgf", lambda single=single: single.cached("chernoff_log_mgf"))
+        ws.append(compose_loss_pmf(w_single, steps))
     wpmf = convolve_pmfs(ws)
     p = pmf.with_roundoff_allowance()
     lo = wpmf.lower_index
