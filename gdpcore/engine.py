@@ -532,15 +532,16 @@ class Producer:
             remove = dataclasses.replace(remove, roundoff=0.0)
             return curve_from_remove_pmf(remove, exact_vertices=False), remove.probs.size
         self._tilt_loss = None
-        smallest = _smallest_query(self.deltas, self.alpha_min, None)
-        if len(parts) == 1 and remove.max_roundoff * remove.probs.size > 1e-3 * smallest:
+        curve = curve_from_remove_pmf(remove)
+        smallest = _smallest_query(self.deltas, self.alpha_min, curve)
+        if len(parts) == 1 and _roundoff_matters(curve, remove, smallest):
             # Round-off could matter where the report reads: recompute the tail tilted towards that region.
             single, steps = parts[0]
             theta = fast_pld.TILT_FRACTION * fast_pld.tilt_for_tail(single, steps, smallest)
             spare = self.budget.memory_bytes - self._planned_bytes
             remove = fast_pld.refine_tail(remove, single, steps, theta, max_bytes=spare)
             self._tilt_loss = steps * fast_pld.tilted_log_mgf(single, theta)[1]
-        curve = curve_from_remove_pmf(remove)
+            curve = curve_from_remove_pmf(remove)
         self._diagnostics = _pmf_diagnostics(remove)
         if self.add_guard:
             adds = [(self._single_step(s, q, d, direction="add"), steps) for (s, q), steps in phases.items()]
@@ -880,6 +881,33 @@ class Producer:
                 status=reason + "; numbers are the looser RDP bound (fallback)",
             ),
         )
+
+
+_ROUNDOFF_SHARE = 1e-3
+"""A composition's tail is recomputed tilted (:func:`gdpcore.fast_pld.refine_tail`) when its round-off allowance could
+move a value the report reads by more than this share of it."""
+
+
+def _roundoff_matters(curve: SymmetricCurve, pmf: LossPMF, smallest: float) -> bool:
+    """Whether the allowance (``pmf.max_roundoff`` added to every atom) could move a number read from ``curve`` by more
+    than ``_ROUNDOFF_SHARE`` of it. The reads are delta(eps) >= ``smallest`` (epsilon at the asked deltas) and the
+    vertices' tails there (mu, FNR); each moves by at most the allowance times the number of atoms above its eps."""
+    b = pmf.max_roundoff
+    if b <= 0.0:
+        return False
+    top = pmf.lower_index + pmf.probs.size - 1
+    above = np.maximum(top - np.round(curve.eps / pmf.step), 0.0) + 1.0  # atoms with loss above each line's eps
+    read = curve.delta >= smallest
+    if not read.any():
+        return True
+    if np.any(b * above[read] > _ROUNDOFF_SHARE * curve.delta[read]):
+        return True
+    # Vertex i (i >= 1) sits on line K - i + 1 and above line K - i: its tail counts the atoms above eps_{K-i}.
+    K = curve.eps.size - 1
+    v_above = above[K - np.arange(1, K + 1)]
+    v_tail = curve.tail[1:]
+    v_read = v_tail >= smallest
+    return bool(np.any(b * v_above[v_read] > _ROUNDOFF_SHARE * v_tail[v_read]))
 
 
 def _pmf_diagnostics(remove: LossPMF) -> dict[str, float]:
