@@ -10,8 +10,8 @@ Why hand-written (measured on the shared 2-core machine, sigma=1, q=0.01, discre
   window, then a complex ``**``); :func:`compose_loss_pmf` takes about 6-20 ms: an rfft, a window about half as long
   (finer Chernoff orders), binary exponentiation instead of a complex log/exp per bin, and log-MGFs cached per PMF.
 * End to end, benchmarks/bench_grid.py (reference grid, full report per cell with certified brackets on every
-  number) runs 17x the points per second of the per-point dp_accounting loop measured in the same run in one
-  process, 33x on two workers; see benchmarks/RESULTS.md.
+  number) runs 23x the points per second of the per-point dp_accounting loop measured in the same run in one
+  process, 50x on two workers; see benchmarks/RESULTS.md.
 
 dp_accounting's public types are kept where they cost nothing: :func:`to_dp_accounting_pld` wraps the arrays as a
 ``PrivacyLossDistribution`` of ``DensePLDPmf`` objects (its queries agree with ours; tests check it).
