@@ -406,7 +406,7 @@ def profile_on_lattice(pmf, k_max: int) -> np.ndarray:
     out = suffix_p[inside] - suffix_w[inside]
     below = i_k < 0  # eps_k below the smallest atom: every atom counts
     if below.any():
-        total_w = float(np.sum(p * np.exp(-step * np.arange(n))))  # no BLAS: see fast_pld._norm2
+        total_w = float(np.sum(p * np.exp(-step * np.arange(n))))  # no BLAS (np.sum, not @): see gdpcore.fast_pld
         out = np.where(below, p.sum() - np.exp(-step * (lo - k)) * total_w, out)
     out = np.where(i_k > n - 1, 0.0, out)
     return np.clip(out, 0.0, None) + pmf.infinity_mass

@@ -49,8 +49,8 @@ Optimistic twin (lower ends of brackets only; :func:`optimistic_single_step_pld`
   is post-processing, so every test on the composed bucket index K is a test on the mechanism's output
   (data processing), and both laws of K are convolution powers - P of the bucket masses P_k, Q of the bucket masses
   Q_k = P_k e^{-l_k} <= e^{-k d} w_k, with w_k = P_k e^{-r_k} and r_k a closed-form lower bound on the bucket's loss
-  residual l_k - k d. The twin is the curve through all such tests (:func:`certified_advantage_lower_bound` has
-  the proof; :func:`gdpcore.curve.curve_from_threshold_tests`). It replaced a residual shift (delta(eps) >=
+  residual l_k - k d. The twin is the curve through all such tests (:func:`threshold_test_masses` has the
+  proof; :func:`gdpcore.curve.curve_from_threshold_tests`). It replaced a residual shift (delta(eps) >=
   delta_buckets(eps - c) - tail with a Chernoff bound c on the residuals' sum), whose deviation term left gaps
   10-20x larger at the same step (docs/references.md A-1; 2.4% on the advantage of sigma 0.8, q 1e-3, T 3000 at
   step 1.25e-4, against 0.02% now).
@@ -67,13 +67,12 @@ from scipy import special
 
 from gdpcore._validation import check_count, check_positive, check_probability
 from gdpcore.closed_form import get_log_delta_from_gdp
-from gdpcore.pmf import LossPMF
+from gdpcore.pmf import LossPMF, rfft_extended
 
 __all__ = [
     "LOG_MASS_TRUNCATION_BOUND",
     "TAIL_MASS_TRUNCATION",
     "TILT_FRACTION",
-    "certified_advantage_lower_bound",
     "threshold_test_masses",
     "compose_loss_pmf",
     "fft_bytes",
@@ -188,7 +187,7 @@ def _restore_mass(probs: np.ndarray, inf_mass: float) -> np.ndarray:
     The formula's second differences of delta telescope to 1 - delta(top) in exact arithmetic; in float64 their sum
     comes out up to ~2e-14 short (n u, with n ~ 1e4-1e5 atoms). A T-fold composition multiplies that deficit by T
     (2.9e-10 at T = 60,614), and a pessimistic curve then misses that much mass: its delta(0) fell below a proven
-    lower bound (fast_pld.certified_advantage_lower_bound) by 2.3e-10 on sigma 0.8909, q 0.02901. The rounding
+    lower bound (the twin, :func:`threshold_test_masses`) by 2.3e-10 on sigma 0.8909, q 0.02901. The rounding
     errors sit where the atoms are large (the bulk), so the deficit is restored in proportion; a total above the
     exact one (rounding the other way) only raises delta and is kept."""
     total = math.fsum(probs)
@@ -344,7 +343,7 @@ def _power(
         conv = sp_fft.irfft(_int_power(transform, steps), n)
         bound = _power_roundoff(single.probs, transform, steps, n)
     else:
-        ext = single.rfft(n, extended=True) if cache else sp_fft.rfft(single.probs.astype(np.longdouble), n)
+        ext = single.rfft(n, extended=True) if cache else rfft_extended(single.probs, n)
         transform = ext.astype(np.complex128)
         powered = _int_power(transform, steps)
         # Where |X_k|^(T-1) is not negligible the power is taken in extended precision and rounded once.
@@ -366,11 +365,8 @@ _U = float(np.finfo(float).eps) / 2.0
 _U_EXT = float(np.finfo(np.longdouble).eps) / 2.0  # 2^-64 on x86-64; = _U where longdouble is float64
 
 
-def _norm2(x: np.ndarray) -> float:
-    """Euclidean norm without BLAS: OpenBLAS's threaded dot/nrm2 keeps a second thread spinning after every call
-    (measured: 45% of the grid benchmark's CPU time on 2 cores, stolen from the other worker). Same for the
-    elementwise-product sums below that replace ``@``."""
-    return math.sqrt(float(np.sum(x * x)))
+# Sums of elementwise products are written np.sum(x * y), not x @ y: OpenBLAS's threaded dot keeps a second thread
+# spinning after every call (measured: 45% of the grid benchmark's CPU time on 2 cores, stolen from the other worker).
 
 
 _FFT_ERROR_PER_LEVEL = 5.5
@@ -655,8 +651,8 @@ def _linear_convolution(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float
     # Forward transforms in extended precision, rounded once (as LossPMF.rfft(extended=True)): each coefficient is
     # then within u |X_k| + c log2(n) u_ext ||x||_1 of the exact one, instead of a float64 FFT's c log2(n) u ||x||_1
     # absolute, which on spread PMFs (||x||_2 << ||x||_1) made the bound 5-800x larger (see _power_roundoff).
-    fa = sp_fft.rfft(a.astype(np.longdouble), n).astype(np.complex128)
-    fb = sp_fft.rfft(b.astype(np.longdouble), n).astype(np.complex128)
+    fa = rfft_extended(a, n).astype(np.complex128)
+    fb = rfft_extended(b, n).astype(np.complex128)
     conv = sp_fft.irfft(fa * fb, n)
     # Componentwise (see _power_roundoff): the product errs by e_a |fb| + e_b |fa| + e_a e_b plus sqrt(5) u |fa fb|,
     # and the inverse adds c log2(n) u of the spectrum's l1 norm; everything over the full spectrum (twice the half
@@ -670,14 +666,6 @@ def _linear_convolution(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float
     prod = float(np.sum(mag_a * mag_b))
     bound = 2.0 * (prop + (math.sqrt(5.0) * _U + _fft_error(n) + _U) * (prod + prop)) / n
     return np.clip(conv[:m], 0.0, None), bound
-
-
-def fft_roundoff(values: np.ndarray) -> float:
-    """Per-atom round-off bound of an FFT-computed PMF: twice its most negative value (the noise level where the
-    true mass is 0), at least 1e-16 of its largest value."""
-    if values.size == 0:
-        return 0.0
-    return float(max(-2.0 * min(float(values.min()), 0.0), 1e-16 * float(values.max())))
 
 
 def subsampled_gaussian_loss_pmf(
@@ -921,42 +909,27 @@ def optimistic_composition(
     return pmf, len(parts) * wrap_tail
 
 
-def certified_advantage_lower_bound(pmf: LossPMF, parts: list[tuple[LossPMF, int]], *, wrap_slack: float) -> float:
-    """A proven lower bound on the mechanism's delta(0) (the advantage), second order in the step.
-
-    ``pmf`` is :func:`optimistic_composition` of ``parts`` (unshifted: the P-law of the composed bucket index K, with
-    its round-off bounds) and ``wrap_slack`` its FFT wrap-around slack.
-
-    Proof. Bucketing each step's output by its loss bucket is post-processing, so every test on the sequence of
-    buckets is a test on the mechanism's output: delta(0) = sup_S (P(S) - Q(S)) >= P(K in S) - Q(K in S) for any set
-    S of values of the composed bucket index K. Both laws of K are convolution powers of the bucket masses: P_k
-    (privacy buckets) and Q_k = P_k e^{-l_k} <= P_k e^{-k d - r_k} = e^{-k d} w_k, with r_k >= 0 a lower bound on the
-    bucket's residual (``"bucket_q_weights"``, :func:`_bucket_q_weights`; r_k = 0 for a single step that carries
-    none, e.g. dp_accounting's buckets, whose losses are rounded down). Since e^{-K d} factors over the steps,
-    Q(K = k) <= e^{-k d} W_T(k) with W_T the convolution power of w (each phase's, convolved):
-    :func:`threshold_test_masses`. The best S is read off the curve through all such tests
-    (:func:`gdpcore.curve.curve_from_threshold_tests`, with P_T lowered by its round-off bound and the wrap-around
-    slack, W_T raised by its own). Unlike the residual shift it replaced (module docstring), nothing is spent on a
-    Chernoff tail of the residual sum: the best test only misclassifies paths whose loss is within the residual
-    spread of 0, so the bound's error is second order in the step (sigma 0.8, q 1e-3, T 3000: 0.96% below
-    dp_accounting's value at d = 1e-3 and 0.02% at d = 1.25e-4, against 15.6% and 2.4% for the residual shift).
-    Returns a value in [0, 1].
-    """
-    from gdpcore.curve import curve_from_threshold_tests  # curve reads fast_pld's PMFs, not the other way round
-
-    _, p_low, q_high = threshold_test_masses(pmf, parts)
-    return curve_from_threshold_tests(p_low, q_high, p_slack=wrap_slack).advantage
-
-
 def threshold_test_masses(pmf: LossPMF, parts: list[tuple[LossPMF, int]]) -> tuple[int, np.ndarray, np.ndarray]:
-    """Per composed bucket index k >= ``first``: a lower bound on P(K = k) and an upper bound on Q(K = k) (see
-    :func:`certified_advantage_lower_bound` for the argument).
+    """(first index, per composed bucket index k >= first: a lower bound on P(K = k), an upper bound on Q(K = k)).
 
-    ``pmf`` is :func:`optimistic_composition` of ``parts``; its values are lowered by their round-off bounds (the
-    wrap-around slack is the caller's). The Q side is e^{-k d} W_T(k), W_T the convolution power of the single
-    steps' ``"bucket_q_weights"`` (or their P-masses where they carry none), composed like a pessimistic PMF (its
-    round-off bound added per atom; wrapped mass only raises it; mass cut from its window is in no test).
-    Indices below W_T's window are left out (their Q-mass is not held): no test rejects them.
+    ``pmf`` is :func:`optimistic_composition` of ``parts`` (the P-law of the composed bucket index K, with its
+    round-off bounds; values are lowered by them here, the wrap-around slack is the caller's).
+
+    Why these give a lower bound on the mechanism's risk: bucketing each step's output by its loss bucket is
+    post-processing, so every test on the sequence of buckets is a test on the mechanism's output, and the
+    mechanism's trade-off curve lies below every (alpha, beta) such a test achieves (e.g. delta(0) = sup_S (P(S) -
+    Q(S)) >= P(K in S) - Q(K in S) for any set S of values of K). Both laws of K are convolution powers of the
+    bucket masses: P_k (privacy buckets) and Q_k = P_k e^{-l_k} <= P_k e^{-k d - r_k} = e^{-k d} w_k, with r_k >= 0 a
+    lower bound on the bucket's residual (``"bucket_q_weights"``, :func:`_residual_lower_bounds`; r_k = 0 for a
+    single step that carries none, e.g. dp_accounting's buckets, whose losses are rounded down). Since e^{-K d}
+    factors over the steps, Q(K = k) <= e^{-k d} W_T(k) with W_T the convolution power of w (each phase's,
+    convolved), composed like a pessimistic PMF (its round-off bound added per atom; wrapped mass only raises it;
+    mass cut from its window is in no test). Indices below W_T's window are left out (their Q-mass is not held): no
+    test rejects them. The curve through all these tests is :func:`gdpcore.curve.curve_from_threshold_tests`.
+    Unlike the residual shift it replaced (module docstring), nothing is spent on a Chernoff tail of the residual
+    sum: the best test only misclassifies paths whose loss is within the residual spread of the threshold, so the
+    error is second order in the step (sigma 0.8, q 1e-3, T 3000: the advantage 0.96% below dp_accounting's value at
+    d = 1e-3 and 0.02% at d = 1.25e-4, against 15.6% and 2.4% for the residual shift).
     """
     if pmf.pessimistic:
         raise ValueError("pmf must be an optimistic composition (pessimistic=False)")

@@ -21,7 +21,14 @@ from typing import Any
 import numpy as np
 from scipy import fft as sp_fft
 
-__all__ = ["LossPMF"]
+__all__ = ["LossPMF", "rfft_extended"]
+
+
+def rfft_extended(x: np.ndarray, n: int) -> np.ndarray:
+    """rfft of ``x`` zero-padded to ``n``, computed in ``np.longdouble`` (64-bit significand on x86-64; float64 where
+    the platform has nothing wider) and returned as ``np.clongdouble``: the forward transforms whose round-off bound
+    must be tight (:func:`gdpcore.fast_pld._power_roundoff`)."""
+    return sp_fft.rfft(np.asarray(x).astype(np.longdouble), n)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -76,7 +83,7 @@ class LossPMF:
         key = ("rfft", n, extended)
         out = self._cache.get(key)
         if out is None:
-            out = sp_fft.rfft(self.probs.astype(np.longdouble) if extended else self.probs, n)
+            out = rfft_extended(self.probs, n) if extended else sp_fft.rfft(self.probs, n)
             self._cache[key] = out
         return out
 

@@ -269,8 +269,8 @@ def test_twin_stays_below_dp_accounting_at_a_10x_finer_step(phases, d):
     assert twin.mu(alpha_min=alpha_min)[0] <= pess.mu(alpha_min=alpha_min)[0]
 
 
-def test_certified_advantage_lower_bound_rejects_a_pessimistic_pmf():
+def test_threshold_test_masses_reject_a_pessimistic_pmf():
     single = f.single_step_pld(noise_multiplier=1.0, sampling_rate=0.01, discretization=1e-3)
     pmf = f.compose_loss_pmf(single, 10)
     with pytest.raises(ValueError, match="pmf must be an optimistic composition"):
-        f.certified_advantage_lower_bound(pmf, [(single, 10)], wrap_slack=0.0)
+        f.threshold_test_masses(pmf, [(single, 10)])
