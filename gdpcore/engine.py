@@ -523,25 +523,19 @@ class Producer:
             # Reuse a transform already computed for a larger T of this single step when its length is close.
             reusable = [m for m in single.cached_fft_lengths() if n <= m <= 1.25 * n]
             fft_len = reusable[0] if reusable else None
-            remove = fast_pld.compose_loss_pmf(single, steps, fft_len=fft_len, extended=not estimate_only)
+            if estimate_only:
+                # An estimate of the discretisation error, never reported: the float64 transform's round-off
+                # allowance (rigorous, 10-100x the extended one) would only blur the comparison at small delta.
+                remove = fast_pld.compose_loss_pmf(single, steps, fft_len=fft_len, extended=False)
+                remove = dataclasses.replace(remove, roundoff=0.0)
+                return curve_from_remove_pmf(remove, exact_vertices=False), remove.probs.size
+            remove, curve, self._tilt_loss = self._compose_single(single, steps, fft_len=fft_len)
         else:
             remove = fast_pld.compose_phases(parts)
-        if estimate_only:
-            # An estimate of the discretisation error, never reported: the float64 transform's round-off allowance
-            # (rigorous, 10-100x the extended one) would only blur the comparison at small delta, so it is left out.
-            remove = dataclasses.replace(remove, roundoff=0.0)
-            return curve_from_remove_pmf(remove, exact_vertices=False), remove.probs.size
-        self._tilt_loss = None
-        curve = curve_from_remove_pmf(remove)
-        smallest = _smallest_query(self.deltas, self.alpha_min, curve)
-        if len(parts) == 1 and _roundoff_matters(curve, remove, smallest):
-            # Round-off could matter where the report reads: recompute the tail tilted towards that region.
-            single, steps = parts[0]
-            theta = fast_pld.TILT_FRACTION * fast_pld.tilt_for_tail(single, steps, smallest)
-            spare = self.budget.memory_bytes - self._planned_bytes
-            remove = fast_pld.refine_tail(remove, single, steps, theta, max_bytes=spare)
-            self._tilt_loss = steps * fast_pld.tilted_log_mgf(single, theta)[1]
-            curve = curve_from_remove_pmf(remove)
+            if estimate_only:
+                remove = dataclasses.replace(remove, roundoff=0.0)
+                return curve_from_remove_pmf(remove, exact_vertices=False), remove.probs.size
+            curve, self._tilt_loss = curve_from_remove_pmf(remove), None
         self._diagnostics = _pmf_diagnostics(remove)
         if self.add_guard:
             adds = [(self._single_step(s, q, d, direction="add"), steps) for (s, q), steps in phases.items()]
@@ -725,23 +719,35 @@ class Producer:
             raise _Refused(f"composed support {support} points at discretization {d:g} (~{mem / 2**20:.0f} MiB)")
         return support, mem
 
-    def _compose_direction(self, parts: list[tuple[LossPMF, int]], smallest: float) -> tuple[LossPMF, float | None]:
+    def _compose_direction(self, parts: list[tuple[LossPMF, int]]) -> tuple[LossPMF, float | None]:
         """One direction's pessimistic composition and, when its tail was tilted, the loss the tilt centres on.
 
         Each part by FFT power (:func:`gdpcore.fast_pld.compose_loss_pmf`, a-priori round-off bound, truncated tails
         at +inf), the parts by linear convolution (:func:`gdpcore.fast_pld.compose_phases`). A single repeated step
         whose round-off allowance could matter where the report reads gets its tail recomputed tilted towards that
-        region (:func:`gdpcore.fast_pld.refine_tail`), as on the subsampled-Gaussian path."""
+        region (:meth:`_compose_single`, shared with the subsampled-Gaussian path)."""
         if len(parts) > 1:
             return fast_pld.compose_phases(parts), None
         single, steps = parts[0]
-        pmf = fast_pld.compose_loss_pmf(single, steps)
-        if steps > 1 and pmf.max_roundoff * pmf.probs.size > 1e-3 * smallest:
-            theta = fast_pld.tilt_for_tail(single, steps, smallest)
-            spare = self.budget.memory_bytes - self._planned_bytes
-            pmf = fast_pld.refine_tail(pmf, single, steps, theta, max_bytes=spare)
-            return pmf, steps * fast_pld.tilted_log_mgf(single, theta)[1]
-        return pmf, None
+        pmf, _, tilt_loss = self._compose_single(single, steps)
+        return pmf, tilt_loss
+
+    def _compose_single(
+        self, single: LossPMF, steps: int, *, fft_len: int | None = None
+    ) -> tuple[LossPMF, SymmetricCurve, float | None]:
+        """One repeated step composed (extended-precision transforms), its remove curve, and the loss its tail was
+        tilted towards (None if not). Where the round-off allowance could move a number the report reads by more
+        than ``_ROUNDOFF_SHARE`` of it (:func:`_roundoff_matters`), the tail is recomputed on the step tilted by
+        ``fast_pld.TILT_FRACTION`` of the tilt that centres it on the smallest delta or FPR read."""
+        pmf = fast_pld.compose_loss_pmf(single, steps, fft_len=fft_len)
+        curve = curve_from_remove_pmf(pmf)
+        smallest = _smallest_query(self.deltas, self.alpha_min, curve)
+        if steps == 1 or not _roundoff_matters(curve, pmf, smallest):
+            return pmf, curve, None
+        theta = fast_pld.TILT_FRACTION * fast_pld.tilt_for_tail(single, steps, smallest)
+        spare = self.budget.memory_bytes - self._planned_bytes
+        pmf = fast_pld.refine_tail(pmf, single, steps, theta, max_bytes=spare)
+        return pmf, curve_from_remove_pmf(pmf), steps * fast_pld.tilted_log_mgf(single, theta)[1]
 
     def _compose_generic(
         self, parts: list[tuple[LossPMF, LossPMF | None, int]]
@@ -749,11 +755,10 @@ class Producer:
         """The pessimistic curve of ``parts``: remove direction, and the add direction (a symmetric part's add PMF is
         its remove PMF) when any part is asymmetric, the profile being their pointwise max
         (:func:`gdpcore.curve.curve_from_loss_pmf`); each PMF's round-off allowance is added to every atom there."""
-        smallest = _smallest_query(self.deltas, self.alpha_min, None)
-        remove, self._tilt_loss = self._compose_direction([(r, steps) for r, _, steps in parts], smallest)
+        remove, self._tilt_loss = self._compose_direction([(r, steps) for r, _, steps in parts])
         add = None
         if any(a is not None for _, a, _ in parts):
-            add, _ = self._compose_direction([(r if a is None else a, steps) for r, a, steps in parts], smallest)
+            add, _ = self._compose_direction([(r if a is None else a, steps) for r, a, steps in parts])
         return curve_from_loss_pmf(remove, add), remove, add
 
     def _generic(self, mechanism: Mechanism, fixed: float | None, optimistic: bool, t0) -> Curves:
