@@ -319,6 +319,13 @@ def curve_from_threshold_tests(p_low: np.ndarray, q_high: np.ndarray, *, p_slack
     """
     p = np.asarray(p_low, dtype=float)
     q = np.asarray(q_high, dtype=float)
+    for name, x in (("p_low", p), ("q_high", q)):
+        if x.ndim != 1 or not np.all(np.isfinite(x)) or np.any(x < 0.0):
+            raise ValueError(f"{name} must be a 1-D array of finite masses >= 0, got {x!r}")
+    if p.size != q.size:
+        raise ValueError(f"p_low and q_high must have one entry per outcome, got {p.size} and {q.size}")
+    if not (math.isfinite(p_slack) and p_slack >= 0.0):
+        raise ValueError(f"p_slack must be a finite number >= 0, got {p_slack!r}")
     keep = p > 0.0  # an atom without P-mass only adds alpha: no test needs to reject it
     p, q = p[keep], q[keep]
     if p.size == 0:

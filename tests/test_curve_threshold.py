@@ -66,3 +66,18 @@ def test_order_of_the_outcomes_does_not_matter():
     # Slack on the P side only raises the curve (the optimistic direction).
     c = curve_from_threshold_tests(p, q, p_slack=1e-3)
     assert np.all(c.fnr(alphas) >= a.fnr(alphas) - 1e-15)
+
+
+@pytest.mark.parametrize(
+    ("p", "q", "slack", "needle"),
+    [
+        ([0.5, -0.1], [0.5, 0.5], 0.0, "p_low"),
+        ([0.5, 0.5], [0.5, math.nan], 0.0, "q_high"),
+        ([0.5, 0.5], [1.0], 0.0, "one entry per outcome"),
+        ([[0.5, 0.5]], [[0.5, 0.5]], 0.0, "p_low"),
+        ([0.5, 0.5], [0.5, 0.5], -1e-3, "p_slack"),
+    ],
+)
+def test_bad_input_is_rejected_naming_the_field(p, q, slack, needle):
+    with pytest.raises(ValueError, match=needle):
+        curve_from_threshold_tests(np.array(p), np.array(q), p_slack=slack)
