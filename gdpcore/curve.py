@@ -200,15 +200,34 @@ class SymmetricCurve:
             d_f = np.clip(self.tail[v] - np.exp(e) * self.alpha[v], 0.0, 1.0)
             return (d_mu - d_f) / (1.0 + np.exp(e))
 
-        grid_d_mu = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=self.eps))
-        lower = float(np.max((grid_d_mu - self.delta) / (1.0 + np.exp(self.eps))))
+        # Lines far out cannot matter: the numerator is at most delta_mu(eps) <= Phi(mu/2 - eps/mu) and the
+        # denominator at least e^eps, a bound decreasing in eps. Only lines up to a generous cut are evaluated; when
+        # the bound there is within the best value found + tol, every cell beyond it is done (its bound is carried in
+        # ``dead``), else all lines are.
+        eps_all = self.eps
+        cut = int(np.searchsorted(eps_all, mu * mu / 2.0 + 10.0 * mu + 40.0, side="right"))
+        k_used = min(cut, K)
+        grid_d_mu = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=eps_all[: k_used + 1]))
+        lower = float(np.max((grid_d_mu - self.delta[: k_used + 1]) / (1.0 + np.exp(eps_all[: k_used + 1]))))
         lower = max(lower, 0.0)
-        if K == 0:
-            return lower, lower
-        lo = self.eps[:-1]
-        hi = self.eps[1:]
-        vert = K - np.arange(K)  # cell j uses steep vertex K - j
-        num = grid_d_mu - self.delta  # exact at grid points: delta_f(eps_j) = delta_j
+        if (
+            k_used < K
+            and float(special.ndtr(mu / 2.0 - eps_all[k_used] / mu)) * math.exp(-eps_all[k_used]) > lower + tol
+        ):
+            k_used = K  # the far lines could still matter: all of them
+            grid_d_mu = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=eps_all))
+            lower = max(0.0, float(np.max((grid_d_mu - self.delta) / (1.0 + np.exp(eps_all)))))
+        # Largest upper bound of a cell set aside as unable to beat the best value by more than tol: the returned
+        # upper end covers it (a cell dropped at lower + tol / 2 still bounds the sup from above).
+        dead = 0.0
+        if k_used < K:
+            dead = float(special.ndtr(mu / 2.0 - eps_all[k_used] / mu)) * math.exp(-eps_all[k_used])
+        if k_used == 0:
+            return lower, max(lower, dead)
+        lo = eps_all[:k_used]
+        hi = eps_all[1 : k_used + 1]
+        vert = K - np.arange(k_used)  # cell j uses steep vertex K - j
+        num = grid_d_mu - self.delta[: k_used + 1]  # exact at grid points: delta_f(eps_j) = delta_j
         upper_cells = _cell_upper(num[:-1], num[1:], lo, hi)
         n_sub, batch = 8, 4096
         frac = np.linspace(0.0, 1.0, n_sub + 1)
@@ -232,12 +251,14 @@ class SymmetricCurve:
             hi = np.concatenate([hi[keep], pts[:, 1:].ravel()])
             vert = np.concatenate([vert[keep], np.repeat(v, n_sub)])
             upper_cells = np.concatenate([upper_cells[keep], sub_upper.ravel()])
-            # Cells that cannot beat the best value found are done.
+            # Cells that cannot beat the best value found by more than tol are done (their bound is kept).
             alive = upper_cells > lower + tol
+            if not alive.all():
+                dead = max(dead, float(upper_cells[~alive].max()))
             lo, hi, vert, upper_cells = lo[alive], hi[alive], vert[alive], upper_cells[alive]
             if upper_cells.size == 0:
                 break
-        upper = float(max(lower, upper_cells.max())) if upper_cells.size else lower
+        upper = float(max(lower, dead, upper_cells.max() if upper_cells.size else 0.0))
         return lower, upper
 
 

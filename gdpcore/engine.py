@@ -138,11 +138,6 @@ _GAP_STALL = 0.5
 this fraction of the previous gap ends the refinement: the gap is not the step's."""
 _TWIN_HINT_SHARE = 0.6
 """A hinted twin start aims its gap law at this share of the tolerance (the ladder rounds the step down)."""
-_TWIN_MAX_SHIFT = 48.0
-"""The twin's step is at most this over the number of steps T: privacy buckets round each step's loss down by up to
-d, and once T d passes ~50 the threshold tests lose the tail (sigma 0.6, q 0.04, T 1e4: epsilon(1e-5) 3.5% low at
-d = 8e-3, T d = 80, 0.01% at 4e-3; sigma 1, q 0.1, T 1e3: 8% low at 6.4e-2, 0.3% at 3.2e-2), far beyond the d^1.8
-law that holds below."""
 _GAP_WORK_FACTOR = 4  # the optimistic FFT may be at most this many times the pessimistic support (or 2^16 points)
 _GENERIC_MAX_ROUNDS = 6
 _RDP_EPS_POINTS = 400
@@ -824,13 +819,12 @@ class Producer:
         single steps (c = gap / d^1.8 there, the pessimistic error included: on the safe side) reaches
         ``_TWIN_HINT_SHARE`` of the tolerance (on DP-SGD grids the twin's gap at one step is about the same across T,
         slightly larger at small T: sigma 0.6, q 1e-3, d 1e-3 gave 2.9e-3 at T 1e4, 4.0e-3 at T 100); without one,
-        ``_TWIN_START`` x the pessimistic step. Never coarser than ``_TWIN_MAX_SHIFT`` / T (see there)."""
+        ``_TWIN_START`` x the pessimistic step."""
         coef = self._twin_hints.get(key)
         if coef is not None:
             start = (_TWIN_HINT_SHARE * self.tolerance / coef) ** (1.0 / _GAP_ORDER)
         else:
             start = _TWIN_START * d_p
-        start = min(start, _TWIN_MAX_SHIFT / max(total_steps, 1))
         return min(max(ladder_floor(start), LADDER_FINEST), LADDER_TOP)
 
     # -- every other mechanism: dp_accounting single steps, composed by fast_pld -----------------------------------

@@ -347,7 +347,7 @@ def _power(
         transform = ext.astype(np.complex128)
         powered = _int_power(transform, steps)
         # Where |X_k|^(T-1) is not negligible the power is taken in extended precision and rounded once.
-        keep = _kept(np.abs(transform), steps)
+        keep = _kept(np.abs(transform), steps, float(np.sum(np.abs(single.probs))))
         if keep.any():
             powered[keep] = _int_power(ext[keep], steps).astype(np.complex128)
         conv = sp_fft.irfft(powered, n)
@@ -356,9 +356,10 @@ def _power(
     return lo, out, bound
 
 
-def _kept(mag: np.ndarray, steps: int) -> np.ndarray:
-    """Coefficients whose (|X_k| + slack)^(T-1) may exceed e^-60 (the others contribute at most n e^-60 T)."""
-    return mag + 1e-12 > math.exp(-60.0 / max(steps - 1, 1))
+def _kept(mag: np.ndarray, steps: int, l1: float = 1.0) -> np.ndarray:
+    """Coefficients whose (|X_k| / ||x||_1 + slack)^(T-1) may exceed e^-60 (the others contribute at most
+    n e^-60 T ||x||_1^T, see :func:`_power_roundoff`)."""
+    return mag / max(l1, 1e-300) + 1e-12 > math.exp(-60.0 / max(steps - 1, 1))
 
 
 _U = float(np.finfo(float).eps) / 2.0
@@ -385,7 +386,13 @@ def _fft_error(n: int) -> float:
 
 
 def _power_roundoff(
-    probs: np.ndarray, transform: np.ndarray, steps: int, n: int, *, extended_power: np.ndarray | None = None
+    probs: np.ndarray,
+    transform: np.ndarray,
+    steps: int,
+    n: int,
+    *,
+    extended_power: np.ndarray | None = None,
+    unit: bool = False,
 ) -> float:
     """Per-atom bound on the round-off of ``irfft(rfft(probs, n) ** steps)`` (see :func:`_power`).
 
@@ -399,8 +406,19 @@ def _power_roundoff(
     ``u |X_k| + e_ext``). The inverse transform passes an input error through with weight 1 / n per coefficient and
     adds ``c log2(n) u (1/n) sum_k |Y_k|`` (plus u for the 1/n scaling). Sums run over the full spectrum (twice the
     half spectrum: on the safe side); coefficients whose (|X_k| + 2 e_k)^(T-1) is below e^-60 are bounded together
-    by n e^-60 (T + 1)."""
+    by n e^-60 (T + 1).
+
+    The bound is homogeneous: for a sub-probability input (the bucket Q-weights of the twin, whose T-th power has
+    total mass (sum w)^T, 4e-17 on sigma 0.6, q 0.04, T 1e4 at step 8e-3) it is computed on ``probs / ||p||_1``
+    and scaled by ``||p||_1^T``. Taken as it stands, the e^-60 cut-off of the dropped coefficients (absolute, for a
+    unit mass) was 1.7e-22 per atom there, above the composed masses the tail reads, and made the twin 3.5% low."""
     l1 = float(np.sum(np.abs(probs)))
+    if not unit and l1 > 0.0:
+        with np.errstate(under="ignore"):
+            scale = math.exp(max(steps, 1) * math.log(l1)) if steps * math.log(l1) < 700.0 else math.inf
+        inner = _power_roundoff(probs / l1, transform / l1, steps, n, extended_power=extended_power, unit=True)
+        return inner * scale
+    l1 = 1.0
     mag = np.sqrt(transform.real**2 + transform.imag**2)
     t = max(steps, 1)
     log_t = math.log2(max(t, 2))
@@ -935,8 +953,15 @@ def threshold_test_masses(pmf: LossPMF, parts: list[tuple[LossPMF, int]]) -> tup
         raise ValueError("pmf must be an optimistic composition (pessimistic=False)")
     step = pmf.step
     ws = []
+    # W_T is composed from the normalised weights w / sum(w) and rescaled in log space by T log(sum w): its total
+    # mass (sum w)^T is e^-38 on sigma 0.6, q 0.04, T 1e4 at step 8e-3 and underflows once T d passes ~1400.
+    log_scale = 0.0
     for single, steps in parts:
         w = single.cached("bucket_q_weights") if single.has_cached("bucket_q_weights") else single.probs
+        w_total = float(np.sum(w))
+        if w_total > 0.0:
+            w = w / w_total
+            log_scale += steps * math.log(w_total)
         w_single = LossPMF(single.lower_index, step, w, 0.0, True)
         # W_T's window from the P-masses' Chernoff orders (w ~ p e^{-r}): any window keeps it an upper bound (mass
         # outside it is wrapped in, which raises W_T, or cut, and then in no test), so the log-MGFs are not redone.
@@ -951,12 +976,15 @@ def threshold_test_masses(pmf: LossPMF, parts: list[tuple[LossPMF, int]]) -> tup
     a = max(p.lower_index, lo)
     if a < p.lower_index + p.probs.size:
         p_low[a - lo : p.lower_index + p.probs.size - lo] = p.probs[a - p.lower_index :]
-    # Above W_T's window its mass is at most what the window cut (its +inf mass), per atom as in total.
-    w_high = np.full(hi - lo, wpmf.infinity_mass)
-    w_high[: wpmf.probs.size] = wpmf.probs + wpmf.roundoff
+    # Above W_T's window its mass is at most what the window cut (its +inf mass), per atom as in total. The window
+    # comes from the P-masses' Chernoff orders and w <= p pointwise, so the cut mass of the unnormalised W_T is at
+    # most the P-window's TAIL_MASS_TRUNCATION: that bound is absolute (not rescaled).
     ks = np.arange(lo, hi)
-    with np.errstate(divide="ignore", over="ignore", under="ignore"):
-        q_high = np.exp(np.log(w_high) - ks * step)
-    # e^{-k d} W_T(k) below the float range is still > 0: the smallest positive float bounds it.
+    log_w = np.full(hi - lo, math.log(wpmf.infinity_mass) if wpmf.infinity_mass > 0 else -math.inf)
+    with np.errstate(divide="ignore"):
+        log_w[: wpmf.probs.size] = np.log(wpmf.probs + wpmf.roundoff) + log_scale
+    with np.errstate(over="ignore", under="ignore"):
+        # exp(log(.)) round trips err by ~|log| u relative (< 1e-12 here): moved up by that.
+        q_high = np.exp(log_w - ks * step) * (1.0 + 1e-12)
     q_high = np.clip(q_high, np.nextafter(0.0, 1.0), 1.0)
     return lo, p_low, q_high

@@ -274,3 +274,17 @@ def test_threshold_test_masses_reject_a_pessimistic_pmf():
     pmf = f.compose_loss_pmf(single, 10)
     with pytest.raises(ValueError, match="pmf must be an optimistic composition"):
         f.threshold_test_masses(pmf, [(single, 10)])
+
+
+def test_twin_keeps_its_tail_when_the_weights_total_underflows_the_unit_cutoffs():
+    # sigma 0.6, q 0.04, T 1e4 at step 8e-3: the bucket Q-weights total 0.99624 per step, so W_T carries e^-37.7 of
+    # mass. The round-off bound of its composition used to cut coefficients at e^-60 of a *unit* mass, 1.7e-22 per
+    # atom, above the tail masses the reads use: the twin read epsilon(1e-5) 3.5% low (docs/references.md A-3).
+    # Independent truth: dp_accounting's connect-the-dots PLD at step d / 10 (an upper bound on the profile).
+    sigma, q, T, d = 0.6, 0.04, 10_000, 8e-3
+    producer = engine.Producer(deltas=[1e-5, 1e-9], alpha_min=1e-10, tolerance=1e-2)
+    twin = producer.curve_at(_SG(noise_multiplier=sigma, sampling_rate=q, steps=T), d, side="optimistic")
+    ref = _dp_single(sigma, q, d / 10).self_compose(T)
+    for delta in (1e-5, 1e-9):
+        upper = ref.get_epsilon_for_delta(delta)
+        assert upper * (1 - 1e-3) <= float(twin.epsilon_at(delta)) <= upper
