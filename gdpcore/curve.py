@@ -194,36 +194,43 @@ class SymmetricCurve:
         if mu <= 0:
             return 0.0, 0.0
         K = self.eps.size - 1
-
-        def h(e: np.ndarray, v: np.ndarray) -> np.ndarray:
-            d_mu = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=e))
-            d_f = np.clip(self.tail[v] - np.exp(e) * self.alpha[v], 0.0, 1.0)
-            return (d_mu - d_f) / (1.0 + np.exp(e))
+        if K == 0:
+            value = max(0.0, float((math.exp(get_log_delta_from_gdp(mu=mu, epsilon=0.0)) - self.delta[0]) / 2.0))
+            return value, value
 
         # Lines far out cannot matter: the numerator is at most delta_mu(eps) <= Phi(mu/2 - eps/mu) and the
-        # denominator at least e^eps, a bound decreasing in eps. Only lines up to a generous cut are evaluated; when
-        # the bound there is within the best value found + tol, every cell beyond it is done (its bound is carried in
-        # ``dead``), else all lines are.
+        # denominator at least e^eps, so every cell beyond eps is bounded by B(eps) = Phi(mu/2 - eps/mu) e^-eps,
+        # decreasing in eps. The best value on the lines up to mu^2/2 + 2 mu + 5 (where the sup lies for the
+        # regrets met in practice) sets the first line c whose B is within it + tol; lines beyond c are never
+        # evaluated, their cells' bound B(eps_c) is carried in ``dead``.
         eps_all = self.eps
-        cut = int(np.searchsorted(eps_all, mu * mu / 2.0 + 10.0 * mu + 40.0, side="right"))
-        k_used = min(cut, K)
-        grid_d_mu = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=eps_all[: k_used + 1]))
-        lower = float(np.max((grid_d_mu - self.delta[: k_used + 1]) / (1.0 + np.exp(eps_all[: k_used + 1]))))
-        lower = max(lower, 0.0)
-        if (
-            k_used < K
-            and float(special.ndtr(mu / 2.0 - eps_all[k_used] / mu)) * math.exp(-eps_all[k_used]) > lower + tol
-        ):
-            k_used = K  # the far lines could still matter: all of them
-            grid_d_mu = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=eps_all))
-            lower = max(0.0, float(np.max((grid_d_mu - self.delta) / (1.0 + np.exp(eps_all)))))
+
+        def tail_bound(e: float) -> float:
+            return float(special.ndtr(mu / 2.0 - e / mu)) * math.exp(-e)
+
+        head = min(int(np.searchsorted(eps_all, mu * mu / 2.0 + 2.0 * mu + 5.0, side="right")), K)
+        head_d_mu = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=eps_all[: head + 1]))
+        lower = max(0.0, float(np.max((head_d_mu - self.delta[: head + 1]) / (1.0 + np.exp(eps_all[: head + 1])))))
+        k_used = K
+        if tail_bound(float(eps_all[K])) <= lower + tol:
+            lo_i, hi_i = 0, K  # bisection for the first line whose bound is within lower + tol
+            while lo_i < hi_i:
+                mid = (lo_i + hi_i) // 2
+                if tail_bound(float(eps_all[mid])) <= lower + tol:
+                    hi_i = mid
+                else:
+                    lo_i = mid + 1
+            k_used = max(lo_i, 1)
+        if k_used <= head:
+            grid_d_mu = head_d_mu[: k_used + 1]
+        else:
+            grid_d_mu = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=eps_all[: k_used + 1]))
+        lower = max(
+            lower, float(np.max((grid_d_mu - self.delta[: k_used + 1]) / (1.0 + np.exp(eps_all[: k_used + 1]))))
+        )
         # Largest upper bound of a cell set aside as unable to beat the best value by more than tol: the returned
         # upper end covers it (a cell dropped at lower + tol / 2 still bounds the sup from above).
-        dead = 0.0
-        if k_used < K:
-            dead = float(special.ndtr(mu / 2.0 - eps_all[k_used] / mu)) * math.exp(-eps_all[k_used])
-        if k_used == 0:
-            return lower, max(lower, dead)
+        dead = tail_bound(float(eps_all[k_used])) if k_used < K else 0.0
         lo = eps_all[:k_used]
         hi = eps_all[1 : k_used + 1]
         vert = K - np.arange(k_used)  # cell j uses steep vertex K - j

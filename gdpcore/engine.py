@@ -10,9 +10,9 @@ built here; nothing else in gdpcore builds a composed PMF.
 
 Three policies, each defined once in this module:
 
-* **The ladder** (:func:`ladder_floor`): every discretisation is ``LADDER_TOP * 2^-k`` (4e-3 down to
+* **The ladder** (:func:`ladder_floor`): every discretisation is ``LADDER_TOP * 2^(-k/2)`` (6.4e-2 down to
   ``LADDER_FINEST`` = 1e-7), so cells with nearby parameters share single steps, and a refinement halves the step
-  (or jumps several rungs at once when the measured error law says so). Calibration walks every other rung.
+  (or jumps several rungs at once when the measured error law says so). Calibration walks every fourth rung.
 * **The twin** (:func:`optimistic_curve`): privacy buckets rounded down (dp_accounting's
   ``pessimistic_estimate=False`` construction) read as a post-processed mechanism, whose every test is a test on the
   mechanism: the twin is the curve through the error rates of all tests on the composed bucket index K
@@ -21,7 +21,8 @@ Three policies, each defined once in this module:
   bound (closed form for Poisson-subsampled Gaussians, 0 for dp_accounting's buckets). Its error is second order in
   the step, like connect-the-dots: on sigma 0.8, q 1e-3, T 3000 its certified gap is 0.26% at step 1.25e-4 (the
   residual shift it replaces, a Chernoff bound on the sum of the residuals, left 0.48% on epsilon and 2.4% on the
-  advantage), so it starts at ``_TWIN_START`` x the pessimistic step. Its only slack is the FFT wrap-around,
+  advantage), so it starts at ``_TWIN_START`` x the pessimistic step, or where its batch group's gap law says
+  (:meth:`Producer._twin_start`). Its only slack is the FFT wrap-around,
   ``TWIN_TAIL_FACTOR`` x the smallest delta or FPR read (capped at 1e-10 of it) per phase (the optimistic buffer
   then spans no more than the output window: 1.4-1.9x shorter FFTs than at ``fast_pld.WRAP_TAIL`` = 1e-30).
 * **The planner** (:func:`plan_subsampled_gaussian`, :func:`plan_generic`): the working memory of a computation
@@ -33,11 +34,18 @@ Three policies, each defined once in this module:
 
 Accuracy: with ``discretization=None`` (the default) the step is refined until the *certified* gap between the two
 ends - the largest of the relative epsilon gaps at ``deltas``, the relative mu gap and the relative advantage gap -
-is at most ``tolerance`` (default 0.1% for one report, 1% per cell of a batch). Both ends are proven bounds, so the gap is a certified bracket width, not an
-estimate. Poisson-subsampled Gaussians (and schedules of them) use :mod:`gdpcore.fast_pld`'s vectorised
-constructions: the pessimistic step is chosen by a doubling comparison (connect-the-dots error is second order in the
-step: coarse - fine ~ 3 x the error of fine) to an estimated ``ERROR_TARGET_RATIO`` x tolerance, the optimistic step
-is refined separately until the gap is met, each jump sized by the gap's measured d^1.5 law (``_GAP_ORDER``). Every other mechanism (discrete Gaussian, Laplace, randomized
+is at most ``tolerance`` (default 0.1% for one report, 1% per cell of a batch). Both ends are proven bounds, so the
+gap is a certified bracket width, not an estimate. Poisson-subsampled Gaussians (and schedules of them) use
+:mod:`gdpcore.fast_pld`'s vectorised constructions. The pessimistic step comes from an error law err(d) ~ c d^2
+(connect-the-dots is second order: coarse - fine ~ 3 x the error of fine), measured by a doubling comparison of the
+numbers the gap reads (epsilon at ``deltas``, the advantage, mu) and kept within ``ERROR_TARGET_RATIO`` x tolerance:
+the first cell of a batch group (one single step, or one set of phases) measures c cheaply on float64 compositions at
+2x and 4x the a-priori step (:func:`start_step`), and every later cell borrows its group's law (scaled by sqrt(T /
+T_then), the growth measured on DP-SGD grids), composes once, and lets the certified gap check it; a cell whose gap
+is not met measures its own error and refines (:meth:`Producer._pessimistic_start`). The optimistic step is refined
+separately until the gap is met, starting where the group's gap law c d^1.8 says (``_GAP_ORDER``), each jump sized by
+it; refinement stops when a finer twin does not shrink the gap, or when only mu is short and is read below the
+compositions' tail truncation. Every other mechanism (discrete Gaussian, Laplace, randomized
 response, mixtures, compositions such as DP-SGD + a Laplace release) is split into independent single steps
 (:func:`generic_parts`): each step's PMFs are built exactly by its kind's dp_accounting construction (Poisson-subsampled
 Gaussian steps by fast_pld's), and the compositions are done here with fast_pld's FFT powers and linear convolutions,
@@ -111,8 +119,8 @@ DEFAULT_TIME_BUDGET = 60.0
 """Seconds one mechanism may spend refining (a computation already started is not interrupted)."""
 
 ERROR_TARGET_RATIO = 0.2
-"""The pessimistic side is refined until its estimated relative discretisation error (doubling comparison) is at
-most this fraction of the tolerance; the twin, first order in the step, then takes up the rest of the gap."""
+"""The pessimistic side's step keeps its estimated relative discretisation error (the measured law c d^2) within this
+fraction of the tolerance; the twin takes up the rest of the gap."""
 
 LADDER_TOP = 6.4e-2
 LADDER_FINEST = 1e-7
@@ -149,9 +157,9 @@ _ADV_FLOOR = 1e-3
 
 
 def ladder_floor(d: float) -> float:
-    """Largest rung ``LADDER_TOP * 2^-k`` that is <= ``d``, clamped to [LADDER_FINEST, LADDER_TOP]."""
-    k = max(0, math.ceil(math.log2(LADDER_TOP / max(d, 1e-300)) - 1e-9))
-    return max(LADDER_TOP * 2.0**-k, LADDER_FINEST)
+    """Largest rung ``LADDER_TOP * 2^(-k/2)`` that is <= ``d``, clamped to [LADDER_FINEST, LADDER_TOP]."""
+    k = max(0, math.ceil(2.0 * math.log2(LADDER_TOP / max(d, 1e-300)) - 1e-9))
+    return max(LADDER_TOP * 2.0 ** (-k / 2.0), LADDER_FINEST)
 
 
 def start_step(sigma: float, q: float, error: float) -> float:
@@ -191,8 +199,8 @@ class Provenance:
     ``status`` is "ok" (gap within tolerance, or a fixed step), "tolerance_not_met: ..." (valid bounds, wider than
     asked), "discretization_limited: ..." (a finer pessimistic step was refused by the budget), or
     "over_budget: ..." (RDP fallback: upper bounds only). ``certified_gap`` is the achieved gap
-    (:func:`certified_gap`), ``discretization_error`` the estimated relative error of the pessimistic epsilons
-    (doubling comparison; subsampled Gaussians with a chosen step only).
+    (:func:`certified_gap`), ``discretization_error`` the estimated relative error of the pessimistic numbers the gap
+    reads (doubling comparison, or the batch group's measured law; subsampled Gaussians with a chosen step only).
     """
 
     accountant: str

@@ -79,7 +79,7 @@ def test_accuracy_by_default_and_status_when_the_budget_stops_it():
 def test_one_ladder():
     rungs = {engine.ladder_floor(d) for d in np.geomspace(1e-8, 1e-2, 200)}
     for d in rungs:
-        k = math.log2(engine.LADDER_TOP / d)
+        k = 2.0 * math.log2(engine.LADDER_TOP / d)  # rungs LADDER_TOP * 2^(-k/2)
         assert engine.LADDER_FINEST <= d <= engine.LADDER_TOP and abs(k - round(k)) < 1e-9 or d == engine.LADDER_FINEST
     r = g.analyze(SG(noise_multiplier=2.0, sampling_rate=0.001, steps=10_000))
     for step in (r.discretization, r.provenance.discretization_lower):

@@ -14,6 +14,7 @@ import pytest
 import gdpcore
 from flows.cli import main
 from flows.runners import make_task_runner
+from gdpcore.engine import DEFAULT_GRID_TOLERANCE
 from tasks.evaluate import CURVE_FPRS
 from tasks.grid_table import analyze_grid_table
 from tasks.publish import query_report
@@ -80,20 +81,32 @@ def test_views_match_gdpcore(swept):
             assert c[k] == d[k], k
         eps = _rows(report, f"SELECT delta, epsilon FROM epsilons WHERE cell_id = '{c['cell_id']}' ORDER BY delta DESC")
         assert [e["delta"] for e in eps] == DELTAS and [e["epsilon"] for e in eps] == d["epsilon"]
-    # 2. independent: the per-point dp_accounting report, and the closed form for plain Gaussians
+    # 2. independent: the per-point report (refined to 0.1%), and the closed form for plain Gaussians. The sweep's
+    # numbers are upper bounds certified to the grid tolerance (1%): each lies between the reference's proven lower
+    # end and its upper end + 1%.
+    tol = DEFAULT_GRID_TOLERANCE
     for c, m in zip(cells, mechs, strict=True):
         ref = gdpcore.analyze(m)
         if m.sampling_rate == 1.0:
             assert c["mu"] == pytest.approx(math.sqrt(m.steps) / m.noise_multiplier, rel=1e-12)
             assert c["mu_bound"] == "exact"
-        assert c["mu"] == pytest.approx(ref.mu, rel=2e-3)
-        assert c["advantage"] == pytest.approx(ref.advantage, abs=1e-4)
+        else:
+            assert ref.mu_lower <= c["mu"] <= ref.mu * (1 + tol)
+            assert ref.advantage_lower <= c["advantage"] <= ref.advantage * (1 + tol)
         curve = _rows(report, f"SELECT fpr, fnr FROM curves WHERE cell_id = '{c['cell_id']}' ORDER BY fpr")
         fpr = np.array([p["fpr"] for p in curve])
-        assert np.allclose([p["fnr"] for p in curve], ref.fnr(fpr), atol=1e-4)
+        fnr = np.array([p["fnr"] for p in curve])
+        # Lower bounds on the FNR: never above the reference's upper bound, and short of its lower bound by at most
+        # the grid tolerance's share of the advantage (the largest gap between the two curves' profiles).
+        assert np.all(fnr <= ref.fnr(fpr, side="optimistic") + 1e-12)
+        assert np.all(fnr >= ref.fnr(fpr) - tol * ref.advantage - 1e-12)
         eps = _rows(report, f"SELECT delta, epsilon FROM epsilons WHERE cell_id = '{c['cell_id']}'")
         for e in eps:
-            assert e["epsilon"] == pytest.approx(float(ref.epsilon(e["delta"])), rel=2e-3)
+            if m.sampling_rate == 1.0:
+                assert e["epsilon"] == pytest.approx(float(ref.epsilon(e["delta"])), rel=1e-9)
+                continue
+            lower = float(ref.epsilon(e["delta"], side="optimistic"))
+            assert lower <= e["epsilon"] <= float(ref.epsilon(e["delta"])) * (1 + tol)
         regret = _rows(report, f"SELECT representation, regret FROM regrets WHERE cell_id = '{c['cell_id']}'")
         assert regret == [{"representation": "gdp", "regret": c["gdp_regret"]}]
     # provenance on every row
