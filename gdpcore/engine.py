@@ -172,6 +172,9 @@ def start_step(sigma: float, q: float, error: float) -> float:
 _LAW_PROBE = 2.0
 """The first cell of a batch group measures its error law at this many times the a-priori step (and twice that)."""
 
+_NOISE_MARGIN = 100.0
+"""An estimate's read is compared only when it is this many times its round-off noise floor (:meth:`_estimate`)."""
+
 _START_TOP = 3.2e-2
 """The coarsest first step of the pessimistic side."""
 
@@ -425,7 +428,8 @@ class Producer:
         self._diagnostics: dict[str, float] = {}
         self._planned_bytes = 0.0
         self._tilt_loss: float | None = None
-        self._twin_short: str | None = None
+        self._twin_short: str | None = None  # why the twin's refinement stopped short of the tolerance
+        self._twin_mu_tail = False  # ... because only mu is short, read below the tail truncation
         # Twin step that met the tolerance, per single step (or schedule) of this batch: the next cell starts there.
         self._twin_hints: dict[object, float] = {}
         # Measured discretisation-error law of the pessimistic side, per single step (or schedule) of this batch:
@@ -541,31 +545,15 @@ class Producer:
         "gdpcore.fast_pld (connect-the-dots, pessimistic; dp_accounting's construction, vectorised; optimistic twin: "
     )
 
-    def _compose(
-        self, phases: dict[tuple[float, float], int], d: float, *, estimate_only: bool = False
-    ) -> tuple[SymmetricCurve, int]:
-        """The pessimistic curve at step ``d``. ``estimate_only`` (the doubled-step comparison that only estimates the
-        discretisation error of the reported step): float64 transforms, no round-off allowance, no tilted tail and no
-        diagnostics; nothing of it is reported."""
+    def _compose(self, phases: dict[tuple[float, float], int], d: float) -> tuple[SymmetricCurve, int]:
+        """The pessimistic curve at step ``d`` (extended-precision transforms, round-off allowance, tilted tails where
+        they matter) and its support length."""
         parts = [(self._single_step(s, q, d), steps) for (s, q), steps in phases.items()]
         if len(parts) == 1:
             single, steps = parts[0]
-            n = fast_pld.fft_length(single, steps)
-            # Reuse a transform already computed for a larger T of this single step when its length is close.
-            reusable = [m for m in single.cached_fft_lengths() if n <= m <= 1.25 * n]
-            fft_len = reusable[0] if reusable else None
-            if estimate_only:
-                # An estimate of the discretisation error, never reported: the float64 transform's round-off
-                # allowance (rigorous, 10-100x the extended one) would only blur the comparison at small delta.
-                remove = fast_pld.compose_loss_pmf(single, steps, fft_len=fft_len, extended=False)
-                remove = dataclasses.replace(remove, roundoff=0.0)
-                return curve_from_remove_pmf(remove, exact_vertices=False), remove.probs.size
-            remove, curve, self._tilt_loss = self._compose_single(single, steps, fft_len=fft_len)
+            remove, curve, self._tilt_loss = self._compose_single(single, steps, fft_len=self._fft_len(single, steps))
         else:
             remove = fast_pld.compose_phases(parts)
-            if estimate_only:
-                remove = dataclasses.replace(remove, roundoff=0.0)
-                return curve_from_remove_pmf(remove, exact_vertices=False), remove.probs.size
             curve, self._tilt_loss = curve_from_remove_pmf(remove), None
         self._diagnostics = _pmf_diagnostics(remove)
         if self.add_guard:
@@ -576,17 +564,45 @@ class Producer:
             self._diagnostics["add_excess_mass"] = max(0.0, add.p_mass - 1.0)
         return curve, remove.probs.size
 
-    def _probe(self, curve: SymmetricCurve) -> np.ndarray:
+    @staticmethod
+    def _fft_len(single: LossPMF, steps: int) -> int | None:
+        """A transform length already cached for a larger T of this single step, when it is close to what ``steps``
+        needs (reused instead of a new forward transform)."""
+        n = fast_pld.fft_length(single, steps)
+        reusable = [m for m in single.cached_fft_lengths() if n <= m <= 1.25 * n]
+        return reusable[0] if reusable else None
+
+    def _estimate(self, phases: dict[tuple[float, float], int], d: float) -> tuple[SymmetricCurve, float]:
+        """An estimate of the pessimistic curve at step ``d``, for the doubling comparisons that estimate the
+        discretisation error only (nothing of it is reported): float64 transforms, no round-off allowance, no tilted
+        tail, no diagnostics. Also returns its noise floor: the float64 round-off bound per atom times the number of
+        atoms, above which every read is (a read below it is round-off, not discretisation: sigma 1, q 1e-4,
+        T 1e6 read epsilon(1e-12) 2.6x apart between steps of 7e-7 and 1.4e-6)."""
+        parts = [(self._single_step(s, q, d), steps) for (s, q), steps in phases.items()]
+        if len(parts) == 1:
+            single, steps = parts[0]
+            remove = fast_pld.compose_loss_pmf(single, steps, fft_len=self._fft_len(single, steps), extended=False)
+        else:
+            remove = fast_pld.compose_phases(parts)
+        noise = remove.max_roundoff * remove.probs.size
+        remove = dataclasses.replace(remove, roundoff=0.0)
+        return curve_from_remove_pmf(remove, exact_vertices=False), noise
+
+    def _probe(self, curve: SymmetricCurve, noise: float = 0.0) -> np.ndarray:
         """The numbers whose estimated error the pessimistic refinement controls, those of :func:`certified_gap`:
         epsilon at every asked delta (1e-5 and 1e-9 when none is asked), the advantage (a read in the body: on sigma
         0.6, q 1e-3, T 100 it is 4% high at step 2e-3 while epsilon(1e-5) is within 3e-4) and mu - except where mu
         is read below FPR ``TAIL_MASS_TRUNCATION`` (the curve meets the diagonal there, mu > 15.9): the tail
-        truncation sets it, not the step, and it jumps between steps (NaN: not compared)."""
+        truncation sets it, not the step, and it jumps between steps (NaN: not compared). On an estimate
+        (:meth:`_estimate`), reads within 100x its round-off ``noise`` are NaN too."""
         ds = self.deltas if self.deltas.size else np.array([1e-5, 1e-9])
+        eps = np.atleast_1d(curve.epsilon_at(ds)).astype(float)
+        eps = np.where(ds >= _NOISE_MARGIN * noise, eps, math.nan)
         mu = math.nan
-        if curve.fixed_point >= fast_pld.TAIL_MASS_TRUNCATION:
+        smallest = _smallest_query(np.zeros(0), self.alpha_min, curve)
+        if curve.fixed_point >= fast_pld.TAIL_MASS_TRUNCATION and smallest >= _NOISE_MARGIN * noise:
             mu = curve.mu(alpha_min=self.alpha_min)[0]
-        return np.concatenate([np.atleast_1d(curve.epsilon_at(ds)), [curve.advantage, mu]])
+        return np.concatenate([eps, [curve.advantage, mu]])
 
     def _optimistic_sg(
         self,
@@ -632,7 +648,8 @@ class Producer:
         gap: float | None = None
         if optimistic:
             opt, twin, d_low, gap = self._refine_twin(mechanism, phases, pess, d, support, fixed is None, t0)
-            if predicted is not None and gap > self.tolerance and not self._twin_short:
+            if predicted is not None and gap > self.tolerance and not self._twin_mu_tail:
+                # The borrowed law may be wrong for this cell (a twin that stalls points at the pessimistic side).
                 measured = self._refine_pessimistic(
                     mechanism, phases, d, fixed, t0, target, measure=True, first=(pess, support, mem)
                 )
@@ -717,8 +734,8 @@ class Producer:
             probe = self._probe(pess)
             if coarse is None:
                 # Comparison at twice the step (about half the cost): the d^2 law makes coarse - fine ~ 3 err(fine).
-                c2, _ = self._compose(phases, min(2 * d, 0.1), estimate_only=True)
-                coarse = (c2, self._probe(c2), 2 * d)
+                c2, noise = self._estimate(phases, min(2 * d, 0.1))
+                coarse = (c2, self._probe(c2, noise), 2 * d)
             err = _relative_change(coarse[1], probe) / 3.0
             elapsed = time.perf_counter() - t0
             if err <= target or d / 2 < LADDER_FINEST or elapsed * 3 > budget.seconds:
@@ -762,9 +779,9 @@ class Producer:
             self.plan_subsampled_gaussian(phases, d)
         except _Refused:
             return None
-        fine, _ = self._compose(phases, d, estimate_only=True)
-        coarse, _ = self._compose(phases, 2 * d, estimate_only=True)
-        return _relative_change(self._probe(coarse), self._probe(fine)) / 3.0 / d**2
+        fine, noise_fine = self._estimate(phases, d)
+        coarse, noise_coarse = self._estimate(phases, 2 * d)
+        return _relative_change(self._probe(coarse, noise_coarse), self._probe(fine, noise_fine)) / 3.0 / d**2
 
     def _refine_twin(self, mechanism, phases, pess: SymmetricCurve, d_p: float, support: int, refine: bool, t0):
         """Optimistic twin and certified gap; with ``refine`` the twin starts where :meth:`_twin_start` says and is
@@ -782,7 +799,7 @@ class Producer:
         d = self._twin_start(key, d_p, total_steps) if refine else d_p  # a fixed step: the twin at that step
         max_points = math.inf  # the first round is bounded by the memory budget only
         previous_gap = math.inf
-        self._twin_short = None
+        self._twin_short, self._twin_mu_tail = None, False
         for _ in range(_GAP_MAX_ROUNDS if refine else 1):
             try:
                 opt, twin, twin_support = self._optimistic_sg(mechanism, phases, d, smallest, max_points, target)
@@ -802,6 +819,7 @@ class Producer:
             ):
                 # Only mu is short, and it is read where the curve meets the diagonal, below FPR 1e-15 (mu > 15.9):
                 # there both ends are set by the compositions' tail truncation (1e-15 of P-mass), not by the step.
+                self._twin_mu_tail = True
                 self._twin_short = (
                     f"only mu is short: read where the curve meets the diagonal at FPR {pess.fixed_point:.1e}, below"
                     f" the compositions' tail truncation {fast_pld.TAIL_MASS_TRUNCATION:g}, not refinable by the step"
