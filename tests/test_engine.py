@@ -86,7 +86,8 @@ def test_one_ladder():
         assert engine.ladder_floor(step) == step
     from gdpcore.calibration import search
 
-    assert search.DISCRETIZATION_LADDER_START == engine.LADDER_TOP and search.ADAPTIVE_FLOOR == engine.LADDER_FINEST
+    start = search.DISCRETIZATION_LADDER_START
+    assert engine.ladder_floor(start) == start and search.ADAPTIVE_FLOOR == engine.LADDER_FINEST
 
 
 def test_lake_rows_and_reports_come_from_one_producer():

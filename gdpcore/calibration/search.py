@@ -21,7 +21,7 @@ from typing import Any, Literal
 from gdpcore.calibration import evaluator
 from gdpcore.calibration.errors import CalibrationSearchError
 from gdpcore.calibration.targets import Target
-from gdpcore.engine import LADDER_FINEST, LADDER_TOP
+from gdpcore.engine import LADDER_FINEST, ladder_floor
 
 __all__ = [
     "ADAPTIVE_FLOOR",
@@ -39,10 +39,11 @@ __all__ = [
     "solve_level",
 ]
 
-DISCRETIZATION_LADDER_START = LADDER_TOP
-"""Coarsest discretisation of the coarse-to-fine search: the top of the engine's ladder (gdpcore.engine)."""
+DISCRETIZATION_LADDER_START = ladder_floor(4e-3)
+"""Coarsest discretisation of the coarse-to-fine search: a rung of the engine's ladder (gdpcore.engine), 4e-3 (the
+engine's rungs above it serve the twin and coarse-law probes; the search's accuracy checks start here)."""
 
-LADDER_FACTOR = 4.0  # the search walks every other rung of the engine's ladder (LADDER_TOP * 2^-k)
+LADDER_FACTOR = 4.0  # the search walks every fourth rung of the engine's ladder (LADDER_TOP * 2^(-k/2))
 ADAPTIVE_FLOOR = LADDER_FINEST  # finest level the adaptive ladder may reach ...
 ADAPTIVE_MAX_GRID = 2**20  # ... as long as the next level's profile grid (4x the current one) stays below this
 MAX_EVALS_PER_LEVEL = 60
