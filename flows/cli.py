@@ -219,7 +219,7 @@ def _print_report(summary: dict[str, Any]) -> None:
     lines = [
         f"Privacy report: {_describe(mech)}",
         f"  accountant      {summary['accountant']}",
-        f"  discretization  {summary['discretization'] if summary['discretization'] is not None else 'exact'}",
+        f"  discretization  {'exact' if summary['discretization'] is None else format(summary['discretization'], '.4g')}",
         f"  status          {summary['status']}"
         + (
             f" (certified gap {summary['certified_gap']:.2g}, tolerance {summary['tolerance']:g})"
