@@ -167,3 +167,41 @@ def test_advantage_point_narrows_the_twins_binding_gap():
     assert opt.advantage <= truth_upper
     assert (truth_upper - opt.advantage) / truth_upper < 1e-3
     assert engine.certified_gap(pess, opt, deltas=deltas, alpha_min=1e-10) < 1e-2
+
+
+def test_a_batch_borrows_its_groups_error_law_and_stays_within_its_tolerance():
+    # One (sigma, q) group by decreasing T, as the grid runs it: the first cell measures the error laws, the others
+    # borrow them. Every cell's certified gap must still be within the grid tolerance, and its brackets must hold
+    # dp_accounting's connect-the-dots value at step 1e-4 (an upper bound) from below and its privacy buckets at the
+    # same step (a lower bound) from above.
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    sigma, q, deltas = 1.0, 0.01, [1e-5, 1e-9]
+    cells = [SG(noise_multiplier=sigma, sampling_rate=q, steps=t) for t in (3000, 1000, 100)]
+    reports = g.analyze_grid(cells, deltas=deltas)
+    for m, r in zip(cells, reports, strict=True):
+        assert r.status == "ok" and r.certified_gap <= engine.DEFAULT_GRID_TOLERANCE
+        upper = pld_lib.from_gaussian_mechanism(sigma, sampling_prob=q, value_discretization_interval=1e-4)
+        lower = pld_lib.from_gaussian_mechanism(
+            sigma,
+            sampling_prob=q,
+            value_discretization_interval=1e-4,
+            pessimistic_estimate=False,
+            use_connect_dots=False,
+        )
+        up, lo = upper.self_compose(m.steps), lower.self_compose(m.steps)
+        for d in deltas:
+            assert lo.get_epsilon_for_delta(d) <= float(r.epsilon(d)) * (1 + 1e-9)
+            assert float(r.epsilon(d, side="optimistic")) <= up.get_epsilon_for_delta(d) * (1 + 1e-9)
+
+
+def test_refinement_stops_and_says_why_when_only_a_mu_read_beyond_the_tail_truncation_is_short():
+    # sigma 0.6, q 0.1, T 1e4: the advantage is 1 to float precision and mu is read where the curve meets the
+    # diagonal, at FPR ~1e-67, far below the compositions' 1e-15 tail truncation: both ends of mu are set by it, not
+    # by the step. The epsilon brackets are within the tolerance; the status names mu and why.
+    (r,) = g.analyze_grid([SG(noise_multiplier=0.6, sampling_rate=0.1, steps=10_000)], deltas=[1e-5, 1e-9])
+    assert r.status.startswith("tolerance_not_met") and "only mu is short" in r.status
+    for d in (1e-5, 1e-9):
+        up, lo = float(r.epsilon(d)), float(r.epsilon(d, side="optimistic"))
+        assert lo <= up and (up - lo) / up <= engine.DEFAULT_GRID_TOLERANCE
+    assert r.mu_lower <= r.mu
