@@ -137,8 +137,8 @@ _GAP_ORDER = 1.8
 the hull of threshold tests on the bucketed composition, fast_pld.threshold_test_masses). Measured per halving on
 sigma 0.8, q 1e-3, T 3000 (d 1e-3 to 1.25e-4): 3.6x, 3.5x, 2.9x."""
 _TWIN_START = 4.0
-"""The twin's first step is this many times the pessimistic step (or a batch's earlier cell's, see
-:meth:`Producer._refine_twin`): its error is second order and 10-20x smaller than the residual shift's was at the
+"""The twin's first step is this many times the pessimistic step, unless its batch group measured a gap law (see
+:meth:`Producer._twin_start`): its error is second order and 10-20x smaller than the residual shift's was at the
 same step, so it rarely needs the pessimistic step's resolution (sigma 0.8, q 1e-3, T 3000: gap 0.27% at 4x the
 pessimistic step 1.25e-4)."""
 _GAP_STALL = 0.5
