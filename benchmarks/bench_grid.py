@@ -279,8 +279,9 @@ def run() -> str:
         f"max estimated discretisation error {max(e for e in errs if e is not None):.2e}.",
         "",
         "Where a cell's time goes (every 7th cell of the grid, analysed alone: the engine's per-cell seconds against "
-        "one rfft + irfft round trip of its composed length n; the cell does a doubling comparison, the twin at "
-        "one or more steps, tilted tails where round-off would matter, and the curve read-out):",
+        "one rfft + irfft round trip of its composed length n; the cell measures its error law (a doubling "
+        "comparison of two float64 estimates), composes once, builds the twin at one or more steps, tilts tails "
+        "where round-off would matter, and reads the curve out):",
         "",
         "| sigma | q | T | n | cell s | FFT round trip s | ratio | status |",
         "|---|---|---|---|---|---|---|---|",
