@@ -433,7 +433,8 @@ class Producer:
         self._tilt_loss: float | None = None
         self._twin_short: str | None = None  # why the twin's refinement stopped short of the tolerance
         self._twin_mu_tail = False  # ... because only mu is short, read below the tail truncation
-        # Twin step that met the tolerance, per single step (or schedule) of this batch: the next cell starts there.
+        # The twin's gap law (c of gap ~ c d^1.8) measured where it met the tolerance, per single step (or schedule)
+        # of this batch: the next cell starts where it reaches _TWIN_HINT_SHARE of the tolerance.
         self._twin_hints: dict[object, float] = {}
         # Measured discretisation-error law of the pessimistic side, per single step (or schedule) of this batch:
         # (coefficient c of err ~ c d^2, total steps of the cell it was measured on).
