@@ -986,5 +986,6 @@ def threshold_test_masses(pmf: LossPMF, parts: list[tuple[LossPMF, int]]) -> tup
     with np.errstate(over="ignore", under="ignore"):
         # exp(log(.)) round trips err by ~|log| u relative (< 1e-12 here): moved up by that.
         q_high = np.exp(log_w - ks * step) * (1.0 + 1e-12)
+    # e^{-k d} W_T(k) below the float range is still > 0: the smallest positive float bounds it.
     q_high = np.clip(q_high, np.nextafter(0.0, 1.0), 1.0)
     return lo, p_low, q_high
