@@ -223,8 +223,9 @@ class SymmetricCurve:
             k_used = max(lo_i, 1)
         if k_used <= head:
             grid_d_mu = head_d_mu[: k_used + 1]
-        else:
-            grid_d_mu = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=eps_all[: k_used + 1]))
+        else:  # only the lines beyond the head are new
+            rest = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=eps_all[head + 1 : k_used + 1]))
+            grid_d_mu = np.concatenate([head_d_mu, rest])
         lower = max(
             lower, float(np.max((grid_d_mu - self.delta[: k_used + 1]) / (1.0 + np.exp(eps_all[: k_used + 1]))))
         )

@@ -156,20 +156,19 @@ _ADV_FLOOR = 1e-3
 # -- the ladder -----------------------------------------------------------------------------------------------------
 
 
-def ladder_floor(d: float) -> float:
-    """Largest rung ``LADDER_TOP * 2^(-k/2)`` that is <= ``d``, clamped to [LADDER_FINEST, LADDER_TOP]."""
-    k = max(0, math.ceil(2.0 * math.log2(LADDER_TOP / max(d, 1e-300)) - 1e-9))
-    return max(LADDER_TOP * 2.0 ** (-k / 2.0), LADDER_FINEST)
+def ladder_floor(d: float, *, per_octave: int = 2) -> float:
+    """Largest rung ``LADDER_TOP * 2^(-k/2)`` that is <= ``d``, clamped to [LADDER_FINEST, LADDER_TOP];
+    ``per_octave=1`` keeps every other rung (``LADDER_TOP * 2^-k``)."""
+    k = max(0, math.ceil(per_octave * math.log2(LADDER_TOP / max(d, 1e-300)) - 1e-9))
+    return max(LADDER_TOP * 2.0 ** (-k / per_octave), LADDER_FINEST)
 
 
 def start_step(sigma: float, q: float, error: float) -> float:
     """A priori step for a Poisson-subsampled Gaussian: connect-the-dots error ~ 0.08 (step / s1)^2 relative, with
     ``s1 = q sqrt(e^{1/sigma^2} - 1)`` the per-step loss spread (measured on DP-SGD grids, docs/references.md P-1 case D)."""
     s1 = q * math.sqrt(math.expm1(min(1.0 / sigma**2, 700.0)))
-    d = min(s1 * math.sqrt(error / 0.3), _START_TOP)
-    # A rung LADDER_TOP * 2^-k (every other rung): the rule's margin is the one it was measured with.
-    k = max(0, math.ceil(math.log2(LADDER_TOP / max(d, 1e-300)) - 1e-9))
-    return max(LADDER_TOP * 2.0**-k, LADDER_FINEST)
+    # Every other rung (LADDER_TOP * 2^-k): the rule's margin is the one it was measured with.
+    return ladder_floor(min(s1 * math.sqrt(error / 0.3), _START_TOP), per_octave=1)
 
 
 _LAW_PROBE = 2.0
@@ -587,7 +586,7 @@ class Producer:
             single, steps = parts[0]
             remove = fast_pld.compose_loss_pmf(single, steps, fft_len=self._fft_len(single, steps), extended=False)
         else:
-            remove = fast_pld.compose_phases(parts)
+            remove = fast_pld.compose_phases(parts, extended=False)
         noise = remove.max_roundoff * remove.probs.size
         remove = dataclasses.replace(remove, roundoff=0.0)
         return curve_from_remove_pmf(remove, exact_vertices=False), noise

@@ -891,12 +891,13 @@ def convolve_pmfs(pmfs: list[LossPMF]) -> LossPMF:
     return out
 
 
-def compose_phases(parts: list[tuple[LossPMF, int]]) -> LossPMF:
+def compose_phases(parts: list[tuple[LossPMF, int]], *, extended: bool = True) -> LossPMF:
     """Pessimistic composition of a schedule of phases (single step, steps) on one lattice: each phase by FFT power
-    (:func:`compose_loss_pmf`, its tail budget at +inf), then the phases by linear convolution."""
+    (:func:`compose_loss_pmf`, its tail budget at +inf; ``extended`` as there), then the phases by linear
+    convolution."""
     if not parts:
         raise ValueError("parts must name at least one phase")
-    return convolve_pmfs([compose_loss_pmf(single, steps) for single, steps in parts])
+    return convolve_pmfs([compose_loss_pmf(single, steps, extended=extended) for single, steps in parts])
 
 
 def optimistic_composition(
