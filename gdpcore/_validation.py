@@ -16,13 +16,20 @@ __all__ = [
     "Count",
     "Positive",
     "Probability",
+    "check_alpha_min",
     "check_choice",
     "check_count",
+    "check_discretization",
     "check_open_unit_array",
     "check_positive",
     "check_probability",
     "check_real",
+    "check_tolerance",
 ]
+
+# The coarsest discretisation (step of the privacy-loss lattice) any entry point accepts: coarser steps make the
+# pessimistic curve too loose to be useful, and the engine's ladder starts below it.
+MAX_DISCRETIZATION = 0.1
 
 
 def _is_real_number(value: Any) -> bool:
@@ -71,6 +78,30 @@ def check_count(name: str, value: Any, *, minimum: int = 1) -> int:
         out = int(f)
     if out < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return out
+
+
+def check_discretization(value: Any) -> float:
+    """A privacy-loss lattice step in (0, ``MAX_DISCRETIZATION``]: the one rule every entry point applies."""
+    out = check_positive("discretization", value)
+    if out > MAX_DISCRETIZATION:
+        raise ValueError(f"discretization must be in (0, {MAX_DISCRETIZATION}], got {value!r}")
+    return out
+
+
+def check_alpha_min(value: Any) -> float:
+    """The smallest FPR a report certifies: in (0, 0.5) (the symmetric curve's fixed point lies at or below 0.5)."""
+    out = check_probability("alpha_min", value, high_open=True)
+    if out >= 0.5:
+        raise ValueError(f"alpha_min must be < 0.5, got {value!r}")
+    return out
+
+
+def check_tolerance(value: Any) -> float:
+    """A relative bracket width in (0, 0.5): wider than half the value is no longer a bracket anyone can use."""
+    out = check_positive("tolerance", value)
+    if out >= 0.5:
+        raise ValueError(f"tolerance must be < 0.5 (relative), got {value!r}")
     return out
 
 

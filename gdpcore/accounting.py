@@ -26,12 +26,11 @@ reported and, if positive, absorbed by a pointwise max.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from gdpcore import kinds
+from gdpcore._validation import check_discretization
 from gdpcore.mechanisms import Mechanism
 from gdpcore.pmf import LossPMF
 
@@ -51,9 +50,7 @@ def build_pld(
     """
     if not isinstance(mechanism, Mechanism):
         raise ValueError(f"mechanism must be a gdpcore mechanism, got {mechanism!r}")
-    if not (isinstance(discretization, float | int) and 0 < discretization <= 0.1 and math.isfinite(discretization)):
-        raise ValueError(f"discretization must be in (0, 0.1], got {discretization!r}")
-    return kinds.pld(mechanism, step=float(discretization), pessimistic=pessimistic)
+    return kinds.pld(mechanism, step=check_discretization(discretization), pessimistic=pessimistic)
 
 
 def loss_pmf(pld: pld_lib.PrivacyLossDistribution, *, pessimistic: bool, direction: str = "remove") -> LossPMF:

@@ -65,7 +65,7 @@ import numpy as np
 from scipy import fft as sp_fft
 from scipy import special
 
-from gdpcore._validation import check_count, check_positive, check_probability
+from gdpcore._validation import check_count, check_discretization, check_positive, check_probability
 from gdpcore.closed_form import get_log_delta_from_gdp
 from gdpcore.pmf import LossPMF, rfft_extended
 
@@ -95,13 +95,6 @@ TAIL_MASS_TRUNCATION = 1e-15
 
 _BYTES_PER_FFT_POINT = 104  # float64 input + complex128 spectrum and its power + float64 output and roll (64), plus
 # the extended transform's longdouble input (16) and clongdouble half spectrum (16) and its rounded copy (8)
-
-
-def _check_discretization(discretization) -> float:
-    d = check_positive("discretization", discretization)
-    if d > 0.1:
-        raise ValueError(f"discretization must be in (0, 0.1], got {discretization!r}")
-    return d
 
 
 def _log_delta_gauss(sigma: float, eps: np.ndarray) -> np.ndarray:
@@ -172,7 +165,7 @@ def single_step_pld(*, noise_multiplier: float, sampling_rate: float, discretiza
     """
     sigma = check_positive("noise_multiplier", noise_multiplier)
     q = check_probability("sampling_rate", sampling_rate)
-    step = _check_discretization(discretization)
+    step = check_discretization(discretization)
     if direction not in ("remove", "add"):
         raise ValueError(f"direction must be 'remove' or 'add', got {direction!r}")
     lo, hi = _grid_bounds(sigma, q, step, direction)
@@ -270,7 +263,7 @@ def single_step_length(*, noise_multiplier: float, sampling_rate: float, discret
     """Number of grid points of the single-step remove PMF, in closed form (before anything is allocated)."""
     sigma = check_positive("noise_multiplier", noise_multiplier)
     q = check_probability("sampling_rate", sampling_rate)
-    lo, hi = _grid_bounds(sigma, q, _check_discretization(discretization), "remove")
+    lo, hi = _grid_bounds(sigma, q, check_discretization(discretization), "remove")
     return hi - lo + 1
 
 
@@ -743,7 +736,7 @@ def optimistic_single_step_length(*, noise_multiplier: float, sampling_rate: flo
     """Number of buckets of :func:`optimistic_single_step_pld`, in closed form (before anything is allocated)."""
     sigma = check_positive("noise_multiplier", noise_multiplier)
     q = check_probability("sampling_rate", sampling_rate)
-    lo, hi = _optimistic_bounds(sigma, q, _check_discretization(discretization))
+    lo, hi = _optimistic_bounds(sigma, q, check_discretization(discretization))
     return hi - lo + 1
 
 
@@ -831,7 +824,7 @@ def optimistic_single_step_pld(*, noise_multiplier: float, sampling_rate: float,
     """
     sigma = check_positive("noise_multiplier", noise_multiplier)
     q = check_probability("sampling_rate", sampling_rate)
-    step = _check_discretization(discretization)
+    step = check_discretization(discretization)
     if not q < 1:
         raise ValueError(f"sampling_rate must be < 1 for the optimistic builder, got {sampling_rate!r}")
     lo, probs, q_probs, p_mag, q_mag = _optimistic_remove_probs(sigma, q, step)

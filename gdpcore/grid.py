@@ -20,7 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from gdpcore._validation import check_open_unit_array, check_positive, check_probability
+from gdpcore._validation import (
+    check_alpha_min,
+    check_discretization,
+    check_open_unit_array,
+    check_positive,
+    check_tolerance,
+)
 from gdpcore.curve import curve_from_profile
 from gdpcore.engine import DEFAULT_GRID_TOLERANCE, DEFAULT_TIME_BUDGET, Budget, Producer
 from gdpcore.kinds import exact_mu, subsampled_gaussian_phases
@@ -95,20 +101,14 @@ def analyze_grid(
     """
     mechs = _check_mechanisms(mechanisms)
     d_q = check_queries("deltas", deltas, allow_ends=False)
-    tol = check_positive("tolerance", tolerance)
-    if tol > 1.0:
-        raise ValueError(f"tolerance must be in (0, 1], got {tolerance!r}")
+    tol = check_tolerance(tolerance)
     budget = Budget(
         memory_bytes=check_positive("memory_budget_bytes", memory_budget_bytes),
         seconds=check_positive("time_budget_seconds", time_budget_seconds),
     )
-    check_probability("alpha_min", alpha_min, high_open=True)
-    if alpha_min >= 0.5:
-        raise ValueError(f"alpha_min must be < 0.5, got {alpha_min!r}")
+    check_alpha_min(alpha_min)
     if discretization is not None:
-        discretization = check_positive("discretization", discretization)
-        if discretization > 0.1:
-            raise ValueError(f"discretization must be in (0, 0.1], got {discretization!r}")
+        discretization = check_discretization(discretization)
     if not isinstance(add_guard, bool):
         raise ValueError(f"add_guard must be True or False, got {add_guard!r}")
     if not isinstance(shared, bool):

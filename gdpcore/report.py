@@ -28,7 +28,14 @@ from typing import Any, Literal
 import numpy as np
 
 from gdpcore import closed_form
-from gdpcore._validation import check_choice, check_open_unit_array, check_positive, check_probability
+from gdpcore._validation import (
+    check_alpha_min,
+    check_choice,
+    check_discretization,
+    check_open_unit_array,
+    check_positive,
+    check_tolerance,
+)
 from gdpcore.curve import SymmetricCurve
 from gdpcore.engine import (
     DEFAULT_DELTAS,
@@ -374,16 +381,12 @@ def analyze(
         raise ValueError(f"mechanism must be a gdpcore mechanism, got {mechanism!r}")
     check_choice("accountant", accountant, ("auto", "pld", "closed_form"))
     if discretization is not None:
-        check_positive("discretization", discretization)
-        if discretization > 0.1:
-            raise ValueError(f"discretization must be in (0, 0.1], got {discretization!r}")
-    check_probability("alpha_min", alpha_min, high_open=True)
-    if alpha_min >= 0.5:
-        raise ValueError(f"alpha_min must be < 0.5, got {alpha_min!r}")
+        check_discretization(discretization)
+    check_alpha_min(alpha_min)
     if isinstance(deltas, (str, bytes)):
         raise ValueError(f"deltas must be a sequence of numbers in (0, 1), got {deltas!r}")
     d_arr = np.atleast_1d(check_open_unit_array("deltas", deltas))
-    tol = check_positive("tolerance", tolerance)
+    tol = check_tolerance(tolerance)
     memory = check_positive("memory_budget_bytes", memory_budget_bytes)
     seconds = check_positive("time_budget_seconds", time_budget_seconds)
     curves = produce(

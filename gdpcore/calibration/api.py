@@ -12,7 +12,14 @@ import dataclasses
 import math
 from typing import Any, Literal
 
-from gdpcore._validation import check_choice, check_count, check_positive, check_probability
+from gdpcore._validation import (
+    check_choice,
+    check_count,
+    check_discretization,
+    check_positive,
+    check_probability,
+    check_tolerance,
+)
 from gdpcore.calibration.errors import CalibrationInfeasibleError
 from gdpcore.calibration.search import LevelOutcome, Problem, Solution, solve
 from gdpcore.calibration.targets import make_target
@@ -139,14 +146,9 @@ def _result(problem: Problem, solution: Solution) -> CalibrationResult:
 
 
 def _check_common(tolerance: Any, discretization: Any, accountant: Any) -> tuple[float, float | None]:
-    tol = check_positive("tolerance", tolerance)
-    if tol >= 0.5:
-        raise ValueError(f"tolerance must be < 0.5 (relative), got {tolerance!r}")
+    tol = check_tolerance(tolerance)
     if discretization is not None:
-        d = check_positive("discretization", discretization)
-        if d > 0.1:
-            raise ValueError(f"discretization must be in (0, 0.1], got {discretization!r}")
-        discretization = d
+        discretization = check_discretization(discretization)
     check_choice("accountant", accountant, ("auto", "pld"))
     return tol, discretization
 
