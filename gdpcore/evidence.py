@@ -60,7 +60,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, special
 
 __all__ = [
     "THREAT_MODEL_INDEPENDENT",
@@ -354,14 +354,16 @@ def _one_run_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
     (Theorem 3.1 for delta = 0; the delta term is their Section 5 extension). For i beyond the binomial's lower
     tail the maximand is bounded by (1 - f(v)) / i0 (f <= 1), which can only raise the p-value (conservative)."""
     p = special.expit(eps)
-    f_v = float(stats.binom.sf(v - 1, r, p))
+    f_v = float(special.bdtrc(v - 1, r, p)) if v > 0 else 1.0
     if delta == 0.0 or v == 0:
         return min(1.0, f_v)
     sd = math.sqrt(r * p * (1 - p))
     u_low = max(0, math.floor(r * p - 40.0 * sd - 40.0))  # f(u) = 1 - (< 1e-300) below u_low
     i0 = max(1, v - u_low)
     i = np.arange(1, min(v, i0) + 1)
-    term = float(np.max((stats.binom.sf(v - i - 1, r, p) - f_v) / i))
+    u = v - i - 1  # f(v - i) = P[X > v - i - 1]; 1 where v - i - 1 < 0
+    f_u = np.where(u >= 0, special.bdtrc(np.maximum(u, 0), r, p), 1.0)
+    term = float(np.max((f_u - f_v) / i))
     if i0 < v:
         term = max(term, (1.0 - f_v) / (i0 + 1))
     return min(1.0, f_v + 2.0 * m * delta * term)
