@@ -10,6 +10,10 @@ Pure numerics (no file I/O). Three sources of evidence and one verdict:
 * :func:`one_run_epsilon_lower` - many canaries in *one* training run (Steinke, Nasr & Jagielski 2023, "Privacy
   Auditing with One (1) Training Run", Theorem 3.1 for delta = 0 and its approximate-DP extension, Theorem 5.2 /
   Proposition 5.7 there): an epsilon lower bound at delta from (canaries m, guesses r, correct v).
+* :func:`one_run_mu_lower`, :func:`one_run_fdp_epsilon_lower`, :func:`check_one_run` - the f-DP one-run analysis
+  (Mahloujifar, Melis & Chaudhuri 2024, "Auditing f-Differential Privacy in One Run", Algorithm 3, the tail bound
+  with abstentions) evaluated on any trade-off curve: the Gaussian family (mu lower bound), the (eps, delta)-DP curve
+  itself (eps lower bound valid for every (eps, delta)-DP algorithm), or a declared mechanism's certified curve.
 * :func:`check_evidence` - the verdict against a declared mechanism's certified (pessimistic) curve:
   ``violates_claim`` iff some empirical point lies strictly above the certified ROC.
 * :func:`audit_registry` / :func:`registry_confidence` - N versions audited with a family-wise error rate <= alpha
@@ -75,6 +79,10 @@ __all__ = [
     "evidence_from_scores",
     "one_run_epsilon_lower",
     "one_run_evidence",
+    "one_run_fdp_epsilon_lower",
+    "one_run_mu_lower",
+    "OneRunCheck",
+    "check_one_run",
     "registry_confidence",
     "threshold_ranks",
 ]
@@ -451,6 +459,148 @@ def one_run_evidence(
         guesses=int(guesses),
         correct=int(correct),
         confidence=float(confidence),
+    )
+
+
+# -- one-run audit of an f-DP curve (Mahloujifar, Melis & Chaudhuri 2024) ----------------------------------------------
+def _fdp_rejects(roc_inverse: Any, m: int, r: int, v: int, beta: float) -> bool:
+    """Mahloujifar, Melis & Chaudhuri 2024, "Auditing f-Differential Privacy in One Run", the tail bound with
+    abstentions (their Algorithm 3): start from the masses a = beta v / m (correct) and b = beta (r - v) / m (wrong)
+    and walk i = v - 1, ..., 0, raising b to at least the least FPR compatible with TPR a under the claimed curve
+    (``roc_inverse``) and moving a by i / (r - i) of the increase; the claim is rejected at level beta iff the final
+    a + b exceeds r / m. ``roc_inverse(x)`` is the inverse ROC, the smallest FPR at which the curve allows TPR x
+    (for a symmetric trade-off curve f, f(1 - x))."""
+    if v == 0 or r == 0:
+        return False
+    a = beta * v / m
+    b = beta * (r - v) / m
+    for i in range(v - 1, -1, -1):
+        b_new = max(b, float(roc_inverse(min(a, 1.0))))
+        if b_new == b:  # neither a nor b can move again
+            break
+        a = min(1.0, a + i / (r - i) * (b_new - b)) if r > i else a
+        b = b_new
+    return a + b > r / m
+
+
+def _one_run_counts(canaries: Any, guesses: Any, correct: Any) -> tuple[int, int, int]:
+    m = _count("canaries", canaries, 1)
+    r = _count("guesses", guesses, 0)
+    v = _count("correct", correct, 0)
+    if r > m:
+        raise ValueError(f"guesses must be <= canaries ({m}), got {guesses!r}")
+    if v > r:
+        raise ValueError(f"correct must be <= guesses ({r}), got {correct!r}")
+    return m, r, v
+
+
+def _gaussian_roc_inverse(mu: float) -> Any:
+    return lambda x: float(special.ndtr(special.ndtri(x) - mu)) if x > 0 else 0.0
+
+
+def one_run_mu_lower(*, canaries: int, guesses: int, correct: int, confidence: float = 0.95) -> float:
+    """mu-GDP lower bound from a one-run audit (f-DP analysis of Mahloujifar et al. 2024 with f = G_mu): the largest
+    mu whose Gaussian trade-off curve the counts reject at ``confidence`` (0 if none). Rejection is monotone in mu
+    (a larger mu allows every TPR at a smaller FPR), so the sup is found by bisection; the union-over-mu argument
+    of :func:`one_run_epsilon_lower` applies."""
+    m, r, v = _one_run_counts(canaries, guesses, correct)
+    beta = 1.0 - _confidence(confidence)
+    if not _fdp_rejects(_gaussian_roc_inverse(0.0), m, r, v, beta):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while _fdp_rejects(_gaussian_roc_inverse(hi), m, r, v, beta):
+        lo, hi = hi, 2 * hi
+        if hi > _MU_MAX:
+            return lo
+    while hi - lo > 1e-7:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _fdp_rejects(_gaussian_roc_inverse(mid), m, r, v, beta) else (lo, mid)
+    return lo
+
+
+def one_run_fdp_epsilon_lower(
+    *, canaries: int, guesses: int, correct: int, delta: float, confidence: float = 0.95
+) -> float:
+    """Epsilon lower bound at ``delta`` from a one-run audit via the f-DP analysis (Mahloujifar et al. 2024) of the
+    (eps, delta)-DP trade-off curve itself, f(a) = max(0, 1 - delta - e^eps a, e^-eps (1 - delta - a)): valid for
+    every (eps, delta)-DP algorithm (jax_privacy's ``epsilon_one_run_fdp`` tests the Gaussian mechanism's curve at
+    (eps, delta) instead, a narrower family)."""
+    m, r, v = _one_run_counts(canaries, guesses, correct)
+    d = _delta(delta)
+    beta = 1.0 - _confidence(confidence)
+
+    def inverse(eps: float) -> Any:
+        e = math.exp(eps)
+        return lambda x: max(0.0, (x - d) / e, 1.0 - d - e * (1.0 - x))
+
+    if not _fdp_rejects(inverse(0.0), m, r, v, beta):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while _fdp_rejects(inverse(hi), m, r, v, beta):
+        lo, hi = hi, 2 * hi
+        if hi > 4 * _MU_MAX:
+            return lo
+    while hi - lo > 1e-7:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _fdp_rejects(inverse(mid), m, r, v, beta) else (lo, mid)
+    return lo
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class OneRunCheck:
+    """A one-run audit held against a declared mechanism's certified curve (:func:`check_one_run`)."""
+
+    verdict: str
+    canaries: int
+    guesses: int
+    correct: int
+    confidence: float
+    mu_lower: float
+    certified_mu: float
+    method: str
+    explanation: str
+    threat_model: str = dataclasses.field(default=THREAT_MODEL_ONE_RUN, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "canaries": self.canaries,
+            "guesses": self.guesses,
+            "correct": self.correct,
+            "confidence": self.confidence,
+            "mu_lower": {"value": self.mu_lower, "bound": "lower"},
+            "certified_mu": {"value": _finite_or_none(self.certified_mu), "bound": "upper"},
+            "method": self.method,
+            "explanation": self.explanation,
+            "threat_model": self.threat_model,
+        }
+
+
+def check_one_run(
+    mechanism_or_report: Any, *, canaries: int, guesses: int, correct: int, confidence: float = 0.95
+) -> OneRunCheck:
+    """Verdict of a one-run audit against the declared mechanism's certified (pessimistic) trade-off curve, with the
+    f-DP one-run analysis of Mahloujifar, Melis & Chaudhuri 2024 evaluated on that curve (not only the Gaussian
+    family). ``violates_claim`` iff the counts reject the certified curve at ``confidence``; if the mechanism
+    satisfies its certified curve this happens with probability <= 1 - confidence."""
+    m, r, v = _one_run_counts(canaries, guesses, correct)
+    conf = _confidence(confidence)
+    report = _as_report(mechanism_or_report)
+
+    def inverse(x: float) -> float:
+        return float(report.fnr(min(max(1.0 - x, 0.0), 1.0)))
+
+    violates = _fdp_rejects(inverse, m, r, v, 1.0 - conf)
+    return OneRunCheck(
+        verdict="violates_claim" if violates else "consistent",
+        canaries=m,
+        guesses=r,
+        correct=v,
+        confidence=conf,
+        mu_lower=one_run_mu_lower(canaries=m, guesses=r, correct=v, confidence=conf),
+        certified_mu=float(report.mu),
+        method="one-run f-DP audit (Mahloujifar, Melis & Chaudhuri 2024) on the certified pessimistic curve",
+        explanation=VIOLATION_TEXT if violates else CONSISTENT_TEXT,
     )
 
 
