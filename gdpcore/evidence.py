@@ -8,8 +8,8 @@ Pure numerics (no file I/O). Three sources of evidence and one verdict:
   the stated confidence), the mu-GDP lower bound, epsilon lower bounds at any delta, and the power of an audit of
   this size (:meth:`ScoreEvidence.detectable_mu`).
 * :func:`one_run_epsilon_lower` - many canaries in *one* training run (Steinke, Nasr & Jagielski 2023, "Privacy
-  Auditing with One (1) Training Run", Theorem 3.1 for delta = 0 and its approximate-DP extension, Theorem 5.2 /
-  Proposition 5.7 there): an epsilon lower bound at delta from (canaries m, guesses r, correct v).
+  Auditing with One (1) Training Run": their main theorem for delta = 0 and its approximate-DP extension, as
+  computed by the paper's own p-value procedure): an epsilon lower bound at delta from (canaries m, guesses r, correct v).
 * :func:`one_run_mu_lower`, :func:`one_run_fdp_epsilon_lower`, :func:`check_one_run` - the f-DP one-run analysis
   (Mahloujifar, Melis & Chaudhuri 2024, "Auditing f-Differential Privacy in One Run", Algorithm 3, the tail bound
   with abstentions) evaluated on any trade-off curve: the Gaussian family (mu lower bound), the (eps, delta)-DP curve
@@ -98,7 +98,7 @@ THREAT_MODEL_ONE_RUN = (
     "One training run with m canaries, each included independently with probability 1/2 by a fair coin the attacker "
     "does not see; the attacker makes r guesses (membership or non-membership) after seeing the output and v of them "
     "are correct. Valid for any (eps, delta)-DP training algorithm under add/remove of one canary (Steinke, Nasr & "
-    "Jagielski 2023, Theorem 3.1 and Section 5); it bounds (eps, delta), not the full trade-off curve."
+    "Jagielski 2023, main theorem and its approximate-DP extension); it bounds (eps, delta), not the full trade-off curve."
 )
 CONSISTENT_TEXT = (
     "consistent: no empirical point lies above the certified (pessimistic) ROC of the declared mechanism at this "
@@ -111,7 +111,7 @@ VIOLATION_TEXT = (
     "declared (or the threat model of the evidence does not hold)."
 )
 _METHOD_SCORES = "order-statistic thresholds; exact Beta (Clopper-Pearson) intervals; Bonferroni over 2K intervals"
-_METHOD_ONE_RUN = "one-run audit (Steinke, Nasr & Jagielski 2023, Thm 3.1 / Sec. 5)"
+_METHOD_ONE_RUN = "one-run audit (Steinke, Nasr & Jagielski 2023, with delta)"
 _MU_MAX = 40.0
 
 
@@ -125,9 +125,9 @@ def _scores(name: str, values: Any) -> np.ndarray:
         raise ValueError(f"{name} must be a sequence of finite numbers, got {values!r}") from exc
     if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
         raise ValueError(f"{name} must be a sequence of finite numbers, got dtype {arr.dtype} ({_short(values)})")
-    arr = np.ravel(arr).astype(np.float64)
-    if np.ndim(values) > 1 and np.shape(values)[0] != arr.size:
-        raise ValueError(f"{name} must be one-dimensional, got shape {np.shape(values)}")
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    arr = arr.astype(np.float64)
     if arr.size == 0:
         raise ValueError(f"{name} must not be empty, got {_short(values)}")
     bad = ~np.isfinite(arr)
@@ -359,7 +359,7 @@ def detectable_mu(*, n_members: int, n_non_members: int, confidence: float = 0.9
 def _one_run_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
     """Steinke, Nasr & Jagielski 2023: if the training algorithm is (eps, delta)-DP, P[W >= v] is at most
     f(v) + 2 m delta max_{1<=i<=v} (f(v - i) - f(v)) / i, with f(u) = P[Binomial(r, e^eps / (1 + e^eps)) >= u]
-    (Theorem 3.1 for delta = 0; the delta term is their Section 5 extension). For i beyond the binomial's lower
+    (their main theorem for delta = 0; the delta term is their approximate-DP extension). For i beyond the binomial's lower
     tail the maximand is bounded by (1 - f(v)) / i0 (f <= 1), which can only raise the p-value (conservative)."""
     p = special.expit(eps)
     f_v = float(special.bdtrc(v - 1, r, p)) if v > 0 else 1.0
@@ -691,10 +691,9 @@ def registry_confidence(n_versions: int, alpha: float = 0.05) -> float:
     """Per-version confidence 1 - alpha / N (Bonferroni) so that auditing N versions raises a false
     ``violates_claim`` on any of them with probability <= alpha (union bound; any dependence between versions)."""
     n = _count("n_versions", n_versions, 1)
-    a = 1.0 - _confidence(1.0 - float(alpha)) if isinstance(alpha, numbers.Real) else None
-    if a is None:
+    if not isinstance(alpha, numbers.Real) or isinstance(alpha, bool) or not (0.0 < float(alpha) < 1.0):
         raise ValueError(f"alpha must be a real number in (0, 1), got {alpha!r}")
-    return 1.0 - a / n
+    return 1.0 - float(alpha) / n
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

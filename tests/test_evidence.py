@@ -111,6 +111,13 @@ def test_other_input_errors():
         g.check_evidence(g.Gaussian(noise_multiplier=1.0), 0.5)
     with pytest.raises(ValueError, match="n_versions"):
         g.registry_confidence(0)
+    for bad in (0.0, 1.0, float("nan"), "0.05"):
+        with pytest.raises(ValueError, match="alpha"):
+            g.registry_confidence(20, bad)
+    with pytest.raises(ValueError, match="member_scores"):
+        g.evidence_from_scores([[1.0, 2.0], [3.0, 4.0]], [0.0])
+    with pytest.raises(ValueError, match="member_scores"):
+        g.evidence_from_scores([1.0, None], [0.0])
 
 
 def test_ranks_depend_on_size_only():
@@ -301,7 +308,7 @@ def test_clopper_pearson_matches_jax_privacy(case):
 
 
 def test_one_run_paper_theorem_values():
-    """Steinke, Nasr & Jagielski 2023, Theorem 3.1 (delta = 0): r guesses all correct at confidence 1 - beta give
+    """Steinke, Nasr & Jagielski 2023, main theorem (delta = 0): r guesses all correct at confidence 1 - beta give
     eps = log(p / (1 - p)) with p = beta^(1 / r); e.g. r = 100, beta = 0.05: 3.4930 (docs/references.md E-2)."""
     for r in (10, 100, 1000):
         p = 0.05 ** (1 / r)
