@@ -423,3 +423,18 @@ def test_check_one_run_against_certified_curve():
     check = g.check_one_run(dpsgd, canaries=m, guesses=r, correct=int(correct[0]))
     assert check.verdict in {"consistent", "violates_claim"}
     json.dumps(check.to_dict(), allow_nan=False)
+
+
+def test_validity_discrete_scores_randomized_response():
+    """Binary scores (heavy ties) from randomized response at eps = 1.5: P[score 1] = e^eps / (1 + e^eps) for members,
+    1 / (1 + e^eps) for non-members; unequal sample sizes. Truth: eps(delta = 0) = 1.5 and mu = get_mu_from_pure_dp."""
+    eps = 1.5
+    true_mu = closed_form.get_mu_from_pure_dp(epsilon=eps)
+    rng = np.random.default_rng(14)
+    sets = 1000
+    members = (rng.random((sets, 700)) < special.expit(eps)).astype(float)
+    non = (rng.random((sets, 400)) < special.expit(-eps)).astype(float)
+    evs = [g.evidence_from_scores(members[i], non[i]) for i in range(sets)]
+    assert sum(ev.epsilon_lower(0.0) > eps for ev in evs) <= slack_limit(sets)
+    assert sum(ev.mu_lower > true_mu for ev in evs) <= slack_limit(sets)
+    assert np.median([ev.epsilon_lower(0.0) for ev in evs]) > 0.5
