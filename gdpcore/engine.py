@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import time
 from collections.abc import Sequence
 
@@ -352,13 +353,7 @@ def generic_parts(
     if side not in ("pessimistic", "optimistic"):
         raise ValueError(f"side must be 'pessimistic' or 'optimistic', got {side!r}")
     if sg_single is None:
-
-        def sg_single(sigma: float, q: float, d: float, *, side: str, direction: str = "remove") -> LossPMF:
-            kw = {"noise_multiplier": sigma, "sampling_rate": q, "discretization": d}
-            if side == "pessimistic":
-                return fast_pld.single_step_pld(**kw, direction=direction)
-            return fast_pld.optimistic_single_step_pld(**kw)
-
+        sg_single = fast_pld.single_step
     pessimistic = side == "pessimistic"
     out: list[tuple[LossPMF, LossPMF | None, int]] = []
     for leaf, count in kinds.single_steps(mechanism):
@@ -404,11 +399,57 @@ class _Refused(Exception):
     """A plan exceeded the budget (message: what and how much)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class _Composed:
+    """One pessimistic composition of one call: its curve, support length, the loss its tail was tilted towards (None
+    if not; the twin tilts at the same loss) and the diagnostics of its remove PMF (:func:`_pmf_diagnostics`)."""
+
+    curve: SymmetricCurve
+    support: int
+    tilt_loss: float | None
+    diagnostics: dict[str, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pessimistic:
+    """The pessimistic side of one call (:meth:`Producer._refine_pessimistic`)."""
+
+    composed: _Composed
+    step: float
+    error: float | None
+    status: str
+    support: int
+    memory: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Twin:
+    """The optimistic side of one call (:meth:`Producer._refine_twin`): its curve (None if over budget), label, step
+    and certified gap, and why its refinement stopped short of the tolerance (``short``; ``mu_tail`` when only mu is
+    short, read below the compositions' tail truncation)."""
+
+    curve: SymmetricCurve | None
+    label: str
+    step: float | None
+    gap: float
+    short: str | None = None
+    mu_tail: bool = False
+
+
 class Producer:
     """Curves for one mechanism or a batch, sharing single steps (and their FFTs) across mechanisms.
 
     One producer per batch: single steps are cached by (sigma, q, step, direction, side); :meth:`release` drops
     them (the grid releases after each (sigma, q) group).
+
+    State: a producer holds caches and hints only; everything one call computes (planned bytes, the tilt, the
+    diagnostics, why the twin stopped) travels in the records :class:`_Composed`, :class:`_Pessimistic` and
+    :class:`_Twin`, passed and returned explicitly. Concurrent calls on one producer are safe: the single-step cache
+    is read and filled under a lock (a step built twice by two threads is the same deterministic PMF; one copy is
+    kept), the other caches are dicts whose single get / set / clear operations are atomic, so a race only costs a
+    recomputation. The hints (the error and gap laws measured on an earlier cell) make a cell's step depend on the
+    cells produced before it on the same producer; :meth:`curve_at` reads none, and concurrent :meth:`produce` calls
+    that must not depend on their interleaving need one producer each.
     """
 
     def __init__(
@@ -425,13 +466,9 @@ class Producer:
         self.tolerance = float(tolerance)
         self.budget = budget or Budget()
         self.add_guard = add_guard
+        self._lock = threading.Lock()  # guards the single-step cache (see the class docstring)
         self._single: dict[tuple[float, float, float, str, bool], LossPMF] = {}
         self._generic_singles: dict[tuple[str, float, str], tuple[LossPMF, LossPMF | None]] = {}
-        self._diagnostics: dict[str, float] = {}
-        self._planned_bytes = 0.0
-        self._tilt_loss: float | None = None
-        self._twin_short: str | None = None  # why the twin's refinement stopped short of the tolerance
-        self._twin_mu_tail = False  # ... because only mu is short, read below the tail truncation
         # The twin's gap law (c of gap ~ c d^1.8) measured where it met the tolerance, per single step (or schedule)
         # of this batch: the next cell starts where it reaches _TWIN_HINT_SHARE of the tolerance.
         self._twin_hints: dict[object, float] = {}
@@ -480,7 +517,7 @@ class Producer:
         phases = subsampled_gaussian_phases(mechanism)
         if side == "pessimistic":
             if phases is not None and len(phases) <= _MAX_FAST_PHASES:
-                return self._compose(phases, step)[0]
+                return self._compose(phases, step).curve
             return self._compose_generic(self._generic_parts(mechanism, step, "pessimistic"))[0]
         smallest = _smallest_query(self.deltas, self.alpha_min, None)
         if phases is not None and len(phases) <= _MAX_FAST_PHASES:
@@ -494,17 +531,18 @@ class Producer:
 
     def _single_step(self, sigma: float, q: float, d: float, *, side: str = "pessimistic", direction: str = "remove"):
         key = (sigma, q, d, direction, side == "pessimistic")
-        s = self._single.get(key)
-        if s is None:
-            if len(self._single) >= self._MAX_CACHED_SINGLES:
-                self._single.clear()
-            if side == "pessimistic":
-                s = fast_pld.single_step_pld(
-                    noise_multiplier=sigma, sampling_rate=q, discretization=d, direction=direction
-                )
-            else:
-                s = fast_pld.optimistic_single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d)
-            self._single[key] = s
+        with self._lock:
+            s = self._single.get(key)
+        if s is not None:
+            return s
+        # Built outside the lock (other threads' steps need not wait); a step two threads built at once is kept once.
+        built = fast_pld.single_step(sigma, q, d, side=side, direction=direction)
+        with self._lock:
+            s = self._single.get(key)
+            if s is None:
+                if len(self._single) >= self._MAX_CACHED_SINGLES:
+                    self._single.clear()
+                s = self._single[key] = built
         return s
 
     # -- the planner (subsampled Gaussians) -------------------------------------------------------------------------
@@ -548,24 +586,28 @@ class Producer:
         "gdpcore.fast_pld (connect-the-dots, pessimistic; dp_accounting's construction, vectorised; optimistic twin: "
     )
 
-    def _compose(self, phases: dict[tuple[float, float], int], d: float) -> tuple[SymmetricCurve, int]:
+    def _compose(self, phases: dict[tuple[float, float], int], d: float, *, planned_bytes: float = 0.0) -> _Composed:
         """The pessimistic curve at step ``d`` (extended-precision transforms, round-off allowance, tilted tails where
-        they matter) and its support length."""
+        they matter, within the budget left beside ``planned_bytes``) with its support length, tilt and
+        diagnostics."""
         parts = [(self._single_step(s, q, d), steps) for (s, q), steps in phases.items()]
+        tilt_loss: float | None
         if len(parts) == 1:
             single, steps = parts[0]
-            remove, curve, self._tilt_loss = self._compose_single(single, steps, fft_len=self._fft_len(single, steps))
+            remove, curve, tilt_loss = self._compose_single(
+                single, steps, fft_len=self._fft_len(single, steps), planned_bytes=planned_bytes
+            )
         else:
             remove = fast_pld.compose_phases(parts)
-            curve, self._tilt_loss = curve_from_remove_pmf(remove), None
-        self._diagnostics = _pmf_diagnostics(remove)
+            curve, tilt_loss = curve_from_remove_pmf(remove), None
+        diagnostics = _pmf_diagnostics(remove)
         if self.add_guard:
             adds = [(self._single_step(s, q, d, direction="add"), steps) for (s, q), steps in phases.items()]
             add = fast_pld.compose_phases(adds)
             curve = curve_from_loss_pmf(remove, add)
-            self._diagnostics["add_direction_gap"] = curve.add_direction_gap
-            self._diagnostics["add_excess_mass"] = max(0.0, add.p_mass - 1.0)
-        return curve, remove.probs.size
+            diagnostics["add_direction_gap"] = curve.add_direction_gap
+            diagnostics["add_excess_mass"] = max(0.0, add.p_mass - 1.0)
+        return _Composed(curve, remove.probs.size, tilt_loss, diagnostics)
 
     @staticmethod
     def _fft_len(single: LossPMF, steps: int) -> int | None:
@@ -640,52 +682,51 @@ class Producer:
         side = self._refine_pessimistic(mechanism, phases, d, fixed, t0, target, measure=predicted is None)
         if isinstance(side, Curves):
             return side  # over budget: RDP fallback
-        pess, d, err, status, support, mem = side
+        err = side.error
         if predicted is not None:
             err = predicted
-        elif fixed is None and err is not None and status == "ok":
-            self._error_hints[key] = (err / d**2, total_steps)
+        elif fixed is None and err is not None and side.status == "ok":
+            self._error_hints[key] = (err / side.step**2, total_steps)
         accountant = self._FAST_ACCOUNTANT
-        opt: SymmetricCurve | None = None
-        d_low: float | None = None
-        gap: float | None = None
+        twin: _Twin | None = None
+        status = side.status
         if optimistic:
-            opt, twin, d_low, gap = self._refine_twin(mechanism, phases, pess, d, support, fixed is None, t0)
-            if predicted is not None and gap > self.tolerance and not self._twin_mu_tail:
+            twin = self._refine_twin(mechanism, phases, side, fixed is None, t0)
+            if predicted is not None and twin.gap > self.tolerance and not twin.mu_tail:
                 # The borrowed law may be wrong for this cell (a twin that stalls points at the pessimistic side).
                 measured = self._refine_pessimistic(
-                    mechanism, phases, d, fixed, t0, target, measure=True, first=(pess, support, mem)
+                    mechanism, phases, side.step, fixed, t0, target, measure=True, first=side
                 )
                 if not isinstance(measured, Curves):
-                    d_before = d
-                    pess, d, err, status, support, mem = measured
+                    d_before = side.step
+                    side, err, status = measured, measured.error, measured.status
                     if err is not None and status == "ok":
-                        self._error_hints[key] = (err / d**2, total_steps)
-                    if d != d_before:
-                        opt, twin, d_low, gap = self._refine_twin(mechanism, phases, pess, d, support, True, t0)
-            accountant += twin + ")"
-            if fixed is None and status == "ok" and gap > self.tolerance:
-                status = f"tolerance_not_met: certified gap {gap:.2e} > tolerance {self.tolerance:g}"
-                if self._twin_short:
-                    status += f" ({self._twin_short})"
+                        self._error_hints[key] = (err / side.step**2, total_steps)
+                    if side.step != d_before:
+                        twin = self._refine_twin(mechanism, phases, side, True, t0)
+            accountant += twin.label + ")"
+            if fixed is None and status == "ok" and twin.gap > self.tolerance:
+                status = f"tolerance_not_met: certified gap {twin.gap:.2e} > tolerance {self.tolerance:g}"
+                if twin.short:
+                    status += f" ({twin.short})"
         else:
             accountant += "not built)"
         return Curves(
-            pess,
-            opt,
+            side.composed.curve,
+            None if twin is None else twin.curve,
             None,
             Provenance(
                 accountant=accountant,
                 engine="fast_pld",
                 status=status,
-                discretization=d,
-                discretization_lower=d_low,
+                discretization=side.step,
+                discretization_lower=None if twin is None else twin.step,
                 discretization_error=err,
-                certified_gap=gap,
+                certified_gap=None if twin is None else twin.gap,
                 tolerance=None if fixed is not None else self.tolerance,
-                support_length=int(support),
-                memory_estimate_bytes=None if mem is None else int(mem),
-                diagnostics=dict(self._diagnostics),
+                support_length=int(side.support),
+                memory_estimate_bytes=None if side.memory is None else int(side.memory),
+                diagnostics=dict(side.composed.diagnostics),
             ),
         )
 
@@ -699,20 +740,22 @@ class Producer:
         target: float,
         *,
         measure: bool,
-        first: tuple[SymmetricCurve, int, int | None] | None = None,
-    ):
-        """(curve, step, estimated error, status, support, planned bytes) of the pessimistic side, or the RDP fallback
+        first: _Pessimistic | None = None,
+    ) -> _Pessimistic | Curves:
+        """The pessimistic side (curve, step, estimated error, status, support, planned bytes), or the RDP fallback
         (:class:`Curves`) when even the coarsest step is refused. With ``measure`` the step is halved until the
-        doubling comparison's estimated error is within ``target``; ``first`` is the curve already composed at ``d``
+        doubling comparison's estimated error is within ``target``; ``first`` is the side already composed at ``d``
         (its comparison then starts from it)."""
         budget = self.budget
+        # The coarser comparison point (curve, probe, step) and, once a real composition, its record.
         coarse: tuple[SymmetricCurve, np.ndarray, float] | None = None
+        coarse_composed: _Composed | None = None
         err: float | None = None
         mem: int | None = None
         status = "ok"
         while True:
             if first is not None:
-                (pess, support, mem), first = first, None
+                composed, support, mem, first = first.composed, first.support, first.memory, None
             else:
                 try:
                     support, planned = self.plan_subsampled_gaussian(phases, d)
@@ -725,13 +768,15 @@ class Producer:
                             mechanism, f"over_budget: {why} > budget {budget.memory_bytes:.0f} bytes"
                         )
                     # The coarser curve is valid (pessimistic), just not shown to meet the estimated error target.
-                    pess, _, d = coarse
-                    support, mem = pess.eps.size, None
+                    assert coarse_composed is not None  # a refusal after a composition: coarse is that composition
+                    composed, d = coarse_composed, coarse[2]
+                    support, mem = composed.curve.eps.size, None
                     status = f"discretization_limited: finer step refused, {why} > budget"
                     break
                 mem = planned
-                self._planned_bytes = float(planned)
-                pess, support = self._compose(phases, d)
+                composed = self._compose(phases, d, planned_bytes=float(planned))
+                support = composed.support
+            pess = composed.curve
             if fixed is not None or not measure:
                 break
             probe = self._probe(pess)
@@ -745,9 +790,9 @@ class Producer:
                 if err > target:
                     status = f"tolerance_not_met: estimated error {err:.2e} at step {d:g}"
                 break
-            coarse = (pess, probe, d)
+            coarse, coarse_composed = (pess, probe, d), composed
             d = d / 2
-        return pess, d, err, status, support, mem
+        return _Pessimistic(composed, d, err, status, support, mem)
 
     def _pessimistic_start(
         self, phases: dict[tuple[float, float], int], key, total_steps: int, target: float
@@ -792,23 +837,25 @@ class Producer:
         coarse, noise_coarse = self._estimate(phases, 2 * d)
         return _relative_change(self._probe(coarse, noise_coarse), self._probe(fine, noise_fine)) / 3.0 / d**2
 
-    def _refine_twin(self, mechanism, phases, pess: SymmetricCurve, d_p: float, support: int, refine: bool, t0):
+    def _refine_twin(self, mechanism, phases, side: _Pessimistic, refine: bool, t0) -> _Twin:
         """Optimistic twin and certified gap; with ``refine`` the twin starts where :meth:`_twin_start` says and is
         refined by the gap's d^1.8 law until the gap is within tolerance, at most ``_GAP_MAX_ROUNDS`` times, within
         the budget; rounds after the first also within a work cap of ``_GAP_WORK_FACTOR`` x the larger of the
         pessimistic and the first twin's support."""
+        pess, d_p, support = side.composed.curve, side.step, side.support
         smallest = _smallest_query(self.deltas, self.alpha_min, pess)
         # The work cap scales with the accuracy asked (4x the pessimistic support at a 1% tolerance).
         cap = _GAP_WORK_FACTOR * max(1.0, DEFAULT_GRID_TOLERANCE / self.tolerance)
         # Tilted tails on the optimistic side too wherever the pessimistic side needed them, at the same loss.
-        target = self._tilt_loss
+        target = side.composed.tilt_loss
         best: tuple[SymmetricCurve, str, float, float] | None = None
         key = _phases_key(phases)
         total_steps = sum(phases.values())
         d = self._twin_start(key, d_p, total_steps) if refine else d_p  # a fixed step: the twin at that step
         max_points = math.inf  # the first round is bounded by the memory budget only
         previous_gap = math.inf
-        self._twin_short, self._twin_mu_tail = None, False
+        short: str | None = None
+        mu_tail = False
         for _ in range(_GAP_MAX_ROUNDS if refine else 1):
             try:
                 opt, twin, twin_support = self._optimistic_sg(mechanism, phases, d, smallest, max_points, target)
@@ -828,8 +875,8 @@ class Producer:
             ):
                 # Only mu is short, and it is read where the curve meets the diagonal, below FPR 1e-15 (mu > 15.9):
                 # there both ends are set by the compositions' tail truncation (1e-15 of P-mass), not by the step.
-                self._twin_mu_tail = True
-                self._twin_short = (
+                mu_tail = True
+                short = (
                     f"only mu is short: read where the curve meets the diagonal at FPR {pess.fixed_point:.1e}, below"
                     f" the compositions' tail truncation {fast_pld.TAIL_MASS_TRUNCATION:g}, not refinable by the step"
                 )
@@ -837,17 +884,17 @@ class Producer:
             if gap > _GAP_STALL * previous_gap:
                 # The step was at least halved and the gap did not follow the d^1.8 law: it is not set by the
                 # discretisation, and a finer step only costs.
-                self._twin_short = "a finer twin step did not shrink it: the gap is not the discretisation's"
+                short = "a finer twin step did not shrink it: the gap is not the discretisation's"
                 break
             previous_gap = gap
             d_new = ladder_floor(d * (self.tolerance / gap) ** (1.0 / _GAP_ORDER)) if math.isfinite(gap) else d / 2
             d = max(min(d_new, d / 2), LADDER_FINEST)
         if best is None:
-            return None, "not built (over budget)", None, math.inf
-        opt, _, d_t, gap = best
+            return _Twin(None, "not built (over budget)", None, math.inf, short, mu_tail)
+        opt, label, d_t, gap = best
         if refine and gap <= self.tolerance and math.isfinite(gap):
             self._twin_hints[key] = max(gap, 1e-3 * self.tolerance) / d_t**_GAP_ORDER
-        return best
+        return _Twin(opt, label, d_t, gap, short, mu_tail)
 
     def _twin_start(self, key, d_p: float, total_steps: int) -> float:
         """The twin's first step: where the gap law c d^1.8 measured on an earlier cell of the batch with the same
@@ -894,7 +941,9 @@ class Producer:
             raise _Refused(f"composed support {support} points at discretization {d:g} (~{mem / 2**20:.0f} MiB)")
         return support, mem
 
-    def _compose_direction(self, parts: list[tuple[LossPMF, int]]) -> tuple[LossPMF, float | None]:
+    def _compose_direction(
+        self, parts: list[tuple[LossPMF, int]], *, planned_bytes: float = 0.0
+    ) -> tuple[LossPMF, float | None]:
         """One direction's pessimistic composition and, when its tail was tilted, the loss the tilt centres on.
 
         Each part by FFT power (:func:`gdpcore.fast_pld.compose_loss_pmf`, a-priori round-off bound, truncated tails
@@ -904,11 +953,11 @@ class Producer:
         if len(parts) > 1:
             return fast_pld.compose_phases(parts), None
         single, steps = parts[0]
-        pmf, _, tilt_loss = self._compose_single(single, steps)
+        pmf, _, tilt_loss = self._compose_single(single, steps, planned_bytes=planned_bytes)
         return pmf, tilt_loss
 
     def _compose_single(
-        self, single: LossPMF, steps: int, *, fft_len: int | None = None
+        self, single: LossPMF, steps: int, *, fft_len: int | None = None, planned_bytes: float = 0.0
     ) -> tuple[LossPMF, SymmetricCurve, float | None]:
         """One repeated step composed (extended-precision transforms), its remove curve, and the loss its tail was
         tilted towards (None if not). Where the round-off allowance could move a number the report reads by more
@@ -920,21 +969,24 @@ class Producer:
         if steps == 1 or not _roundoff_matters(curve, pmf, smallest):
             return pmf, curve, None
         theta = fast_pld.TILT_FRACTION * fast_pld.tilt_for_tail(single, steps, smallest)
-        spare = self.budget.memory_bytes - self._planned_bytes
+        spare = self.budget.memory_bytes - planned_bytes
         pmf = fast_pld.refine_tail(pmf, single, steps, theta, max_bytes=spare)
         return pmf, curve_from_remove_pmf(pmf), steps * fast_pld.tilted_log_mgf(single, theta)[1]
 
     def _compose_generic(
-        self, parts: list[tuple[LossPMF, LossPMF | None, int]]
-    ) -> tuple[SymmetricCurve, LossPMF, LossPMF | None]:
+        self, parts: list[tuple[LossPMF, LossPMF | None, int]], *, planned_bytes: float = 0.0
+    ) -> tuple[SymmetricCurve, LossPMF, LossPMF | None, float | None]:
         """The pessimistic curve of ``parts``: remove direction, and the add direction (a symmetric part's add PMF is
         its remove PMF) when any part is asymmetric, the profile being their pointwise max
-        (:func:`gdpcore.curve.curve_from_loss_pmf`); each PMF's round-off allowance is added to every atom there."""
-        remove, self._tilt_loss = self._compose_direction([(r, steps) for r, _, steps in parts])
+        (:func:`gdpcore.curve.curve_from_loss_pmf`); each PMF's round-off allowance is added to every atom there.
+        Also returns the loss the remove direction's tail was tilted towards (None if not)."""
+        remove, tilt_loss = self._compose_direction([(r, steps) for r, _, steps in parts], planned_bytes=planned_bytes)
         add = None
         if any(a is not None for _, a, _ in parts):
-            add, _ = self._compose_direction([(r if a is None else a, steps) for r, a, steps in parts])
-        return curve_from_loss_pmf(remove, add), remove, add
+            add, _ = self._compose_direction(
+                [(r if a is None else a, steps) for r, a, steps in parts], planned_bytes=planned_bytes
+            )
+        return curve_from_loss_pmf(remove, add), remove, add, tilt_loss
 
     def _generic(self, mechanism: Mechanism, fixed: float | None, optimistic: bool, t0) -> Curves:
         d = fixed if fixed is not None else GENERIC_START
@@ -957,8 +1009,7 @@ class Producer:
                     )
                 break
             prev = (d, float(sum(_SINGLE_BYTES_PER_POINT * r.probs.size for r, _, _ in parts)))
-            self._planned_bytes = float(mem)
-            pess, remove, add = self._compose_generic(parts)
+            pess, remove, add, tilt_loss = self._compose_generic(parts, planned_bytes=float(mem))
             diagnostics = _pmf_diagnostics(remove)
             diagnostics["add_direction_gap"] = pess.add_direction_gap
             diagnostics["add_excess_mass"] = 0.0 if add is None else max(0.0, add.p_mass - 1.0)
@@ -976,7 +1027,7 @@ class Producer:
                         mechanism,
                         d,
                         smallest,
-                        tilt_target=self._tilt_loss,
+                        tilt_target=tilt_loss,
                         tilt_max_bytes=self.budget.memory_bytes - opt_mem,
                     )
                     gap = certified_gap(pess, opt, deltas=self.deltas, alpha_min=self.alpha_min)
@@ -1015,7 +1066,7 @@ class Producer:
                     break
             if gap is None or gap <= self.tolerance or d <= LADDER_FINEST:
                 break
-            if self._tilt_loss is None and remove.max_roundoff * remove.probs.size > 1e-2 * smallest:
+            if tilt_loss is None and remove.max_roundoff * remove.probs.size > 1e-2 * smallest:
                 # The round-off allowance (per atom, untilted: a multi-part composition) is comparable with the
                 # smallest delta or FPR read; a finer step only adds atoms to it, so refinement cannot close the gap.
                 break

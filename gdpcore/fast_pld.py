@@ -835,6 +835,23 @@ def optimistic_single_step_pld(*, noise_multiplier: float, sampling_rate: float,
     return single
 
 
+def single_step(
+    noise_multiplier: float,
+    sampling_rate: float,
+    discretization: float,
+    *,
+    side: str = "pessimistic",
+    direction: str = "remove",
+) -> LossPMF:
+    """The one single-step builder of the Poisson-subsampled Gaussian: :func:`single_step_pld` in ``direction``
+    (connect-the-dots) if ``side`` is "pessimistic", else :func:`optimistic_single_step_pld` (privacy buckets, remove
+    direction: a lower bound on the remove profile is one on the mechanism's, so ``direction`` is not read)."""
+    kw = {"noise_multiplier": noise_multiplier, "sampling_rate": sampling_rate, "discretization": discretization}
+    if side == "pessimistic":
+        return single_step_pld(**kw, direction=direction)
+    return optimistic_single_step_pld(**kw)
+
+
 def optimistic_loss_pmf(
     single: LossPMF,
     steps: int,
