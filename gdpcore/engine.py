@@ -10,8 +10,9 @@ built here; nothing else in gdpcore builds a composed PMF.
 
 Three policies, each defined once in this module:
 
-* **The ladder** (:func:`ladder_floor`): every discretisation is ``LADDER_TOP * 2^(-k/2)`` (6.4e-2 down to
-  ``LADDER_FINEST`` = 1e-7), so cells with nearby parameters share single steps, and a refinement halves the step
+* **The ladder** (:func:`ladder_floor`): every discretisation the engine chooses is ``LADDER_TOP * 2^(-k/2)``
+  (6.4e-2 down to ``LADDER_FINEST`` = 1e-7; the generic path's first step ``GENERIC_START`` is the one exception), so
+  cells with nearby parameters share single steps, and a refinement halves the step
   (or jumps several rungs at once when the measured error law says so). Calibration walks every fourth rung.
 * **The twin** (:func:`optimistic_curve`): privacy buckets rounded down (dp_accounting's
   ``pessimistic_estimate=False`` construction) read as a post-processed mechanism, whose every test is a test on the
@@ -125,9 +126,11 @@ fraction of the tolerance; the twin takes up the rest of the gap."""
 
 LADDER_TOP = 6.4e-2
 LADDER_FINEST = 1e-7
-GENERIC_START = (
-    1e-4  # first step for mechanisms accounted with dp_accounting (today's default; ladder rung 4e-3 * 2^-5.3)
-)
+GENERIC_START = 1e-4
+"""First step of every mechanism outside the subsampled-Gaussian path (dp_accounting's default discretisation). The
+one step that is not a ladder rung (the nearest rungs are 1.25e-4 and 8.8e-5): moving it to one would move every
+number of those mechanisms, so it stays; each refinement from it lands on a rung (:func:`ladder_floor`), and those
+steps share single steps like every other."""
 
 TWIN_TAIL_FACTOR = 1e-4
 _CURVE_BYTES_PER_POINT = 160  # profile, suffix sums, vertices, breakpoints, monotone copies (float64; measured)
@@ -150,8 +153,9 @@ _TWIN_HINT_SHARE = 0.6
 _GAP_WORK_FACTOR = 4  # the optimistic FFT may be at most this many times the pessimistic support (or 2^16 points)
 _GENERIC_MAX_ROUNDS = 6
 _RDP_EPS_POINTS = 400
-_EPS_FLOOR = 1e-3  # epsilons / mus below this are compared absolutely (relative gaps there are meaningless)
-_ADV_FLOOR = 1e-3
+_GAP_FLOOR = 1e-3
+"""Epsilons, mus and advantages below this are compared absolutely by :func:`relative_gap` (relative gaps there are
+meaningless and harmless)."""
 
 
 # -- the ladder -----------------------------------------------------------------------------------------------------
@@ -236,10 +240,22 @@ class Curves:
 # -- the certified gap ----------------------------------------------------------------------------------------------
 
 
+def relative_gap(upper: np.ndarray | float, lower: np.ndarray | float, floor: float = _GAP_FLOOR) -> np.ndarray:
+    """The one relative-difference policy of the engine, elementwise and signed: (upper - lower) / max(|upper|,
+    ``floor``). Values below ``floor`` are thereby compared absolutely (a relative gap of two tiny epsilons is
+    meaningless and harmless); where ``upper`` is infinite the gap is 0 if ``lower`` is too (both beyond e^700: as
+    tight as float64 allows), +inf otherwise; NaN reads stay NaN. The certified gap reads it with upper and lower
+    ends (clamped at 0), the doubling comparison with the finer and the coarser estimate (its absolute value)."""
+    u = np.asarray(upper, dtype=float)
+    lo = np.asarray(lower, dtype=float)
+    with np.errstate(invalid="ignore"):
+        gap = (u - lo) / np.maximum(np.abs(u), floor)
+    return np.where(np.isinf(u), np.where(np.isinf(lo), 0.0, math.inf), gap)
+
+
 def _rel(upper: float, lower: float, floor: float) -> float:
-    if math.isinf(upper):
-        return 0.0 if math.isinf(lower) else math.inf
-    return max(0.0, upper - lower) / max(abs(upper), floor)
+    # One number of the certified gap: a bracket narrower than nothing (or a NaN read) counts as 0.
+    return max(0.0, float(relative_gap(upper, lower, floor)))
 
 
 def certified_gap(
@@ -255,16 +271,16 @@ def certified_gap(
     optimistic curve. ``include_mu=False`` leaves mu out (the engine asks whether mu alone is short)."""
     if optimistic is None:
         return math.inf
-    gaps = [_rel(pessimistic.advantage, optimistic.advantage, _ADV_FLOOR)]
+    gaps = [_rel(pessimistic.advantage, optimistic.advantage, _GAP_FLOOR)]
     if deltas.size:
         eu = np.atleast_1d(pessimistic.epsilon_at(deltas))
         # Both ends beyond the last line (e^eps overflows past 700): [700, inf] is as tight as float64 allows.
         el = np.atleast_1d(optimistic.epsilon_at(deltas)).astype(float)
-        gaps += [_rel(float(u), float(v), _EPS_FLOOR) for u, v in zip(eu, el, strict=True)]
+        gaps += [_rel(float(u), float(v), _GAP_FLOOR) for u, v in zip(eu, el, strict=True)]
     if include_mu:
         mu_u = pessimistic.mu(alpha_min=alpha_min)[0]
         mu_l = optimistic.mu(alpha_min=alpha_min)[0]
-        gaps.append(_rel(mu_u, mu_l, _EPS_FLOOR))
+        gaps.append(_rel(mu_u, mu_l, _GAP_FLOOR))
     return float(max(gaps))
 
 
@@ -293,6 +309,12 @@ def twin_tail(smallest_query: float) -> float:
     return TWIN_TAIL_FACTOR * min(smallest_query, 1e-10)
 
 
+def _wrap_tail(smallest_query: float) -> float:
+    """The FFT wrap-around slack every plan and twin composition uses: :func:`twin_tail`, never below
+    ``fast_pld.WRAP_TAIL``."""
+    return max(twin_tail(smallest_query), fast_pld.WRAP_TAIL)
+
+
 def optimistic_curve(
     phases: list[tuple[LossPMF, int]] | None,
     mechanism: Mechanism,
@@ -317,7 +339,7 @@ def optimistic_curve(
     # FFT wrap-around slack: 1e-4 of the smallest query (the buffer then needs no more than the output window;
     # fast_pld.WRAP_TAIL), but never below WRAP_TAIL: reads below ~1e-30 (mu read at FPR 1.6e-37 in
     # tests/test_properties.py::test_mu_when_the_curve_hugs_the_axes) would otherwise ask for longer buffers.
-    wrap = max(twin_tail(smallest_query), fast_pld.WRAP_TAIL)
+    wrap = _wrap_tail(smallest_query)
     composed, slack = fast_pld.optimistic_composition(
         phases, tilt_target=tilt_target, tilt_max_bytes=tilt_max_bytes, wrap_tail=wrap
     )
@@ -570,15 +592,13 @@ class Producer:
         fft_total, support = 0, 0
         for (sigma, q), steps in phases.items():
             single = self._single_step(sigma, q, d, side=side)
-            n = fast_pld.fft_length(single, steps, wrap_tail=max(twin_tail(smallest_query), fast_pld.WRAP_TAIL))
+            n = fast_pld.fft_length(single, steps, wrap_tail=_wrap_tail(smallest_query))
             fft_total = max(fft_total, fast_pld.fft_bytes(n))
             support += n
         if support > max_points:
             raise _Refused(f"{side} composed support {support} points at discretization {d:g} > work cap")
         guard = 2 if (self.add_guard and side == "pessimistic") else 1
-        mem = single_bytes + fft_total * guard + (_CURVE_BYTES_PER_POINT + 16 * (len(phases) > 1)) * support
-        if mem > self.budget.memory_bytes:
-            raise _Refused(f"{side} composed support {support} points at discretization {d:g} (~{mem / 2**20:.0f} MiB)")
+        mem = self._within_budget(single_bytes, fft_total, guard, support, len(phases), d, what=f"{side} ")
         return support, mem
 
     # -- subsampled Gaussians (fast_pld) ----------------------------------------------------------------------------
@@ -926,7 +946,7 @@ class Producer:
         Chernoff window, :func:`gdpcore.fast_pld.fft_length`; the linear convolution of the parts, at most their
         summed windows long), doubled for the add direction of an asymmetric mechanism, and the curve arrays over
         the composed support. Raises :class:`_Refused` when it exceeds the memory budget."""
-        wrap = max(twin_tail(smallest_query), fast_pld.WRAP_TAIL)
+        wrap = _wrap_tail(smallest_query)
         single_bytes = sum(
             _SINGLE_BYTES_PER_POINT * (r.probs.size + (0 if a is None else a.probs.size)) for r, a, _ in parts
         )
@@ -936,10 +956,19 @@ class Producer:
         if len(parts) > 1:
             fft_total = max(fft_total, fast_pld.fft_bytes(support))
         guard = 2 if any(a is not None for _, a, _ in parts) else 1
-        mem = int(single_bytes + fft_total * guard + (_CURVE_BYTES_PER_POINT + 16 * (len(parts) > 1)) * support)
+        return support, self._within_budget(single_bytes, fft_total, guard, support, len(parts), d)
+
+    def _within_budget(
+        self, single_bytes: int, fft_bytes: int, guard: int, support: int, parts: int, d: float, *, what: str = ""
+    ) -> int:
+        """The one working-memory formula of both planners: the single steps held, the largest FFT buffer (``guard``
+        times: twice when a second direction is composed), and the curve arrays over the composed ``support`` (plus
+        the linear convolution's output when several ``parts`` are convolved). Raises :class:`_Refused` when it
+        exceeds the memory budget."""
+        mem = int(single_bytes + fft_bytes * guard + (_CURVE_BYTES_PER_POINT + 16 * (parts > 1)) * support)
         if mem > self.budget.memory_bytes:
-            raise _Refused(f"composed support {support} points at discretization {d:g} (~{mem / 2**20:.0f} MiB)")
-        return support, mem
+            raise _Refused(f"{what}composed support {support} points at discretization {d:g} (~{mem / 2**20:.0f} MiB)")
+        return mem
 
     def _compose_direction(
         self, parts: list[tuple[LossPMF, int]], *, planned_bytes: float = 0.0
@@ -1093,11 +1122,8 @@ class Producer:
         the envelope of their supporting lines is a valid (pessimistic) symmetric curve (seed 000 Thm A.9)."""
         from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
-        # The kind's own RDP curve (exact or an upper bound; every kind declares one), converted by dp_accounting.
-        # dp_accounting's RdpAccountant is not used: it reads a replace-one GaussianDpEvent's noise relative to twice
-        # the norm bound its DpEvent documents (google/differential-privacy#378) and takes few of the kinds.
-        orders = np.asarray(rdp.DEFAULT_RDP_ORDERS, dtype=float)
-        curve_rdp, _ = kinds.evaluate(mechanism, "rdp", orders)
+        # dp_accounting's RdpAccountant takes few of the kinds: every kind's own RDP curve, converted by dp_accounting.
+        orders, curve_rdp = kind_rdp_curve(mechanism)
         e_max = max(float(rdp.compute_epsilon(orders, curve_rdp, 1e-12)[0]), 1e-3)
         eps = np.linspace(0.0, e_max, _RDP_EPS_POINTS)
         delta = np.array([rdp.compute_delta(orders, curve_rdp, float(e))[0] for e in eps])
@@ -1112,6 +1138,20 @@ class Producer:
                 status=reason + "; numbers are the looser RDP bound (fallback)",
             ),
         )
+
+
+def kind_rdp_curve(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray]:
+    """(orders, RDP curve) of ``mechanism`` from its kinds' own RDP formulas (exact or upper bounds; every kind
+    declares one) at dp_accounting's default orders, for dp_accounting's conversions ``compute_epsilon`` /
+    ``compute_delta``. The one place the replace-one workaround lives: dp_accounting's ``RdpAccountant`` reads a
+    replace-one ``GaussianDpEvent``'s noise relative to twice the norm bound its DpEvent documents
+    (google/differential-privacy#378), so replace-one RDP epsilons (the engine's RDP fallback, and
+    :mod:`gdpcore.claims`' reproduction) convert this curve instead of composing DpEvents."""
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    orders = np.asarray(rdp.DEFAULT_RDP_ORDERS, dtype=float)
+    curve, _ = kinds.evaluate(mechanism, "rdp", orders)
+    return orders, np.asarray(curve, dtype=float)
 
 
 _ROUNDOFF_SHARE = 1e-3
@@ -1153,16 +1193,10 @@ def _pmf_diagnostics(remove: LossPMF) -> dict[str, float]:
     }
 
 
-def _relative_change(a: np.ndarray, b: np.ndarray) -> float:
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    both_inf = np.isinf(a) & np.isinf(b)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rel = np.abs(a - b) / np.maximum(np.abs(b), 1e-12)
-        rel = np.where(both_inf, 0.0, rel)
-        # Tiny epsilons (< 1e-3) are compared absolutely: a relative error there is meaningless and harmless.
-        small = np.maximum(np.abs(a), np.abs(b)) < _EPS_FLOOR
-        rel = np.where(small & ~both_inf, np.abs(a - b) / _EPS_FLOOR, rel)
+def _relative_change(coarse: np.ndarray, fine: np.ndarray) -> float:
+    """Largest relative change between two probes (:meth:`Producer._probe`) by :func:`relative_gap`, relative to the
+    finer one; NaN reads (not compared) are skipped."""
+    rel = np.abs(relative_gap(fine, coarse))
     return float(np.nanmax(rel)) if rel.size else 0.0
 
 
