@@ -69,7 +69,8 @@ import dataclasses
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -456,6 +457,54 @@ class _Twin:
     gap: float
     short: str | None = None
     mu_tail: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class _Law:
+    """How a refinement walks the ladder (:meth:`Producer._refine_steps`): the gap shrinks like d^``order``, so the
+    next step aims at ``share`` x the tolerance; ``predict(elapsed, last round's seconds, step ratio)`` is the time the
+    next round is expected to take; ``stalled(gap, previous gap)`` says the step no longer sets the gap."""
+
+    order: float
+    share: float
+    predict: Callable[[float, float, float], float]
+    stalled: Callable[[float, float], bool]
+    stall_reason: str
+
+
+_TWIN_LAW = _Law(
+    order=_GAP_ORDER,
+    share=1.0,
+    # Two more rounds' worth of what was spent so far (a finer twin costs more).
+    predict=lambda elapsed, _cost, _ratio: 2.0 * elapsed,
+    # The step was at least halved and the gap did not follow the d^1.8 law: it is not set by the discretisation,
+    # and a finer step only costs.
+    stalled=lambda gap, previous: gap > _GAP_STALL * previous,
+    stall_reason="a finer twin step did not shrink it: the gap is not the discretisation's",
+)
+"""The twin of a subsampled Gaussian: both ends second order in the step (``_GAP_ORDER``)."""
+
+_GENERIC_LAW = _Law(
+    order=1.0,
+    share=0.8,
+    # Single steps and compositions grow as 1 / step.
+    predict=lambda _elapsed, cost, ratio: 1.25 * cost * ratio,
+    # A finer step widened the bracket: round-off allowances (per atom, more atoms) dominate where the report reads
+    # (delta near 1e-12 on multi-part compositions); the coarser round is kept.
+    stalled=lambda gap, previous: gap >= previous,
+    stall_reason="a finer step widened the bracket: round-off allowances dominate",
+)
+"""Every other mechanism: the twin's privacy buckets are first order in the step (the pessimistic side second)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Refinement:
+    """What :meth:`Producer._refine_steps` kept: the best round (value, step, gap) or None, why it stopped short (or
+    None), and the refusal that ended it (or None)."""
+
+    best: tuple[Any, float, float | None] | None
+    short: str | None
+    refused: _Refused | None
 
 
 class Producer:
@@ -868,53 +917,95 @@ class Producer:
         cap = _GAP_WORK_FACTOR * max(1.0, DEFAULT_GRID_TOLERANCE / self.tolerance)
         # Tilted tails on the optimistic side too wherever the pessimistic side needed them, at the same loss.
         target = side.composed.tilt_loss
-        best: tuple[SymmetricCurve, str, float, float] | None = None
         key = _phases_key(phases)
         total_steps = sum(phases.values())
         d = self._twin_start(key, d_p, total_steps) if refine else d_p  # a fixed step: the twin at that step
         max_points = math.inf  # the first round is bounded by the memory budget only
-        previous_gap = math.inf
-        short: str | None = None
         mu_tail = False
-        for _ in range(_GAP_MAX_ROUNDS if refine else 1):
-            try:
-                opt, twin, twin_support = self._optimistic_sg(mechanism, phases, d, smallest, max_points, target)
-            except _Refused:
-                break
-            if refine and best is None:
+
+        def attempt(d: float) -> tuple[tuple[SymmetricCurve, str], float]:
+            nonlocal max_points
+            opt, twin, twin_support = self._optimistic_sg(mechanism, phases, d, smallest, max_points, target)
+            if refine and math.isinf(max_points):
                 max_points = max(cap * max(support, twin_support), 2**16)
-            gap = certified_gap(pess, opt, deltas=self.deltas, alpha_min=self.alpha_min)
-            if best is None or gap < best[3]:
-                best = (opt, twin, d, gap)
-            elapsed = time.perf_counter() - t0
-            if gap <= self.tolerance or d <= LADDER_FINEST or elapsed * 3 > self.budget.seconds:
-                break
+            return (opt, twin), certified_gap(pess, opt, deltas=self.deltas, alpha_min=self.alpha_min)
+
+        def only_mu_in_the_tail(value: tuple[SymmetricCurve, str], gap: float) -> str | None:
+            nonlocal mu_tail
             if pess.fixed_point < fast_pld.TAIL_MASS_TRUNCATION and (
-                certified_gap(pess, opt, deltas=self.deltas, alpha_min=self.alpha_min, include_mu=False)
+                certified_gap(pess, value[0], deltas=self.deltas, alpha_min=self.alpha_min, include_mu=False)
                 <= self.tolerance
             ):
                 # Only mu is short, and it is read where the curve meets the diagonal, below FPR 1e-15 (mu > 15.9):
                 # there both ends are set by the compositions' tail truncation (1e-15 of P-mass), not by the step.
                 mu_tail = True
-                short = (
+                return (
                     f"only mu is short: read where the curve meets the diagonal at FPR {pess.fixed_point:.1e}, below"
                     f" the compositions' tail truncation {fast_pld.TAIL_MASS_TRUNCATION:g}, not refinable by the step"
                 )
-                break
-            if gap > _GAP_STALL * previous_gap:
-                # The step was at least halved and the gap did not follow the d^1.8 law: it is not set by the
-                # discretisation, and a finer step only costs.
-                short = "a finer twin step did not shrink it: the gap is not the discretisation's"
-                break
-            previous_gap = gap
-            d_new = ladder_floor(d * (self.tolerance / gap) ** (1.0 / _GAP_ORDER)) if math.isfinite(gap) else d / 2
-            d = max(min(d_new, d / 2), LADDER_FINEST)
-        if best is None:
-            return _Twin(None, "not built (over budget)", None, math.inf, short, mu_tail)
-        opt, label, d_t, gap = best
+            return None
+
+        run = self._refine_steps(
+            attempt,
+            d,
+            rounds=_GAP_MAX_ROUNDS if refine else 1,
+            law=_TWIN_LAW,
+            t0=t0,
+            stop=only_mu_in_the_tail,
+        )
+        if run.best is None:
+            return _Twin(None, "not built (over budget)", None, math.inf, run.short, mu_tail)
+        (opt, label), d_t, gap = run.best
+        assert gap is not None
         if refine and gap <= self.tolerance and math.isfinite(gap):
             self._twin_hints[key] = max(gap, 1e-3 * self.tolerance) / d_t**_GAP_ORDER
-        return _Twin(opt, label, d_t, gap, short, mu_tail)
+        return _Twin(opt, label, d_t, gap, run.short, mu_tail)
+
+    def _refine_steps(
+        self,
+        attempt: Callable[[float], tuple[Any, float | None]],
+        d: float,
+        *,
+        rounds: int,
+        law: _Law,
+        t0: float,
+        stop: Callable[[Any, float], str | None],
+    ) -> _Refinement:
+        """The one refinement skeleton (the twin of a subsampled Gaussian, and both sides of every other mechanism):
+        ``attempt(d)`` builds a round at step ``d`` and returns (what it built, its certified gap; None: there is no
+        gap to refine), or raises :class:`_Refused`. The round with the smallest gap is kept. Refinement stops when
+        the gap is within tolerance (or None), the step is ``LADDER_FINEST``, ``rounds`` were run, the next round
+        would not fit the time budget (``law.predict``), ``stop(value, gap)`` gives a reason, or the gap stalled
+        (``law.stalled``: it is not the step's); otherwise the next step is the rung where ``law`` puts the gap at
+        ``law.share`` of the tolerance, at least one halving below the last."""
+        best: tuple[Any, float, float | None] | None = None
+        previous_gap: float | None = None
+        for _ in range(rounds):
+            tic = time.perf_counter()
+            try:
+                value, gap = attempt(d)
+            except _Refused as why:
+                return _Refinement(best, None, why)
+            if best is None or (gap is not None and best[2] is not None and gap < best[2]):
+                best = (value, d, gap)
+            if gap is None or gap <= self.tolerance or d <= LADDER_FINEST:
+                break
+            now = time.perf_counter()
+            if math.isfinite(gap):
+                d_new = ladder_floor(d * (law.share * self.tolerance / gap) ** (1.0 / law.order))
+            else:
+                d_new = d / 2
+            d_new = max(min(d_new, ladder_floor(d / 2)), LADDER_FINEST)
+            if now - t0 + law.predict(now - t0, now - tic, d / d_new) > self.budget.seconds:
+                break
+            reason = stop(value, gap)
+            if reason is not None:
+                return _Refinement(best, reason, None)
+            if previous_gap is not None and law.stalled(gap, previous_gap):
+                return _Refinement(best, law.stall_reason, None)
+            previous_gap = gap
+            d = d_new
+        return _Refinement(best, None, None)
 
     def _twin_start(self, key, d_p: float, total_steps: int) -> float:
         """The twin's first step: where the gap law c d^1.8 measured on an earlier cell of the batch with the same
@@ -1018,25 +1109,18 @@ class Producer:
         return curve_from_loss_pmf(remove, add), remove, add, tilt_loss
 
     def _generic(self, mechanism: Mechanism, fixed: float | None, optimistic: bool, t0) -> Curves:
-        d = fixed if fixed is not None else GENERIC_START
-        best: Curves | None = None
-        previous: Curves | None = None
+        """Both sides at one step per round (:meth:`_refine_steps` with the first-order ``_GENERIC_LAW``), from
+        ``GENERIC_START``; the RDP fallback when even the first round's plan is refused."""
         prev: tuple[float, float] | None = None  # (step, single-step bytes) of the last round
-        for _ in range(1 if fixed is not None else _GENERIC_MAX_ROUNDS):
-            tic = time.perf_counter()
-            try:
-                if prev is not None and prev[1] * prev[0] / d > self.budget.memory_bytes:
-                    # Single steps grow as 1 / step: refuse before dp_accounting builds them.
-                    raise _Refused(f"single steps of ~{prev[1] * prev[0] / d:.3g} bytes at discretization {d:g}")
-                parts = self._generic_parts(mechanism, d, "pessimistic")
-                smallest = _smallest_query(self.deltas, self.alpha_min, None)
-                _, mem = self.plan_generic(parts, d, smallest_query=smallest)
-            except _Refused as why:
-                if best is None:
-                    return self._rdp_fallback(
-                        mechanism, f"over_budget: {why} > budget {self.budget.memory_bytes:.0f} bytes"
-                    )
-                break
+
+        def attempt(d: float) -> tuple[tuple[Curves, LossPMF, float | None, float], float | None]:
+            nonlocal prev
+            if prev is not None and prev[1] * prev[0] / d > self.budget.memory_bytes:
+                # Single steps grow as 1 / step: refuse before dp_accounting builds them.
+                raise _Refused(f"single steps of ~{prev[1] * prev[0] / d:.3g} bytes at discretization {d:g}")
+            parts = self._generic_parts(mechanism, d, "pessimistic")
+            smallest = _smallest_query(self.deltas, self.alpha_min, None)
+            _, mem = self.plan_generic(parts, d, smallest_query=smallest)
             prev = (d, float(sum(_SINGLE_BYTES_PER_POINT * r.probs.size for r, _, _ in parts)))
             pess, remove, add, tilt_loss = self._compose_generic(parts, planned_bytes=float(mem))
             diagnostics = _pmf_diagnostics(remove)
@@ -1064,8 +1148,7 @@ class Producer:
                     twin, upper_only = "not available", f"upper_bound_only: {why}"
                 except _Refused:
                     twin, gap = "not built (over budget)", math.inf
-            previous = best
-            best = Curves(
+            curves = Curves(
                 pess,
                 opt,
                 None,
@@ -1085,28 +1168,29 @@ class Producer:
                     diagnostics=diagnostics,
                 ),
             )
-            cost = time.perf_counter() - tic
-            elapsed = time.perf_counter() - t0
-            if gap is not None and previous is not None and previous.provenance.certified_gap is not None:
-                if gap >= previous.provenance.certified_gap:
-                    # A finer step widened the bracket: round-off allowances (per atom, more atoms) dominate where the
-                    # report reads (delta near 1e-12 on multi-part compositions). Keep the coarser round.
-                    best = previous
-                    break
-            if gap is None or gap <= self.tolerance or d <= LADDER_FINEST:
-                break
+            return (curves, remove, tilt_loss, smallest), gap
+
+        def roundoff_dominates(value: tuple[Curves, LossPMF, float | None, float], gap: float) -> str | None:
+            _, remove, tilt_loss, smallest = value
             if tilt_loss is None and remove.max_roundoff * remove.probs.size > 1e-2 * smallest:
                 # The round-off allowance (per atom, untilted: a multi-part composition) is comparable with the
                 # smallest delta or FPR read; a finer step only adds atoms to it, so refinement cannot close the gap.
-                break
-            # The twin's error is first order in the step (privacy buckets; the pessimistic side's is second order):
-            # jump to the rung the measured gap asks for, at least one halving.
-            d_new = ladder_floor(d * 0.8 * self.tolerance / gap) if math.isfinite(gap) else d / 2
-            d_new = max(min(d_new, ladder_floor(d / 2)), LADDER_FINEST)
-            if elapsed + 1.25 * cost * d / d_new > self.budget.seconds:
-                break
-            d = d_new
-        assert best is not None
+                return "the round-off allowance is comparable with the smallest delta or FPR read"
+            return None
+
+        run = self._refine_steps(
+            attempt,
+            fixed if fixed is not None else GENERIC_START,
+            rounds=1 if fixed is not None else _GENERIC_MAX_ROUNDS,
+            law=_GENERIC_LAW,
+            t0=t0,
+            stop=roundoff_dominates,
+        )
+        if run.best is None:
+            return self._rdp_fallback(
+                mechanism, f"over_budget: {run.refused} > budget {self.budget.memory_bytes:.0f} bytes"
+            )
+        best: Curves = run.best[0][0]
         prov = best.provenance
         if fixed is None and optimistic and prov.certified_gap is not None and prov.certified_gap > self.tolerance:
             prov = dataclasses.replace(
