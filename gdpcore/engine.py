@@ -154,6 +154,9 @@ _TWIN_HINT_SHARE = 0.6
 _GAP_WORK_FACTOR = 4  # the optimistic FFT may be at most this many times the pessimistic support (or 2^16 points)
 _GENERIC_MAX_ROUNDS = 6
 _RDP_EPS_POINTS = 400
+PLD_ENGINE = "fast_pld"
+"""``Provenance.engine`` of every curve gdpcore's PLD composition (:mod:`gdpcore.fast_pld`) produced."""
+
 _GAP_FLOOR = 1e-3
 """Epsilons, mus and advantages below this are compared absolutely by :func:`relative_gap` (relative gaps there are
 meaningless and harmless)."""
@@ -215,7 +218,11 @@ class Provenance:
     """
 
     accountant: str
-    engine: str  # "closed_form", "fast_pld", "dp_accounting" or "rdp_fallback"
+    engine: str
+    """Which code composed the curves (the lake's ``engine`` column): "closed_form" (exact mu, nothing composed),
+    ``PLD_ENGINE`` ("fast_pld": gdpcore's round-off-bounded PLD composition, :mod:`gdpcore.fast_pld`, on the
+    subsampled-Gaussian path and on the generic path alike; ``accountant`` says where the single steps came from,
+    dp_accounting's constructions on the generic path) or "rdp_fallback" (dp_accounting's RDP conversion)."""
     status: str = "ok"
     discretization: float | None = None
     discretization_lower: float | None = None
@@ -368,8 +375,8 @@ def generic_parts(
     other one from its kind's dp_accounting PLD (``pld`` hook, :func:`gdpcore.accounting.build_pld`), connect-the-dots
     if ``side`` is "pessimistic", privacy buckets rounded down otherwise. All share the lattice ``step``. Optimistic
     parts carry the remove direction only (a lower bound on the remove profile is one on the mechanism's) and, for
-    Poisson-subsampled Gaussian steps, their buckets' Q-mass bounds (``"bucket_q_weights"``; dp_accounting's buckets,
-    whose losses are rounded down, use their P-masses). The engine composes the parts with fast_pld's
+    their buckets' Q-mass bounds (``LossPMF.bucket_q_weights``: closed form for Poisson-subsampled Gaussian steps,
+    the P-masses for dp_accounting's buckets, whose losses are rounded down). The engine composes the parts with fast_pld's
     round-off-bounded FFT powers.
     Raises :class:`gdpcore.kinds.UnsupportedMechanismError` when a leaf has no construction for ``side``.
     """
@@ -394,8 +401,9 @@ def generic_parts(
                 )
                 if not pessimistic:
                     # Mass at +inf on dp_accounting's optimistic side is tail truncation (the discrete Gaussian
-                    # puts its truncated tail there whatever the side): dropped, which only lowers delta.
-                    remove = dataclasses.replace(remove, infinity_mass=0.0)
+                    # puts its truncated tail there whatever the side): dropped, which only lowers delta. Its
+                    # buckets' losses are rounded down (residual >= 0), so their P-masses bound their Q-masses.
+                    remove = dataclasses.replace(remove, infinity_mass=0.0, bucket_q_weights=remove.probs)
                     add = None
             pair = (remove, add)
             if cache is not None:
@@ -786,7 +794,7 @@ class Producer:
             None,
             Provenance(
                 accountant=accountant,
-                engine="fast_pld",
+                engine=PLD_ENGINE,
                 status=status,
                 discretization=side.step,
                 discretization_lower=None if twin is None else twin.step,
@@ -1157,7 +1165,7 @@ class Producer:
                         f"{ACCOUNTANT_NAME} single steps composed by gdpcore.fast_pld (connect-the-dots, pessimistic;"
                         f" optimistic twin: {twin})"
                     ),
-                    engine="dp_accounting",
+                    engine=PLD_ENGINE,  # dp_accounting built the single steps; fast_pld composed them
                     discretization=d,
                     discretization_lower=d if optimistic else None,
                     status=upper_only or "ok",

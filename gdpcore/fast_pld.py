@@ -800,7 +800,7 @@ def _residual_lower_bounds(k_low, probs, q_probs, p_mag, q_mag, step) -> np.ndar
     buckets round it down to k d. Lower bounds only: r_k is lowered by the propagated round-off of P_k and Q_k
     (each CDF value's error taken as 1e-15 of its magnitude ``*_mag``), set to 0 where that is not small, and
     clipped to [0, d]. They bound each bucket's Q-mass from above: Q_k = P_k e^{-k d - r_k} with P_k raised by its
-    own round-off (``"bucket_q_weights"``, :func:`threshold_test_masses`)."""
+    own round-off (``LossPMF.bucket_q_weights``, :func:`threshold_test_masses`)."""
     ks = k_low + np.arange(probs.size)
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = 1e-15 * (p_mag / probs + q_mag / q_probs)
@@ -828,9 +828,15 @@ def optimistic_single_step_pld(*, noise_multiplier: float, sampling_rate: float,
     if not q < 1:
         raise ValueError(f"sampling_rate must be < 1 for the optimistic builder, got {sampling_rate!r}")
     lo, probs, q_probs, p_mag, q_mag = _optimistic_remove_probs(sigma, q, step)
-    single = LossPMF(lower_index=lo, step=step, probs=probs, infinity_mass=0.0, pessimistic=False)
     r = _residual_lower_bounds(lo, probs, q_probs, p_mag, q_mag, step)
-    single.cached("bucket_q_weights", lambda: (probs + 1e-15 * p_mag) * np.exp(-r))
+    single = LossPMF(
+        lower_index=lo,
+        step=step,
+        probs=probs,
+        infinity_mass=0.0,
+        pessimistic=False,
+        bucket_q_weights=(probs + 1e-15 * p_mag) * np.exp(-r),
+    )
     single.cached("bucket_residual_mean", lambda: float(np.sum(probs * r)) / max(float(probs.sum()), 1e-300))
     return single
 
@@ -949,8 +955,8 @@ def threshold_test_masses(pmf: LossPMF, parts: list[tuple[LossPMF, int]]) -> tup
     mechanism's trade-off curve lies below every (alpha, beta) such a test achieves (e.g. delta(0) = sup_S (P(S) -
     Q(S)) >= P(K in S) - Q(K in S) for any set S of values of K). Both laws of K are convolution powers of the
     bucket masses: P_k (privacy buckets) and Q_k = P_k e^{-l_k} <= P_k e^{-k d - r_k} = e^{-k d} w_k, with r_k >= 0 a
-    lower bound on the bucket's residual (``"bucket_q_weights"``, :func:`_residual_lower_bounds`; r_k = 0 for a
-    single step that carries none, e.g. dp_accounting's buckets, whose losses are rounded down). Since e^{-K d}
+    lower bound on the bucket's residual (``LossPMF.bucket_q_weights``, :func:`_residual_lower_bounds`; r_k = 0,
+    w = P, for dp_accounting's buckets, whose losses are rounded down). Since e^{-K d}
     factors over the steps, Q(K = k) <= e^{-k d} W_T(k) with W_T the convolution power of w (each phase's,
     convolved), composed like a pessimistic PMF (its round-off bound added per atom; wrapped mass only raises it;
     mass cut from its window is in no test). Indices below W_T's window are left out (their Q-mass is not held): no
@@ -968,7 +974,9 @@ def threshold_test_masses(pmf: LossPMF, parts: list[tuple[LossPMF, int]]) -> tup
     # mass (sum w)^T is e^-38 on sigma 0.6, q 0.04, T 1e4 at step 8e-3 and underflows once T d passes ~1400.
     log_scale = 0.0
     for single, steps in parts:
-        w = single.cached("bucket_q_weights") if single.has_cached("bucket_q_weights") else single.probs
+        w = single.bucket_q_weights
+        if w is None:
+            raise ValueError("every optimistic single step must carry its bucket_q_weights (LossPMF field)")
         w_total = float(np.sum(w))
         if w_total > 0.0:
             w = w / w_total

@@ -45,6 +45,12 @@ class LossPMF:
     pessimistic: bool = True
     roundoff: float | np.ndarray = 0.0
     _cache: dict[Any, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    bucket_q_weights: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
+    """An optimistic (privacy-bucket) single step's Q-mass weights: w_k >= P_k e^{-(l_k - k d)} per bucket k, so that
+    Q_k <= e^{-k d} w_k (:func:`gdpcore.fast_pld.threshold_test_masses` composes them). Part of the twin's proof, so
+    it is set where the buckets are built (the Poisson-subsampled Gaussian's closed-form residual bounds; the
+    P-masses themselves for buckets whose losses are rounded down) and None on every other PMF: the twin refuses a
+    single step without it."""
 
     @property
     def max_roundoff(self) -> float:

@@ -205,3 +205,24 @@ def test_refinement_stops_and_says_why_when_only_a_mu_read_beyond_the_tail_trunc
         up, lo = float(r.epsilon(d)), float(r.epsilon(d, side="optimistic"))
         assert lo <= up and (up - lo) / up <= engine.DEFAULT_GRID_TOLERANCE
     assert r.mu_lower <= r.mu
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "kwargs", "label"),
+    [
+        (g.Gaussian(noise_multiplier=2.0), {}, "closed_form"),
+        (SG(noise_multiplier=1.0, sampling_rate=0.01, steps=100), {"discretization": 1e-3}, "fast_pld"),
+        # The generic path: dp_accounting builds the single steps, gdpcore's PLD composition composes them.
+        (g.Laplace(scale=2.0), {"discretization": 1e-3}, "fast_pld"),
+        (SG(noise_multiplier=1.0, sampling_rate=0.01, steps=100), {"memory_budget_bytes": 10_000}, "rdp_fallback"),
+    ],
+)
+def test_engine_label_names_the_code_that_composed_the_curves(mechanism, kwargs, label):
+    """The lake's ``engine`` column (gdpcore.grid's row) says which code composed each cell, per path."""
+    from gdpcore.grid import report_row
+
+    r = g.analyze(mechanism, **kwargs)
+    assert ("closed_form" if r.provenance is None else r.provenance.engine) == label
+    assert report_row(0, r, deltas=[1e-5], fprs=[1e-3])["engine"] == label
+    if label == "fast_pld" and mechanism.kind != "subsampled_gaussian":
+        assert r.accountant.startswith("dp_accounting") and "composed by gdpcore.fast_pld" in r.accountant
