@@ -1,4 +1,4 @@
-"""Attack-aware calibration (issue 4): certified, tight against independent truth, clear errors.
+"""Attack-aware calibration: certified, tight against independent truth, clear errors.
 
 Independent truth used here (never the calibrator's own earlier output):
 

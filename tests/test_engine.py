@@ -1,4 +1,4 @@
-"""gdpcore.engine: the one curve producer (issue 13). Brackets never invert, accuracy by default, budgets planned
+"""gdpcore.engine: the one curve producer. Brackets never invert, accuracy by default, budgets planned
 before allocating, one ladder / twin / planner. Independent truth: dp_accounting's connect-the-dots PLD (an upper
 bound) and its privacy buckets (a lower bound), the Gaussian closed form, and the definition of the regret."""
 
@@ -20,7 +20,7 @@ TINY_DELTAS = np.array([1e-3, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11, 1e-12]
 @pytest.mark.parametrize(
     ("sigma", "q", "T"),
     [
-        # Issue 13's inverted cells: analyze's "lower" eps was above its upper eps at delta <= 1e-9 (FFT round-off
+        # The cells that once inverted: analyze's "lower" eps was above its upper eps at delta <= 1e-9 (FFT round-off
         # counted on neither side): 23.873 > 23.434 at 1e-12 for the first, 126.83198 > 126.83134 at 1e-9.
         (1.4566, 0.01486, 59_888),
         (0.8909, 0.02901, 60_614),

@@ -1,4 +1,4 @@
-"""The engine's generic path (issue 13, "never optimistic"): dp_accounting single steps composed by gdpcore.fast_pld.
+"""The engine's generic path ("never optimistic"): dp_accounting single steps composed by gdpcore.pld.
 
 Independent truth: dp_accounting's own PLDs of the same mechanisms at a 10x finer step (pessimistic connect-the-dots
 and optimistic privacy buckets, composed by dp_accounting's ``compose`` / ``self_compose``), and the exact epsilon of
@@ -73,7 +73,7 @@ def test_single_steps_flatten_the_tree_and_merge_equal_steps():
 
 
 def test_discrete_gaussian_tail_bracket_holds_at_a_fixed_step():
-    """The xfail cell of issue 13 at the step it failed at (1e-4): both ends bracket the exact 26.11102
+    """The cell whose bracket once inverted, at the step it failed at (1e-4): both ends bracket the exact 26.11102
     (tests/test_engine.py::_exact_discrete_gaussian_epsilon) at delta = 1e-12, asked for explicitly."""
     m = g.SelfComposed(mechanism=g.DiscreteGaussian(sigma=1.437, sensitivity=2), count=5)
     r = g.analyze(m, discretization=1e-4, deltas=[1e-12])

@@ -207,7 +207,7 @@ def test_single_step_curve_never_above_the_closed_form():
     assert np.max(exact - ours) < 2e-3
 
 
-# --- the traps named in issue 2 ---------------------------------------------------------------------------------
+# --- known traps of privacy reports ---------------------------------------------------------------------------------
 
 
 def test_add_direction_defect_never_publishes_probability_above_one():

@@ -22,7 +22,7 @@ Modules, one concern each:
 * :mod:`~gdpcore.engine.twin` - **the twin** (:func:`optimistic_curve`): privacy buckets rounded down
   (dp_accounting's ``pessimistic_estimate=False`` construction) read as a post-processed mechanism, whose every test
   is a test on the mechanism: the twin is the curve through the error rates of all tests on the composed bucket
-  index K (``fast_pld.threshold_test_masses``, ``curve.curve_from_threshold_tests``). Both laws of K are convolution
+  index K (``pld.threshold_test_masses``, ``curve.curve_from_threshold_tests``). Both laws of K are convolution
   powers: P of the bucket masses, Q of the bucket masses moved by e^{-k d} and bounded through each bucket's residual
   lower bound (``LossPMF.bucket_q_weights``). Its error is second order in the step, like connect-the-dots. Its only
   slack is the FFT wrap-around, ``TWIN_TAIL_FACTOR`` x the smallest delta or FPR read (capped at 1e-10 of it) per
@@ -33,7 +33,7 @@ Modules, one concern each:
   the next round would not fit in ``Budget.seconds``. When even the coarsest step is refused, the result is
   dp_accounting's RDP bound (:mod:`~gdpcore.engine.rdp`: looser, valid, labelled ``rdp_fallback``).
 * :mod:`~gdpcore.engine.subsampled_gaussian` - **the subsampled-Gaussian path** (schedules of Poisson-subsampled
-  Gaussians, :mod:`gdpcore.fast_pld`'s vectorised constructions). The pessimistic step comes from an error law
+  Gaussians, :mod:`gdpcore.pld`'s vectorised constructions). The pessimistic step comes from an error law
   err(d) ~ c d^2 (connect-the-dots is second order: coarse - fine ~ 3 x the error of fine), measured by a doubling
   comparison of the numbers the gap reads and kept within ``ERROR_TARGET_RATIO`` x tolerance; the first cell of a
   batch group measures c cheaply on float64 compositions, later cells borrow it (scaled by sqrt(T / T_then)) and
@@ -41,7 +41,7 @@ Modules, one concern each:
 * :mod:`~gdpcore.engine.generic` - **the generic path**: every other mechanism (discrete Gaussian, Laplace,
   randomized response, mixtures, compositions such as DP-SGD + a Laplace release) split into independent single
   steps (:mod:`~gdpcore.engine.parts`), each built exactly by its kind's dp_accounting construction
-  (Poisson-subsampled Gaussian steps by fast_pld's) and composed with fast_pld's FFT powers and linear convolutions,
+  (Poisson-subsampled Gaussian steps by gdpcore.pld's) and composed with gdpcore.pld's FFT powers and linear convolutions,
   whose a-priori round-off bounds move the curves to the safe side (dp_accounting's ``self_compose`` carries none;
   docs/references.md, "five discrete Gaussians"). Both sides share one step, refined by the twin's first-order law.
 * :mod:`~gdpcore.engine.base` / :mod:`~gdpcore.engine.producer` - the producer: caches and hints, one repeated step
@@ -49,11 +49,11 @@ Modules, one concern each:
   meet the target within the budget carries ``status`` "tolerance_not_met: ..." with the achieved gap; both ends stay
   valid bounds.
 
-Round-off: composed PMFs carry a rigorous per-atom a-priori round-off bound (``fast_pld._power_roundoff``;
+Round-off: composed PMFs carry a rigorous per-atom a-priori round-off bound (``pld._power_roundoff``;
 tests/test_roundoff.py checks it against an extended-precision composition) moved to the safe side of each end
 (:mod:`gdpcore.pmf`), so brackets never invert at tiny delta. Where that allowance would matter for the smallest
 delta or FPR read, the upper tail is recomputed on the single step tilted by half the tilt that centres it on the
-read region (``fast_pld.TILT_FRACTION``), on both sides.
+read region (``pld.TILT_FRACTION``), on both sides.
 
 The measurements behind the constants (error laws, gap laws, start factors) are in docs/engine-measurements.md.
 """

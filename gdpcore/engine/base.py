@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from gdpcore import fast_pld
+from gdpcore import pld
 from gdpcore.curve import (
     SymmetricCurve,
     curve_from_remove_pmf,
@@ -50,7 +50,7 @@ class _Refinement:
 
 
 _ROUNDOFF_SHARE = 1e-3
-"""A composition's tail is recomputed tilted (:func:`gdpcore.fast_pld.refine_tail`) when its round-off allowance could
+"""A composition's tail is recomputed tilted (:func:`gdpcore.pld.refine_tail`) when its round-off allowance could
 move a value the report reads by more than this share of it."""
 
 
@@ -130,7 +130,7 @@ class _ProducerBase(_Planner):
         if s is not None:
             return s
         # Built outside the lock (other threads' steps need not wait); a step two threads built at once is kept once.
-        built = fast_pld.single_step(sigma, q, d, side=side, direction=direction)
+        built = pld.single_step(sigma, q, d, side=side, direction=direction)
         with self._lock:
             s = self._single.get(key)
             if s is None:
@@ -147,7 +147,7 @@ class _ProducerBase(_Planner):
     def _fft_len(single: LossPMF, steps: int) -> int | None:
         """A transform length already cached for a larger T of this single step, when it is close to what ``steps``
         needs (reused instead of a new forward transform)."""
-        n = fast_pld.fft_length(single, steps)
+        n = pld.fft_length(single, steps)
         reusable = [m for m in single.cached_fft_lengths() if n <= m <= 1.25 * n]
         return reusable[0] if reusable else None
 
@@ -156,12 +156,12 @@ class _ProducerBase(_Planner):
     ) -> tuple[LossPMF, float | None]:
         """One direction's pessimistic composition and, when its tail was tilted, the loss the tilt centres on.
 
-        Each part by FFT power (:func:`gdpcore.fast_pld.compose_loss_pmf`, a-priori round-off bound, truncated tails
-        at +inf), the parts by linear convolution (:func:`gdpcore.fast_pld.compose_phases`). A single repeated step
+        Each part by FFT power (:func:`gdpcore.pld.compose_loss_pmf`, a-priori round-off bound, truncated tails
+        at +inf), the parts by linear convolution (:func:`gdpcore.pld.compose_phases`). A single repeated step
         whose round-off allowance could matter where the report reads gets its tail recomputed tilted towards that
         region (:meth:`_compose_single`, shared with the subsampled-Gaussian path)."""
         if len(parts) > 1:
-            return fast_pld.compose_phases(parts), None
+            return pld.compose_phases(parts), None
         single, steps = parts[0]
         pmf, _, tilt_loss = self._compose_single(single, steps, planned_bytes=planned_bytes)
         return pmf, tilt_loss
@@ -172,16 +172,16 @@ class _ProducerBase(_Planner):
         """One repeated step composed (extended-precision transforms), its remove curve, and the loss its tail was
         tilted towards (None if not). Where the round-off allowance could move a number the report reads by more
         than ``_ROUNDOFF_SHARE`` of it (:func:`_roundoff_matters`), the tail is recomputed on the step tilted by
-        ``fast_pld.TILT_FRACTION`` of the tilt that centres it on the smallest delta or FPR read."""
-        pmf = fast_pld.compose_loss_pmf(single, steps, fft_len=fft_len)
+        ``pld.TILT_FRACTION`` of the tilt that centres it on the smallest delta or FPR read."""
+        pmf = pld.compose_loss_pmf(single, steps, fft_len=fft_len)
         curve = curve_from_remove_pmf(pmf)
         smallest = _smallest_query(self.deltas, self.alpha_min, curve)
         if steps == 1 or not _roundoff_matters(curve, pmf, smallest):
             return pmf, curve, None
-        theta = fast_pld.TILT_FRACTION * fast_pld.tilt_for_tail(single, steps, smallest)
+        theta = pld.TILT_FRACTION * pld.tilt_for_tail(single, steps, smallest)
         spare = self.budget.memory_bytes - planned_bytes
-        pmf = fast_pld.refine_tail(pmf, single, steps, theta, max_bytes=spare)
-        return pmf, curve_from_remove_pmf(pmf), steps * fast_pld.tilted_log_mgf(single, theta)[1]
+        pmf = pld.refine_tail(pmf, single, steps, theta, max_bytes=spare)
+        return pmf, curve_from_remove_pmf(pmf), steps * pld.tilted_log_mgf(single, theta)[1]
 
     def _refine_steps(
         self,

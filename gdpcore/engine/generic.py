@@ -1,4 +1,4 @@
-"""The generic path: every other mechanism, its single steps composed by :mod:`gdpcore.fast_pld`."""
+"""The generic path: every other mechanism, its single steps composed by :mod:`gdpcore.pld`."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gdpcore import fast_pld, kinds
+from gdpcore import kinds, pld
 from gdpcore.accounting import build_pld, loss_pmfs
 from gdpcore.kinds import subsampled_gaussian_phases
 from gdpcore.mechanisms import Mechanism
@@ -22,20 +22,20 @@ def generic_parts(
     """``mechanism`` as independent single steps at ``step``: [(remove PMF, add PMF or None if symmetric, count)].
 
     The composition tree is flattened by the kind registry (:func:`gdpcore.kinds.single_steps`). Each single step
-    is an exact construction, no composition: a Poisson-subsampled Gaussian step comes from :mod:`gdpcore.fast_pld`
+    is an exact construction, no composition: a Poisson-subsampled Gaussian step comes from :mod:`gdpcore.pld`
     (``sg_single(sigma, q, step, side=..., direction=...)``: the subsampled-Gaussian path's builders and cache), every
     other one from its kind's dp_accounting PLD (``pld`` hook, :func:`gdpcore.accounting.build_pld`), connect-the-dots
     if ``side`` is "pessimistic", privacy buckets rounded down otherwise. All share the lattice ``step``. Optimistic
     parts carry the remove direction only (a lower bound on the remove profile is one on the mechanism's) and, for
     their buckets' Q-mass bounds (``LossPMF.bucket_q_weights``: closed form for Poisson-subsampled Gaussian steps,
-    the P-masses for dp_accounting's buckets, whose losses are rounded down). The engine composes the parts with fast_pld's
+    the P-masses for dp_accounting's buckets, whose losses are rounded down). The engine composes the parts with gdpcore.pld's
     round-off-bounded FFT powers.
     Raises :class:`gdpcore.kinds.UnsupportedMechanismError` when a leaf has no construction for ``side``.
     """
     if side not in ("pessimistic", "optimistic"):
         raise ValueError(f"side must be 'pessimistic' or 'optimistic', got {side!r}")
     if sg_single is None:
-        sg_single = fast_pld.single_step
+        sg_single = pld.single_step
     pessimistic = side == "pessimistic"
     out: list[tuple[LossPMF, LossPMF | None, int]] = []
     for leaf, count in kinds.single_steps(mechanism):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from gdpcore import fast_pld
+from gdpcore import pld
 from gdpcore.engine.twin import _wrap_tail
 from gdpcore.pmf import LossPMF
 
@@ -58,7 +58,7 @@ class _Planner:
         """(composed support, working bytes) of one side at step ``d``, estimated before any composition is
         allocated (single-step lengths in closed form; FFT lengths from the single steps' Chernoff windows).
         Raises :class:`_Refused` when the plan exceeds the memory budget or ``max_points``."""
-        length_fn = fast_pld.single_step_length if side == "pessimistic" else fast_pld.optimistic_single_step_length
+        length_fn = pld.single_step_length if side == "pessimistic" else pld.optimistic_single_step_length
         single_bytes = 0
         for sigma, q in phases:
             n1 = length_fn(noise_multiplier=sigma, sampling_rate=q, discretization=d)
@@ -70,8 +70,8 @@ class _Planner:
         fft_total, support = 0, 0
         for (sigma, q), steps in phases.items():
             single = self._single_step(sigma, q, d, side=side)
-            n = fast_pld.fft_length(single, steps, wrap_tail=_wrap_tail(smallest_query))
-            fft_total = max(fft_total, fast_pld.fft_bytes(n))
+            n = pld.fft_length(single, steps, wrap_tail=_wrap_tail(smallest_query))
+            fft_total = max(fft_total, pld.fft_bytes(n))
             support += n
         if support > max_points:
             raise _Refused(f"{side} composed support {support} points at discretization {d:g} > work cap")
@@ -88,18 +88,18 @@ class _Planner:
     ) -> tuple[int, int]:
         """(composed support, working bytes) of the generic composition of ``parts`` at step ``d``, before any
         composition is allocated: the single steps held, the largest FFT buffer (each part's FFT power on its
-        Chernoff window, :func:`gdpcore.fast_pld.fft_length`; the linear convolution of the parts, at most their
+        Chernoff window, :func:`gdpcore.pld.fft_length`; the linear convolution of the parts, at most their
         summed windows long), doubled for the add direction of an asymmetric mechanism, and the curve arrays over
         the composed support. Raises :class:`_Refused` when it exceeds the memory budget."""
         wrap = _wrap_tail(smallest_query)
         single_bytes = sum(
             _SINGLE_BYTES_PER_POINT * (r.probs.size + (0 if a is None else a.probs.size)) for r, a, _ in parts
         )
-        lengths = [fast_pld.fft_length(r, steps, wrap_tail=wrap) for r, _, steps in parts]
+        lengths = [pld.fft_length(r, steps, wrap_tail=wrap) for r, _, steps in parts]
         support = int(sum(lengths))
-        fft_total = max(fast_pld.fft_bytes(n) for n in lengths)
+        fft_total = max(pld.fft_bytes(n) for n in lengths)
         if len(parts) > 1:
-            fft_total = max(fft_total, fast_pld.fft_bytes(support))
+            fft_total = max(fft_total, pld.fft_bytes(support))
         guard = 2 if any(a is not None for _, a, _ in parts) else 1
         return support, self._within_budget(single_bytes, fft_total, guard, support, len(parts), d)
 

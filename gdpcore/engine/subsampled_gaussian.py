@@ -1,4 +1,4 @@
-"""The subsampled-Gaussian path: schedules of Poisson-subsampled Gaussians composed by :mod:`gdpcore.fast_pld`."""
+"""The subsampled-Gaussian path: schedules of Poisson-subsampled Gaussians composed by :mod:`gdpcore.pld`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from gdpcore import fast_pld
+from gdpcore import pld
 from gdpcore.curve import (
     SymmetricCurve,
     curve_from_loss_pmf,
@@ -44,7 +44,7 @@ _GAP_MAX_ROUNDS = 3
 
 _GAP_ORDER = 1.8
 """The twin's certified gap shrinks like d^1.8 per refinement: both ends are second order in the step (the twin is
-the hull of threshold tests on the bucketed composition, fast_pld.threshold_test_masses); the measured ratios per
+the hull of threshold tests on the bucketed composition, pld.threshold_test_masses); the measured ratios per
 halving are in docs/engine-measurements.md."""
 
 
@@ -135,12 +135,12 @@ class _SubsampledGaussianPath(_ProducerBase):
                 single, steps, fft_len=self._fft_len(single, steps), planned_bytes=planned_bytes
             )
         else:
-            remove = fast_pld.compose_phases(parts)
+            remove = pld.compose_phases(parts)
             curve, tilt_loss = curve_from_remove_pmf(remove), None
         diagnostics = _pmf_diagnostics(remove)
         if self.add_guard:
             adds = [(self._single_step(s, q, d, direction="add"), steps) for (s, q), steps in phases.items()]
-            add = fast_pld.compose_phases(adds)
+            add = pld.compose_phases(adds)
             curve = curve_from_loss_pmf(remove, add)
             diagnostics["add_direction_gap"] = curve.add_direction_gap
             diagnostics["add_excess_mass"] = max(0.0, add.p_mass - 1.0)
@@ -155,9 +155,9 @@ class _SubsampledGaussianPath(_ProducerBase):
         parts = [(self._single_step(s, q, d), steps) for (s, q), steps in phases.items()]
         if len(parts) == 1:
             single, steps = parts[0]
-            remove = fast_pld.compose_loss_pmf(single, steps, fft_len=self._fft_len(single, steps), extended=False)
+            remove = pld.compose_loss_pmf(single, steps, fft_len=self._fft_len(single, steps), extended=False)
         else:
-            remove = fast_pld.compose_phases(parts, extended=False)
+            remove = pld.compose_phases(parts, extended=False)
         noise = remove.max_roundoff * remove.probs.size
         remove = dataclasses.replace(remove, roundoff=0.0)
         return curve_from_remove_pmf(remove, exact_vertices=False), noise
@@ -174,7 +174,7 @@ class _SubsampledGaussianPath(_ProducerBase):
         eps = np.where(ds >= _NOISE_MARGIN * noise, eps, math.nan)
         mu = math.nan
         smallest = _smallest_query(np.zeros(0), self.alpha_min, curve)
-        if curve.fixed_point >= fast_pld.TAIL_MASS_TRUNCATION and smallest >= _NOISE_MARGIN * noise:
+        if curve.fixed_point >= pld.TAIL_MASS_TRUNCATION and smallest >= _NOISE_MARGIN * noise:
             mu = curve.mu(alpha_min=self.alpha_min)[0]
         return np.concatenate([eps, [curve.advantage, mu]])
 
@@ -389,7 +389,7 @@ class _SubsampledGaussianPath(_ProducerBase):
 
         def only_mu_in_the_tail(value: tuple[SymmetricCurve, str], gap: float) -> str | None:
             nonlocal mu_tail
-            if pess.fixed_point < fast_pld.TAIL_MASS_TRUNCATION and (
+            if pess.fixed_point < pld.TAIL_MASS_TRUNCATION and (
                 certified_gap(pess, value[0], deltas=self.deltas, alpha_min=self.alpha_min, include_mu=False)
                 <= self.tolerance
             ):
@@ -398,7 +398,7 @@ class _SubsampledGaussianPath(_ProducerBase):
                 mu_tail = True
                 return (
                     f"only mu is short: read where the curve meets the diagonal at FPR {pess.fixed_point:.1e}, below"
-                    f" the compositions' tail truncation {fast_pld.TAIL_MASS_TRUNCATION:g}, not refinable by the step"
+                    f" the compositions' tail truncation {pld.TAIL_MASS_TRUNCATION:g}, not refinable by the step"
                 )
             return None
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from gdpcore import fast_pld
+from gdpcore import pld
 from gdpcore.curve import (
     SymmetricCurve,
     curve_from_threshold_tests,
@@ -35,8 +35,8 @@ def twin_tail(smallest_query: float) -> float:
 
 def _wrap_tail(smallest_query: float) -> float:
     """The FFT wrap-around slack every plan and twin composition uses: :func:`twin_tail`, never below
-    ``fast_pld.WRAP_TAIL``."""
-    return max(twin_tail(smallest_query), fast_pld.WRAP_TAIL)
+    ``pld.WRAP_TAIL``."""
+    return max(twin_tail(smallest_query), pld.WRAP_TAIL)
 
 
 def optimistic_curve(
@@ -50,10 +50,10 @@ def optimistic_curve(
 ) -> tuple[SymmetricCurve, str]:
     """The optimistic twin at ``step`` and its label: a curve whose profile is a proven lower bound.
 
-    ``phases`` are optimistic single steps with their step counts: ``fast_pld.optimistic_single_step_pld`` for a
+    ``phases`` are optimistic single steps with their step counts: ``pld.optimistic_single_step_pld`` for a
     schedule of Poisson-subsampled Gaussians, :func:`generic_parts` (dp_accounting's privacy buckets per single step)
     for every other mechanism (None: built here). The curve is the hull of the threshold tests {K > k0} on the
-    composed bucket index K (``fast_pld.threshold_test_masses``, ``curve.curve_from_threshold_tests``): bucketing is
+    composed bucket index K (``pld.threshold_test_masses``, ``curve.curve_from_threshold_tests``): bucketing is
     post-processing, and both laws of K are convolution powers (P of the bucket masses, Q of the bucket masses moved
     by e^{-k d}, bounded through each bucket's residual lower bound; 0 for dp_accounting's buckets).
     """
@@ -61,12 +61,12 @@ def optimistic_curve(
         # Every other mechanism: its optimistic single steps (generic_parts), composed below like a schedule.
         phases = [(single, steps) for single, _, steps in generic_parts(mechanism, step, side="optimistic")]
     # FFT wrap-around slack: 1e-4 of the smallest query (the buffer then needs no more than the output window;
-    # fast_pld.WRAP_TAIL), but never below WRAP_TAIL: reads below ~1e-30 (mu read at FPR 1.6e-37 in
+    # pld.WRAP_TAIL), but never below WRAP_TAIL: reads below ~1e-30 (mu read at FPR 1.6e-37 in
     # tests/test_properties.py::test_mu_when_the_curve_hugs_the_axes) would otherwise ask for longer buffers.
     wrap = _wrap_tail(smallest_query)
-    composed, slack = fast_pld.optimistic_composition(
+    composed, slack = pld.optimistic_composition(
         phases, tilt_target=tilt_target, tilt_max_bytes=tilt_max_bytes, wrap_tail=wrap
     )
-    _, p_low, q_high = fast_pld.threshold_test_masses(composed, phases)
+    _, p_low, q_high = pld.threshold_test_masses(composed, phases)
     curve = curve_from_threshold_tests(p_low, q_high, p_slack=slack)
     return curve, "privacy buckets + threshold tests on the composed bucket index"
