@@ -35,7 +35,7 @@ from gdpcore.closed_form import (
     get_mu_from_pure_dp,
 )
 from gdpcore.divergence import delta_divergence, get_bayes_risk, get_delta_divergence, is_at_least_as_private
-from gdpcore.engine import Budget, Curves, Producer, Provenance, certified_gap, produce
+from gdpcore.engine import Budget, Provenance, certified_gap
 from gdpcore.events import (
     dp_event_from_dict,
     dp_event_from_json,
@@ -60,7 +60,6 @@ from gdpcore.evidence import (
     one_run_mu_lower,
     registry_confidence,
 )
-from gdpcore.fast_pld import subsampled_gaussian_loss_pmf
 from gdpcore.gdpt import bracket_mu, get_delta_from_epsilon_delta, identify_gdp, implies
 from gdpcore.grid import analyze_grid
 from gdpcore.kinds import UnsupportedMechanismError
@@ -94,11 +93,8 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
 
 __all__ = [
     "Budget",
-    "Curves",
-    "Producer",
     "Provenance",
     "certified_gap",
-    "produce",
     "AdvantageCalibrationCost",
     "CalibrationResult",
     "ClaimCheck",
@@ -167,7 +163,6 @@ __all__ = [
     "implies",
     "is_at_least_as_private",
     "mechanism_from_dict",
-    "subsampled_gaussian_loss_pmf",
     "EvidenceCheck",
     "OneRunEvidence",
     "RegistryAudit",

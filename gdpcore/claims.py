@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from gdpcore._validation import check_positive, check_probability
 from gdpcore.closed_form import get_epsilon_from_gdp
-from gdpcore.kinds import UnsupportedMechanismError, clt_mu, evaluate, to_dp_event
+from gdpcore.engine import kind_rdp_curve
+from gdpcore.kinds import UnsupportedMechanismError, clt_mu, to_dp_event
 from gdpcore.mechanisms import Mechanism
 
 __all__ = [
@@ -148,10 +148,8 @@ def _rdp_epsilon(mechanism: Mechanism, delta: float) -> tuple[float, str]:
             f"{mechanism.neighbouring_relation}"
         )
     if mechanism.neighbouring_relation == "replace_one":
-        # dp_accounting's RdpAccountant reads a replace-one GaussianDpEvent's noise relative to twice the norm bound
-        # its DpEvent documents (google/differential-privacy#378): its RDP math is applied to gdpcore's RDP curve.
-        orders = np.asarray(rdp_privacy_accountant.DEFAULT_RDP_ORDERS, dtype=float)
-        curve, _ = evaluate(mechanism, "rdp", orders)
+        # dp_accounting's RDP math applied to gdpcore's RDP curve (the replace-one workaround, kind_rdp_curve).
+        orders, curve = kind_rdp_curve(mechanism)
         eps, order = rdp_privacy_accountant.compute_epsilon(orders, curve, delta)
         detail = (
             f"dp_accounting's RDP conversion (compute_epsilon, {orders.size} default orders, optimal order {order:g}) "

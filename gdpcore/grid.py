@@ -136,16 +136,10 @@ def analyze_grid(
             continue
         curves = producer().produce(m, discretization=discretization)
         reports[i] = emit(i, PrivacyReport.from_curves(m, curves, alpha_min=alpha_min))
-    # One (sigma, q) group at a time: its single steps and transforms serve every T, then are released.
-    for idx in groups.values():
-        prod = producer()
-        for i in sorted(idx, key=lambda j: -_total_steps(mechs[j])):
-            curves = prod.produce(mechs[i], discretization=discretization)
-            reports[i] = emit(i, PrivacyReport.from_curves(mechs[i], curves, alpha_min=alpha_min))
-        prod.release()
-    # Schedules of several phases (e.g. a swept composition of two DP-SGD phases) with the same set of (sigma, q):
-    # each phase's single steps are built once for the whole set of cells.
-    for idx in schedules.values():
+    # One (sigma, q) group at a time: its single steps and transforms serve every T, then are released. Schedules of
+    # several phases (e.g. a swept composition of two DP-SGD phases) with the same set of (sigma, q) likewise: each
+    # phase's single steps are built once for the whole set of cells.
+    for idx in [*groups.values(), *schedules.values()]:
         prod = producer()
         for i in sorted(idx, key=lambda j: -_total_steps(mechs[j])):
             curves = prod.produce(mechs[i], discretization=discretization)

@@ -45,6 +45,12 @@ class LossPMF:
     pessimistic: bool = True
     roundoff: float | np.ndarray = 0.0
     _cache: dict[Any, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    bucket_q_weights: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
+    """An optimistic (privacy-bucket) single step's Q-mass weights: w_k >= P_k e^{-(l_k - k d)} per bucket k, so that
+    Q_k <= e^{-k d} w_k (:func:`gdpcore.fast_pld.threshold_test_masses` composes them). Part of the twin's proof, so
+    it is set where the buckets are built (the Poisson-subsampled Gaussian's closed-form residual bounds; the
+    P-masses themselves for buckets whose losses are rounded down) and None on every other PMF: the twin refuses a
+    single step without it."""
 
     @property
     def max_roundoff(self) -> float:
@@ -71,9 +77,12 @@ class LossPMF:
         return float(np.sum(np.exp(np.log(self.probs[pos]) - self.losses[pos])))
 
     # -- per-object caches (a single step serves every number of compositions) -------------------------------------
+    # A PMF may serve several threads (a shared single step): every entry is a deterministic function of the PMF, so
+    # two threads filling one entry at once only compute it twice; iterations run over a snapshot of the keys (taken
+    # atomically under the GIL), and removals tolerate a key another thread already removed.
     def cached_fft_lengths(self) -> list[int]:
         """FFT lengths whose transform of this PMF is already cached."""
-        return sorted({k[1] for k in self._cache if isinstance(k, tuple) and k[0] == "rfft"})
+        return sorted({k[1] for k in tuple(self._cache) if isinstance(k, tuple) and k[0] == "rfft"})
 
     def rfft(self, n: int, *, extended: bool = False) -> np.ndarray:
         """rfft of the PMF zero-padded to ``n`` (cached). ``extended``: computed in ``np.longdouble`` (64-bit
@@ -93,7 +102,8 @@ class LossPMF:
         if key not in self._cache:
             if compute is None:
                 raise KeyError(f"this PMF carries no {key!r}")
-            self._cache[key] = compute()
+            value = compute()
+            return self._cache.setdefault(key, value)
         return self._cache[key]
 
     def has_cached(self, key: str) -> bool:
@@ -102,8 +112,8 @@ class LossPMF:
 
     def release(self) -> None:
         """Drop the cached transforms (memory) but keep small derived quantities."""
-        for key in [k for k in self._cache if isinstance(k, tuple) and k[0] == "rfft"]:
-            del self._cache[key]
+        for key in [k for k in tuple(self._cache) if isinstance(k, tuple) and k[0] == "rfft"]:
+            self._cache.pop(key, None)
 
     # -- round-off, on the safe side of each end ----------------------------------------------------------------------
     def with_roundoff_allowance(self) -> LossPMF:

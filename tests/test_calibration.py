@@ -1,4 +1,4 @@
-"""Attack-aware calibration (issue 4): certified, tight against independent truth, clear errors.
+"""Attack-aware calibration: certified, tight against independent truth, clear errors.
 
 Independent truth used here (never the calibrator's own earlier output):
 
@@ -425,3 +425,26 @@ def test_prop_3_6_dpsgd_cost_matches_seed001():
     assert c.tpr_advantage[0] == pytest.approx(0.0200, abs=1e-4)
     assert c.tpr_standard[0] == pytest.approx(0.0118, abs=1e-4)
     assert c.bound_types["tpr_given_away"] == "estimate" and c.tpr_given_away[0] > 0
+
+
+def test_concurrent_calibrations_match_sequential_ones():
+    """Two calibrations with different targets run at once on two threads (the pipeline's thread runner shares the
+    evaluator's producer and its single-step cache) return exactly what each returns alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [
+        {"sampling_rate": 0.05, "steps": 100, "target_tpr": 0.2, "fpr": 0.01},
+        {"sampling_rate": 0.05, "steps": 100, "target_advantage": 0.15},
+    ]
+
+    def run(kw):
+        r = g.calibrate_noise(**kw)
+        return r, r.bound_types
+
+    evaluator.clear_cache()
+    alone = [run(kw) for kw in jobs]
+    for _ in range(2):
+        evaluator.clear_cache()
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            together = list(pool.map(run, jobs))
+        assert together == alone

@@ -1,4 +1,4 @@
-"""gdpcore.engine: the one curve producer (issue 13). Brackets never invert, accuracy by default, budgets planned
+"""gdpcore.engine: the one curve producer. Brackets never invert, accuracy by default, budgets planned
 before allocating, one ladder / twin / planner. Independent truth: dp_accounting's connect-the-dots PLD (an upper
 bound) and its privacy buckets (a lower bound), the Gaussian closed form, and the definition of the regret."""
 
@@ -20,7 +20,7 @@ TINY_DELTAS = np.array([1e-3, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11, 1e-12]
 @pytest.mark.parametrize(
     ("sigma", "q", "T"),
     [
-        # Issue 13's inverted cells: analyze's "lower" eps was above its upper eps at delta <= 1e-9 (FFT round-off
+        # The cells that once inverted: analyze's "lower" eps was above its upper eps at delta <= 1e-9 (FFT round-off
         # counted on neither side): 23.873 > 23.434 at 1e-12 for the first, 126.83198 > 126.83134 at 1e-9.
         (1.4566, 0.01486, 59_888),
         (0.8909, 0.02901, 60_614),
@@ -205,3 +205,24 @@ def test_refinement_stops_and_says_why_when_only_a_mu_read_beyond_the_tail_trunc
         up, lo = float(r.epsilon(d)), float(r.epsilon(d, side="optimistic"))
         assert lo <= up and (up - lo) / up <= engine.DEFAULT_GRID_TOLERANCE
     assert r.mu_lower <= r.mu
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "kwargs", "label"),
+    [
+        (g.Gaussian(noise_multiplier=2.0), {}, "closed_form"),
+        (SG(noise_multiplier=1.0, sampling_rate=0.01, steps=100), {"discretization": 1e-3}, "fast_pld"),
+        # The generic path: dp_accounting builds the single steps, gdpcore's PLD composition composes them.
+        (g.Laplace(scale=2.0), {"discretization": 1e-3}, "fast_pld"),
+        (SG(noise_multiplier=1.0, sampling_rate=0.01, steps=100), {"memory_budget_bytes": 10_000}, "rdp_fallback"),
+    ],
+)
+def test_engine_label_names_the_code_that_composed_the_curves(mechanism, kwargs, label):
+    """The lake's ``engine`` column (gdpcore.grid's row) says which code composed each cell, per path."""
+    from gdpcore.grid import report_row
+
+    r = g.analyze(mechanism, **kwargs)
+    assert ("closed_form" if r.provenance is None else r.provenance.engine) == label
+    assert report_row(0, r, deltas=[1e-5], fprs=[1e-3])["engine"] == label
+    if label == "fast_pld" and mechanism.kind != "subsampled_gaussian":
+        assert r.accountant.startswith("dp_accounting") and "composed by gdpcore.fast_pld" in r.accountant

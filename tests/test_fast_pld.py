@@ -183,7 +183,7 @@ def test_bucket_q_weights_bound_the_bucket_q_mass_by_direct_integration():
 
     sigma, q, d = 1.0, 0.05, 1e-3
     single = f.optimistic_single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d)
-    w = single.cached("bucket_q_weights")
+    w = single.bucket_q_weights
     inv = lambda loss: sigma**2 * np.log((np.expm1(loss) + q) / q) + 0.5  # noqa: E731
     heaviest = single.lower_index + int(np.argmax(single.probs))
     for k in (heaviest, heaviest + 40, heaviest + 400):

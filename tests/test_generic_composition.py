@@ -1,4 +1,4 @@
-"""The engine's generic path (issue 13, "never optimistic"): dp_accounting single steps composed by gdpcore.fast_pld.
+"""The engine's generic path ("never optimistic"): dp_accounting single steps composed by gdpcore.pld.
 
 Independent truth: dp_accounting's own PLDs of the same mechanisms at a 10x finer step (pessimistic connect-the-dots
 and optimistic privacy buckets, composed by dp_accounting's ``compose`` / ``self_compose``), and the exact epsilon of
@@ -49,7 +49,7 @@ def test_mixed_composition_bracket_contains_dp_accounting_at_a_finer_step(delta)
     pessimistic delta at our upper epsilon is at most delta (upper >= truth), its optimistic delta there too, and its
     pessimistic delta at our lower epsilon at least delta (lower <= truth <= its pessimistic side)."""
     r = g.analyze(MIXED, deltas=[1e-5, 1e-10])
-    assert r.provenance.engine == "dp_accounting" and r.status == "ok"
+    assert r.provenance.engine == "fast_pld" and r.status == "ok"
     assert "fast_pld" in r.provenance.accountant
     step = r.discretization / 10.0
     pess = build_pld(MIXED, discretization=step, pessimistic=True)
@@ -73,7 +73,7 @@ def test_single_steps_flatten_the_tree_and_merge_equal_steps():
 
 
 def test_discrete_gaussian_tail_bracket_holds_at_a_fixed_step():
-    """The xfail cell of issue 13 at the step it failed at (1e-4): both ends bracket the exact 26.11102
+    """The cell whose bracket once inverted, at the step it failed at (1e-4): both ends bracket the exact 26.11102
     (tests/test_engine.py::_exact_discrete_gaussian_epsilon) at delta = 1e-12, asked for explicitly."""
     m = g.SelfComposed(mechanism=g.DiscreteGaussian(sigma=1.437, sensitivity=2), count=5)
     r = g.analyze(m, discretization=1e-4, deltas=[1e-12])

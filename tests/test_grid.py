@@ -204,7 +204,8 @@ def test_engines_agree_and_curve_table_is_pessimistic():
     ]
     fast, curves = analyze_grid_with_curves(mechs, deltas=DELTAS, fprs=FPRS, curve_lines=64)
     slow = analyze_grid(mechs, deltas=DELTAS, fprs=FPRS, shared=False)
-    assert fast.column("engine").to_pylist() == ["fast_pld", "dp_accounting", "fast_pld"]
+    # Every cell is composed by gdpcore's PLD composition (the Laplace's single step is dp_accounting's).
+    assert fast.column("engine").to_pylist() == ["fast_pld", "fast_pld", "fast_pld"]
     np.testing.assert_allclose(fast.column("mu").to_numpy(), slow.column("mu").to_numpy(), rtol=5e-3)
     assert curves.schema.names == ["row", "mechanism_hash", "vertex", "fpr", "fnr"]
     assert set(curves.column("row").to_pylist()) == {0, 1, 2}
@@ -252,7 +253,7 @@ def test_large_epsilon_cells_against_dp_accounting_and_no_nan():
     assert big.column("fnr")[0].as_py()[0] >= 0.0
 
 
-# --- compositions (issue 14, item 6) -----------------------------------------------------------------------------
+# --- compositions (schedules of DP-SGD phases) ----------------------------------------------------------------------
 
 
 def _two_phase(steps: int) -> g.Composed:
@@ -266,16 +267,16 @@ def _two_phase(steps: int) -> g.Composed:
 
 
 def test_schedules_of_dp_sgd_phases_share_single_steps_and_match_dp_accounting(monkeypatch):
-    from gdpcore import fast_pld
+    from gdpcore.pld import subsampled_gaussian as sg_steps
 
     built: list[tuple] = []
-    original = fast_pld.single_step_pld
+    original = sg_steps.single_step_pld
 
     def counting(**kw):
         built.append((kw["noise_multiplier"], kw["sampling_rate"], kw["discretization"], kw.get("direction")))
         return original(**kw)
 
-    monkeypatch.setattr(fast_pld, "single_step_pld", counting)
+    monkeypatch.setattr(sg_steps, "single_step_pld", counting)
     mechs = [_two_phase(t) for t in (50, 100, 200)]
     shared = analyze_grid(mechs, deltas=DELTAS, fprs=FPRS)
     n_shared = len(built)

@@ -6,11 +6,15 @@ search chooses on the engine's ladder):
 
 * :func:`pessimistic_curve` - connect-the-dots PMF, remove direction guarded by the add direction (an upper bound on
   every risk at any discretisation). The only curve a calibration certifies on.
-* :func:`optimistic_curve` - the engine's optimistic twin (privacy buckets rounded down plus the certified residual
-  shift): a proven lower bound on every risk. Only decides whether an infeasible outcome is worth refining and is
-  quoted in the error message.
+* :func:`optimistic_curve` - the engine's optimistic twin (privacy buckets rounded down, read through the threshold
+  tests on the composed bucket index: :func:`gdpcore.engine.optimistic_curve`): a proven lower bound on every risk.
+  Only decides whether an infeasible outcome is worth refining and is quoted in the error message.
 
 Single steps (and their FFTs) stay cached in one producer across calls, so ``calibrate_steps`` only re-composes.
+Calibrations may run on several threads at once (the pipeline's thread runner): :meth:`Producer.curve_at` keeps no
+per-call state on the producer and reads none of its hints, and its caches are safe for concurrent use (see
+:class:`gdpcore.engine.Producer`), so a curve does not depend on what other threads evaluate
+(tests/test_calibration.py::test_concurrent_calibrations_match_sequential_ones).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from gdpcore.report import DEFAULT_ALPHA_MIN
 __all__ = ["clear_cache", "optimistic_curve", "pessimistic_curve"]
 
 # alpha_min sets where round-off must stay negligible (the smallest FPR a calibration target reads is >= it).
+# Shared by every thread: curve_at is safe for concurrent use (module docstring).
 _PRODUCER = Producer(deltas=(), alpha_min=DEFAULT_ALPHA_MIN, add_guard=True)
 
 

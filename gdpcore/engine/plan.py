@@ -1,0 +1,116 @@
+"""The planner: budgets, and the working memory of a computation estimated before anything large is allocated."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from gdpcore import pld
+from gdpcore.engine.twin import _wrap_tail
+from gdpcore.pmf import LossPMF
+
+DEFAULT_MEMORY_BUDGET = 4 * 2**30
+"""Working memory one mechanism may use, bytes (the grid passes a smaller per-cell budget)."""
+
+
+DEFAULT_TIME_BUDGET = 60.0
+"""Seconds one mechanism may spend refining (a computation already started is not interrupted)."""
+
+
+_CURVE_BYTES_PER_POINT = 160  # profile, suffix sums, vertices, breakpoints, monotone copies (float64; measured)
+
+
+_SINGLE_BYTES_PER_POINT = 48  # a single step's grid, divergences, probabilities and scratch
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Budget:
+    """What one mechanism may use: working memory (checked before allocating) and refinement time."""
+
+    memory_bytes: float = DEFAULT_MEMORY_BUDGET
+    seconds: float = DEFAULT_TIME_BUDGET
+
+
+class _Refused(Exception):
+    """A plan exceeded the budget (message: what and how much)."""
+
+
+class _Planner:
+    """The two planners (a mixin of the producer, whose budget, guard and single-step cache they read)."""
+
+    budget: Budget
+    add_guard: bool
+
+    def _single_step(
+        self, sigma: float, q: float, d: float, *, side: str = "pessimistic", direction: str = "remove"
+    ) -> LossPMF:
+        raise NotImplementedError  # the producer's cached builder (gdpcore.engine.base._ProducerBase._single_step)
+
+    def plan_subsampled_gaussian(
+        self,
+        phases: dict[tuple[float, float], int],
+        d: float,
+        *,
+        side: str = "pessimistic",
+        max_points: float = math.inf,
+        smallest_query: float = 1e-10,
+    ) -> tuple[int, int]:
+        """(composed support, working bytes) of one side at step ``d``, estimated before any composition is
+        allocated (single-step lengths in closed form; FFT lengths from the single steps' Chernoff windows).
+        Raises :class:`_Refused` when the plan exceeds the memory budget or ``max_points``."""
+        length_fn = pld.single_step_length if side == "pessimistic" else pld.optimistic_single_step_length
+        single_bytes = 0
+        for sigma, q in phases:
+            n1 = length_fn(noise_multiplier=sigma, sampling_rate=q, discretization=d)
+            single_bytes += _SINGLE_BYTES_PER_POINT * n1
+            if n1 > max_points:
+                raise _Refused(f"{side} single-step support {n1} points at discretization {d:g} > work cap")
+            if single_bytes > self.budget.memory_bytes:
+                raise _Refused(f"{side} single-step support {n1} points at discretization {d:g}")
+        fft_total, support = 0, 0
+        for (sigma, q), steps in phases.items():
+            single = self._single_step(sigma, q, d, side=side)
+            n = pld.fft_length(single, steps, wrap_tail=_wrap_tail(smallest_query))
+            fft_total = max(fft_total, pld.fft_bytes(n))
+            support += n
+        if support > max_points:
+            raise _Refused(f"{side} composed support {support} points at discretization {d:g} > work cap")
+        guard = 2 if (self.add_guard and side == "pessimistic") else 1
+        mem = self._within_budget(single_bytes, fft_total, guard, support, len(phases), d, what=f"{side} ")
+        return support, mem
+
+    def plan_generic(
+        self,
+        parts: list[tuple[LossPMF, LossPMF | None, int]],
+        d: float,
+        *,
+        smallest_query: float = 1e-10,
+    ) -> tuple[int, int]:
+        """(composed support, working bytes) of the generic composition of ``parts`` at step ``d``, before any
+        composition is allocated: the single steps held, the largest FFT buffer (each part's FFT power on its
+        Chernoff window, :func:`gdpcore.pld.fft_length`; the linear convolution of the parts, at most their
+        summed windows long), doubled for the add direction of an asymmetric mechanism, and the curve arrays over
+        the composed support. Raises :class:`_Refused` when it exceeds the memory budget."""
+        wrap = _wrap_tail(smallest_query)
+        single_bytes = sum(
+            _SINGLE_BYTES_PER_POINT * (r.probs.size + (0 if a is None else a.probs.size)) for r, a, _ in parts
+        )
+        lengths = [pld.fft_length(r, steps, wrap_tail=wrap) for r, _, steps in parts]
+        support = int(sum(lengths))
+        fft_total = max(pld.fft_bytes(n) for n in lengths)
+        if len(parts) > 1:
+            fft_total = max(fft_total, pld.fft_bytes(support))
+        guard = 2 if any(a is not None for _, a, _ in parts) else 1
+        return support, self._within_budget(single_bytes, fft_total, guard, support, len(parts), d)
+
+    def _within_budget(
+        self, single_bytes: int, fft_bytes: int, guard: int, support: int, parts: int, d: float, *, what: str = ""
+    ) -> int:
+        """The one working-memory formula of both planners: the single steps held, the largest FFT buffer (``guard``
+        times: twice when a second direction is composed), and the curve arrays over the composed ``support`` (plus
+        the linear convolution's output when several ``parts`` are convolved). Raises :class:`_Refused` when it
+        exceeds the memory budget."""
+        mem = int(single_bytes + fft_bytes * guard + (_CURVE_BYTES_PER_POINT + 16 * (parts > 1)) * support)
+        if mem > self.budget.memory_bytes:
+            raise _Refused(f"{what}composed support {support} points at discretization {d:g} (~{mem / 2**20:.0f} MiB)")
+        return mem

@@ -1,0 +1,51 @@
+"""The RDP fallback (when even the coarsest PLD is over budget) and the one conversion of the kinds' RDP curves."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gdpcore import kinds
+from gdpcore.curve import (
+    curve_from_profile,
+)
+from gdpcore.engine.results import Curves, Provenance
+from gdpcore.mechanisms import Mechanism
+
+_RDP_EPS_POINTS = 400
+
+
+def kind_rdp_curve(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray]:
+    """(orders, RDP curve) of ``mechanism`` from its kinds' own RDP formulas (exact or upper bounds; every kind
+    declares one) at dp_accounting's default orders, for dp_accounting's conversions ``compute_epsilon`` /
+    ``compute_delta``. The one place the replace-one workaround lives: dp_accounting's ``RdpAccountant`` reads a
+    replace-one ``GaussianDpEvent``'s noise relative to twice the norm bound its DpEvent documents
+    (google/differential-privacy#378), so replace-one RDP epsilons (the engine's RDP fallback, and
+    :mod:`gdpcore.claims`' reproduction) convert this curve instead of composing DpEvents."""
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    orders = np.asarray(rdp.DEFAULT_RDP_ORDERS, dtype=float)
+    curve, _ = kinds.evaluate(mechanism, "rdp", orders)
+    return orders, np.asarray(curve, dtype=float)
+
+
+def rdp_fallback(mechanism: Mechanism, reason: str) -> Curves:
+    """dp_accounting's RDP accountant: delta(eps) upper bounds on an eps grid up to the RDP epsilon at 1e-12;
+    the envelope of their supporting lines is a valid (pessimistic) symmetric curve (seed 000 Thm A.9)."""
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    # dp_accounting's RdpAccountant takes few of the kinds: every kind's own RDP curve, converted by dp_accounting.
+    orders, curve_rdp = kind_rdp_curve(mechanism)
+    e_max = max(float(rdp.compute_epsilon(orders, curve_rdp, 1e-12)[0]), 1e-3)
+    eps = np.linspace(0.0, e_max, _RDP_EPS_POINTS)
+    delta = np.array([rdp.compute_delta(orders, curve_rdp, float(e))[0] for e in eps])
+    curve = curve_from_profile(eps, delta)
+    return Curves(
+        curve,
+        None,
+        None,
+        Provenance(
+            accountant="dp_accounting.rdp conversion of the kinds' RDP curves (RDP fallback; upper bounds, looser than PLD)",
+            engine="rdp_fallback",
+            status=reason + "; numbers are the looser RDP bound (fallback)",
+        ),
+    )
