@@ -568,15 +568,25 @@ def _check_no_links(root: Path) -> None:
                 )
 
 
-def _report_connection(report: Path, *, memory_limit: str, threads: int) -> Any:
-    """A private in-memory DuckDB with ``report`` ATTACHed read-only, confined to the report's own lake: its views may
-    read the lake's published snapshots (``curated/``, ``registry/published/``) and no other file (a crafted view
-    with ``read_text('/proc/self/environ')`` fails), no network, no extensions; memory and threads bounded."""
+def open_report(
+    report: Path,
+    *,
+    memory_limit: str | None = None,
+    threads: int | None = None,
+    write_files: tuple[Path, ...] = (),
+    write_dir: Path | None = None,
+) -> Any:
+    """The one way a report is opened for reading (``gdp sql``, ``gdp export``): a private in-memory DuckDB with
+    ``report`` ATTACHed read-only as ``privacy_report``, confined to the report's own lake. Its views may read the
+    lake's published snapshots (``curated/``, ``registry/published/``) and no other file (a crafted view with
+    ``read_text('/proc/self/environ')`` fails with a Permission Error), no network, no extensions. ``write_files``
+    (a database being created and its WAL) and ``write_dir`` (a folder being written) are the only other files it
+    may touch; ``memory_limit`` and ``threads`` bound it when given."""
     import duckdb
 
-    if not _MEMORY.match(memory_limit):
+    if memory_limit is not None and not _MEMORY.match(memory_limit):
         raise ValueError(f"--memory-limit must look like 512MB or 2GB, got {memory_limit!r}")
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"--threads must be an integer >= 1, got {threads!r}")
     lake = _report_lake(report)
     dirs = [] if lake is None else [lake / "curated", lake / "registry" / "published"]
@@ -584,12 +594,17 @@ def _report_connection(report: Path, *, memory_limit: str, threads: int) -> Any:
         _check_no_links(d)
     con = duckdb.connect()
     try:
-        con.execute(f"SET memory_limit = {_lit(memory_limit)}")
-        con.execute(f"SET threads = {int(threads)}")
+        if memory_limit is not None:
+            con.execute(f"SET memory_limit = {_lit(memory_limit)}")
+        if threads is not None:
+            con.execute(f"SET threads = {int(threads)}")
         con.execute("SET max_temp_directory_size = '0B'")
         # The views name lake paths relative to the report's folder (see the module docstring).
         con.execute(f"SET file_search_path = {_lit(report.parent)}")
-        _confine(con, dirs, [report, Path(str(report) + ".wal")], relative_to=report.parent)
+        writable_dirs = [write_dir] if write_dir is not None else []
+        _confine(
+            con, dirs + writable_dirs, [report, Path(str(report) + ".wal"), *write_files], relative_to=report.parent
+        )
         con.execute(f"ATTACH {_lit(report)} AS privacy_report (READ_ONLY)")
         con.execute("USE privacy_report")
     except BaseException:
@@ -627,7 +642,7 @@ def query_report(
     # readers in a long-lived process never saw a newer publish) and has one configuration (the lock below made a
     # concurrent query_report fail).
     try:
-        con = _report_connection(report, memory_limit=memory_limit, threads=threads)
+        con = open_report(report, memory_limit=memory_limit, threads=threads)
     except duckdb.Error as exc:
         raise ValueError(f"cannot open the report {report}: {exc}") from None
     timer = threading.Timer(float(timeout), con.interrupt)
@@ -676,55 +691,75 @@ def export_report(report: str | Path, out: str | Path, *, fmt: str = "duckdb") -
     """
     import duckdb
 
-    report, out = Path(report), Path(out)
+    report, out = Path(report).resolve(), Path(out)
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}, got {fmt!r}")
     if not report.exists():
         raise ValueError(f"report {str(report)!r} does not exist: run 'gdp sweep SPEC' or 'gdp publish' first")
     if out.exists():
         raise ValueError(f"{str(out)!r} already exists: choose a new path (export never overwrites)")
-    if out.resolve() == report.resolve():
+    if out.resolve() == report:
         raise ValueError("the export must not replace the report it reads")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_path(out)
+    tmp = tmp_path(out.resolve())
     db = tmp if fmt == "duckdb" else tmp.with_name(tmp.name + ".duckdb")
-    con = duckdb.connect()
+    side_files = tuple(db.with_name(db.name + ext) for ext in _DB_SIDE_FILES)
     counts: dict[str, int] = {}
     try:
-        con.execute(f"ATTACH {_lit(report)} AS src (READ_ONLY)")
-        con.execute(f"SET file_search_path = {_lit(report.resolve().parent)}")
-        con.execute(f"ATTACH {_lit(db)} AS dst (STORAGE_VERSION '{STORAGE_VERSION}')")
-        objects = con.execute(
-            "SELECT view_name, comment FROM duckdb_views() WHERE database_name = 'src' AND NOT internal "
-            "UNION ALL SELECT table_name, comment FROM duckdb_tables() WHERE database_name = 'src' ORDER BY 1"
-        ).fetchall()
-        for name, comment in objects:
-            con.execute(f'CREATE TABLE dst.main."{name}" AS SELECT * FROM src.main."{name}"')
-            if comment:
-                con.execute(f'COMMENT ON TABLE dst.main."{name}" IS {_lit(comment)}')
-            for column, col_comment in con.execute(
-                "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = 'src' AND table_name = ? "
-                "AND comment IS NOT NULL",
-                [name],
-            ).fetchall():
-                con.execute(f'COMMENT ON COLUMN dst.main."{name}"."{column}" IS {_lit(col_comment)}')
-            counts[name] = con.execute(f'SELECT count(*) FROM dst.main."{name}"').fetchone()[0]
-        if "report_info" in counts:
-            con.execute("UPDATE dst.main.report_info SET lake = NULL")  # self-contained: no lake behind it
-        con.execute("CHECKPOINT dst")
-        if fmt == "parquet":
-            con.execute(f"EXPORT DATABASE dst TO {_lit(tmp)} (FORMAT parquet, COMPRESSION zstd)")
-        con.execute("DETACH dst")
-        con.close()
+        # Confined like `gdp sql` (a report is data, not code): the views may read the report's own lake snapshots
+        # and nothing else; the only files written are the export's temporaries.
+        try:
+            con = open_report(report, write_files=(db, *side_files), write_dir=tmp if fmt == "parquet" else None)
+        except duckdb.Error as exc:
+            raise ValueError(f"cannot open the report {report}: {_one_line(exc)}") from None
+        try:
+            _copy_report(con, db, tmp if fmt == "parquet" else None, counts)
+        finally:
+            con.close()
         os.replace(tmp, out)
     finally:
-        con.close()
-        if fmt == "parquet":
-            for leftover in (db, db.with_name(db.name + ".wal")):
-                leftover.unlink(missing_ok=True)
+        for leftover in (db, *side_files) if fmt == "parquet" else ():
+            leftover.unlink(missing_ok=True)
         if tmp.is_dir():
             shutil.rmtree(tmp, ignore_errors=True)
         else:
-            for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            for leftover in (tmp, *(tmp.with_name(tmp.name + ext) for ext in _DB_SIDE_FILES)):
                 leftover.unlink(missing_ok=True)
     return counts
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _copy_report(con: Any, db: Path, parquet_dir: Path | None, counts: dict[str, int]) -> None:
+    """Materialise every view and table of the ATTACHed ``privacy_report`` into the new database ``db`` (then, with
+    ``parquet_dir``, EXPORT it there); fills ``counts`` {table: rows}. A view that cannot be read (a crafted view
+    naming a file outside the lake) raises ValueError naming it."""
+    import duckdb
+
+    con.execute(f"ATTACH {_lit(db)} AS dst (STORAGE_VERSION '{STORAGE_VERSION}')")
+    objects = con.execute(
+        "SELECT view_name, comment FROM duckdb_views() WHERE database_name = 'privacy_report' AND NOT internal "
+        "UNION ALL SELECT table_name, comment FROM duckdb_tables() WHERE database_name = 'privacy_report' ORDER BY 1"
+    ).fetchall()
+    for name, comment in objects:
+        try:
+            con.execute(f'CREATE TABLE dst.main."{name}" AS SELECT * FROM privacy_report.main."{name}"')
+        except duckdb.Error as exc:
+            raise ValueError(f"cannot export the report's view {name!r}: {_one_line(exc)}") from None
+        if comment:
+            con.execute(f'COMMENT ON TABLE dst.main."{name}" IS {_lit(comment)}')
+        for column, col_comment in con.execute(
+            "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = 'privacy_report' "
+            "AND table_name = ? AND comment IS NOT NULL",
+            [name],
+        ).fetchall():
+            con.execute(f'COMMENT ON COLUMN dst.main."{name}"."{column}" IS {_lit(col_comment)}')
+        counts[name] = con.execute(f'SELECT count(*) FROM dst.main."{name}"').fetchone()[0]
+    if "report_info" in counts:
+        con.execute("UPDATE dst.main.report_info SET lake = NULL")  # self-contained: no lake behind it
+    con.execute("CHECKPOINT dst")
+    if parquet_dir is not None:
+        con.execute(f"EXPORT DATABASE dst TO {_lit(parquet_dir)} (FORMAT parquet, COMPRESSION zstd)")
+    con.execute("DETACH dst")
