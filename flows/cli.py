@@ -63,7 +63,7 @@ def _probability(name: str, *, open_low: bool = False, open_high: bool = False) 
 
 def _load_spec_text(spec: str) -> Any:
     """--spec: YAML or JSON text (a mapping) or a file holding one."""
-    import yaml  # TODO(issue 16): the project's safe YAML 1.2 loader
+    import yaml  # TODO: read it with tasks.safe_yaml (the YAML 1.2 loader manifests and specs use)
 
     text = spec
     if not spec.lstrip().startswith("{"):

@@ -322,7 +322,7 @@ def _is_num(s: str) -> bool:
 
 def _sql(args: argparse.Namespace) -> int:
     from tasks.lake import default_report
-    from tasks.publish import query_report
+    from tasks.report_query import query_report
 
     columns, rows = query_report(
         args.report or default_report(),
@@ -345,8 +345,8 @@ def _sql(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from tasks.export import export_report
     from tasks.lake import default_report
-    from tasks.publish import export_report
 
     report = args.report or str(default_report())
     counts = export_report(report, args.out, fmt=args.format)
@@ -428,7 +428,7 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- registry audits (issue 7) ----------------------------------------------------------------------------------------
+# -- registry audits --------------------------------------------------------------------------------------------------
 def _print_flags(s: Any) -> None:
     """What both audit summaries (manifest registry, MLflow registry) list under their count line."""
     for msg in s.failed.values():
@@ -443,7 +443,7 @@ def _print_flags(s: Any) -> None:
 
 def _audit(args: argparse.Namespace) -> int:
     """``gdp audit [REGISTRY]``: the manifests of REGISTRY (tagging their MLflow versions with --mlflow-uri); without
-    REGISTRY and with --mlflow-uri, the MLflow Model Registry itself (issue 17, tasks.mlflow_registry)."""
+    REGISTRY and with --mlflow-uri, the MLflow Model Registry itself (tasks.mlflow_registry)."""
     from tasks.registry import DEFAULT_REGISTRY, MANIFEST_DEADLINE, load_registry, registry_files
 
     if args.registry is None and args.mlflow_uri:
@@ -542,7 +542,7 @@ def _card(args: argparse.Namespace) -> int:
     from tasks.audit import audit_path, read_audit
     from tasks.cards import hf_yaml_block, merge_into_readme, render_markdown, write_card
     from tasks.lake import default_report
-    from tasks.publish import query_report
+    from tasks.report_query import query_report
 
     report = Path(args.report or default_report())
     model, _, version = args.model.partition(":")

@@ -266,7 +266,7 @@ def _fmt(x: Any) -> str:
 def _sweep_artifacts(spec: GridSpec, s: SweepSummary) -> None:
     worst: list[dict[str, Any]] = []
     if s.report and Path(s.report).exists():
-        from tasks.publish import query_report
+        from tasks.report_query import query_report
 
         # The swept values come from the axes view: grid keys of compositions (and parameters stored under another
         # column name, such as randomized response's epsilon) are not columns of `cells`.

@@ -1,7 +1,7 @@
-"""``privacy_audit``: audit a model registry (issue 7) -> lake rows, privacy cards, DuckDB views, MLflow tags.
+"""``privacy_audit``: audit a model registry -> lake rows, privacy cards, DuckDB views, MLflow tags.
 
 The registry is a folder of YAML manifests (``source="manifests"``, the default) or a live MLflow Model Registry
-(``source="mlflow"``, issue 17: every registered version's ``dp.*`` description, read from the version's tags or its
+(``source="mlflow"``: every registered version's ``dp.*`` description, read from the version's tags or its
 source run, becomes a manifest - see :mod:`tasks.mlflow_registry` for the table of keys). Both go through the same
 steps below, the same lake rows, cards and views; the ``models`` view names where each description came from
 (``description_source``) and lists MLflow versions that are *not auditable* with the missing key.

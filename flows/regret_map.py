@@ -20,7 +20,7 @@ from flows.runners import runner_from_env
 from gdpcore.kinds import flat_kinds
 from tasks.lake import default_report
 from tasks.plots import heatmap_filename, plot_curve, plot_heatmap
-from tasks.publish import query_report
+from tasks.report_query import query_report
 from tasks.spec import GridSpec, load_grid_spec
 
 __all__ = ["RegretMap", "regret_map"]

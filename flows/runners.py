@@ -155,7 +155,7 @@ def start_api_server() -> None:
     its start-up (~3 s: a Python process importing FastAPI, SQLAlchemy and Prefect's app, then opening the SQLite
     database) is on the critical path. Prefect's client would start it on first use, after this process imported
     Prefect and the server module (~1.5 s) - and then wait. Launched here instead, right after the command checked
-    its input and before this process imports Prefect, it boots on the other core meanwhile (issue 15). Prefect's
+    its input and before this process imports Prefect, it boots on the other core meanwhile (tests/pipeline/test_overhead.py). Prefect's
     configuration is read while it boots: a configured server wins, and the temporary one is stopped at once. It is
     the server Prefect would start (:func:`_server_command`, :func:`_server_env`, the same relaunch when uvicorn
     reports a taken port). ``PREFECT_API_URL`` is then exported and Prefect's settings re-read, so this process and

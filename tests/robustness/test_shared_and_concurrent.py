@@ -1,4 +1,4 @@
-"""Issue 16: shared reports are data, concurrent writers are serialised, faults heal.
+"""Shared reports are data, concurrent writers are serialised, faults heal.
 
 4 a crafted report cannot read other files or write a card outside ``--out``; ``gdp sql`` has time and memory
 limits; 5 one publisher per lake and one sweep per spec, with a dead holder's lock released at once; 6 a truncated
