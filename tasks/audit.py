@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tasks.lake import atomic_write_parquet, code_version, safe_join
+from tasks.plan import CURVE_FPRS
 from tasks.registry import STANDARD_DELTAS, STANDARD_FPRS, ModelManifest, is_valid_name
 
 __all__ = [
@@ -44,9 +45,6 @@ __all__ = [
 BLACKWELL_TOL = 1e-6  # gdpcore.is_at_least_as_private's default: the accountant's resolution
 GDP_COMPLETE_VERDICT = "GDP is a complete description"
 GDP_INCOMPLETE_VERDICT = "GDP is not a complete description: read the full trade-off curve"
-CURVE_FPRS: tuple[float, ...] = tuple(
-    sorted({0.0, *np.logspace(-10, -2, 33).tolist(), *np.linspace(0.01, 1.0, 100).tolist()})
-)
 
 _LIST = pa.list_(pa.float64())
 AUDIT_SCHEMA = pa.schema(
