@@ -63,11 +63,14 @@ def make_task_runner(kind: str = "process", *, dask_address: str | None = None, 
     )
 
 
-def runner_from_env() -> Any:
-    """The runner a deployment asked for via ``GDP_TASK_RUNNER`` / ``DASK_SCHEDULER_ADDRESS`` / ``GDP_MAX_WORKERS``."""
-    kind = os.environ.get("GDP_TASK_RUNNER", "process")
+def runner_from_env(
+    *, variable: str = "GDP_TASK_RUNNER", default: str = "process", max_workers: int | None = None
+) -> Any:
+    """The runner a deployment asked for via ``variable`` (``GDP_TASK_RUNNER`` for sweeps, ``default`` when unset) /
+    ``DASK_SCHEDULER_ADDRESS`` / ``GDP_MAX_WORKERS`` (``max_workers`` when given)."""
+    kind = os.environ.get(variable, default)
     address = os.environ.get("DASK_SCHEDULER_ADDRESS") if kind == "dask" else None
-    return make_task_runner(kind, dask_address=address or None)
+    return make_task_runner(kind, dask_address=address or None, max_workers=max_workers)
 
 
 _server_boot: dict[str, Any] = {}  # the temporary server this process started: {"process", "port", "watched"}
