@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
@@ -20,7 +21,7 @@ from flows.naming import run_name
 from flows.progress import ProgressBar
 from flows.publish import publish_report
 from flows.runners import default_workers, runner_from_env
-from tasks.calibrate import calibrate_chunk, chunk_file, plan_calibration
+from tasks.calibrate import CalibrationChunk, calibrate_chunk, chunk_file, plan_calibration
 from tasks.evaluate import transient_io_error
 from tasks.lake import default_lake, default_report
 from tasks.spec import CalibrationSpec, load_calibration_spec
@@ -39,7 +40,7 @@ class CalibrationSummary:
 
 
 @task(name="plan-calibration", retries=2, retry_delay_seconds=1, retry_condition_fn=transient_io_error)
-def plan(spec: CalibrationSpec, lake: str, workers: int):
+def plan(spec: CalibrationSpec, lake: str, workers: int) -> tuple[list[str], str, tuple[CalibrationChunk, ...]]:
     return plan_calibration(spec, Path(lake), workers=workers)
 
 
@@ -81,6 +82,7 @@ def _calibrate_locked(
     bar = ProgressBar(
         sum(c.size for c in chunks), enabled=progress, artifact_key=_key("calibration-progress", spec.name)
     )
+    manifests: list[dict[str, Any]]
     manifests, failures = collect_chunks(
         calibrate_chunk,
         chunks,

@@ -86,11 +86,10 @@ def _audit_mlflow(args: argparse.Namespace) -> int:
     from tasks.mlflow_registry import public_uri
 
     try:
-        import mlflow  # noqa: F401
+        from mlflow import MlflowClient
+        from mlflow.exceptions import MlflowException
     except ImportError:
         raise ValueError("--mlflow-uri needs MLflow: pip install 'gdp-audit[mlflow]'") from None
-    from mlflow import MlflowClient
-    from mlflow.exceptions import MlflowException
 
     client = MlflowClient(tracking_uri=args.mlflow_uri, registry_uri=args.mlflow_uri)
     # Before Prefect starts: an unreachable server or an unknown --model is a one-line error, exit 2. The probe retries

@@ -13,7 +13,7 @@ import dataclasses
 import datetime as dt
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -160,7 +160,7 @@ def _run_sweep_locked(
 
     # quote: Prefect would otherwise visit every cell id and axis value of the plan to look for futures in it
     # (~0.4 s at 10^4 cells); the task receives the plan itself.
-    record_members(quote(plan), lake)
+    record_members(cast(SweepPlan, quote(plan)), lake)  # Prefect unwraps the quote before the task runs
     phase("members")
     computed = [m for m in manifests if m.computed_by_run == run_id]
     mus = [m.worst_mu for m in manifests if m.worst_mu is not None]

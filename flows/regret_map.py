@@ -68,6 +68,7 @@ def choose_axes(spec: GridSpec, x: str | None, y: str | None) -> tuple[str, str,
     for name, value in (("x", x), ("y", y)):
         if value is None or value not in spec.grid:
             raise ValueError(f"--{name} must be one of the grid keys {', '.join(spec.grid)}, got {value!r}")
+    assert x is not None and y is not None  # checked just above
     if x == y:
         raise ValueError(f"--x and --y must differ, got {x!r} twice")
     return x, y, {k: v for k, v in fixed.items() if k not in (x, y)}, reduce

@@ -116,7 +116,7 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
     sampler = row.get("sampler")
     if row.get("estimate_reason"):
         lines.append(
-            f"- **Sampling.** Batches drawn by {_SAMPLER_TEXT.get(sampler, sampler)}; {row['estimate_reason']}."
+            f"- **Sampling.** Batches drawn by {_SAMPLER_TEXT.get(sampler or '', sampler)}; {row['estimate_reason']}."
         )
     elif sampler == "poisson":
         lines.append(

@@ -447,12 +447,13 @@ def read_mlflow_registry(
     runs: dict[str, Any] = {}
     out: list[RegistryVersion] = []
     for rm in sorted(registered, key=lambda r: r.name):
-        listed, token = [], None
+        listed: list[Any] = []
+        token = None
         safe = rm.name.replace("'", "\\'")
         while True:
-            page = client.search_model_versions(f"name='{safe}'", max_results=10000, page_token=token)
-            listed.extend(page)
-            token = page.token
+            versions_page = client.search_model_versions(f"name='{safe}'", max_results=10000, page_token=token)
+            listed.extend(versions_page)
+            token = versions_page.token
             if not token:
                 break
         versions = [client.get_model_version(rm.name, mv.version) for mv in listed]  # tags, reliably

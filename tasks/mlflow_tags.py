@@ -20,6 +20,7 @@ checked); the owner's text stays.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +138,7 @@ def publish_to_mlflow(
     *,
     report_uri: str | None = None,
     flow_run: str | None = None,
-    not_auditable: list[tuple[str, str, str]] = (),  # type: ignore[assignment]
+    not_auditable: Sequence[tuple[str, str, str]] = (),
 ) -> MlflowPublishResult:
     """``targets``: (registered model name, version, audit row, card paths or None) per model version;
     ``not_auditable``: (registered model name, version, reason) per version the audit could not describe."""
