@@ -65,8 +65,6 @@ __all__ = [
     "report_is_current",
 ]
 
-_snapshot_id = snapshot_id  # the name tests/robustness use for the lake's snapshot address
-
 VIEWS: dict[str, str] = {
     "cells": "One row per grid cell and spec: mechanism parameters, mu (tightest pessimistic mu-GDP), gdp_regret, "
     "advantage, bayes_security, status ('ok' or why not), bound labels and provenance (accountant, discretization, "

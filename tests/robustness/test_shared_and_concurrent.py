@@ -26,7 +26,8 @@ from flows.cli import main
 from tasks.evaluate import EvalSettings, build_plan
 from tasks.lake import write_members
 from tasks.locks import LockTimeout, lake_lock, publish_lock, spec_lock
-from tasks.publish import _snapshot_id, publish_lake, query_report
+from tasks.publish import publish_lake, query_report
+from tasks.snapshots import snapshot_id as _snapshot_id
 from tests.robustness.conftest import wait_for
 from tests.robustness.test_readers import _lake
 
