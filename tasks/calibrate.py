@@ -171,7 +171,8 @@ def compute_calibration_table(chunk: CalibrationChunk, run_id: str) -> pa.Table:
 
 
 def _cache_key(context: Any, parameters: dict[str, Any]) -> str:
-    """Chunk content, spec and lake: without the spec, a cache hit returned another spec's file (issue 16)."""
+    """Chunk content, spec and lake: without the spec, a cache hit would return another spec's file (checked by
+    tests/robustness/test_shared_and_concurrent.py)."""
     lake = str(Path(parameters["lake"]).resolve())
     return f"gdp-calibration-{parameters['chunk'].key}-{_hash([parameters['chunk'].spec_name, lake])[:12]}"
 

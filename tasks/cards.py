@@ -1,4 +1,4 @@
-"""Privacy cards (issue 7): Markdown statement, PNG trade-off curve and Hugging Face model-card YAML per model version.
+"""Privacy cards: Markdown statement, PNG trade-off curve and Hugging Face model-card YAML per model version.
 
 Cards are rendered from an audit row (:data:`tasks.audit.AUDIT_SCHEMA`), never recomputed: what the card says is
 exactly what the report's ``model_privacy`` view holds. Every number carries its bound label (upper / lower /

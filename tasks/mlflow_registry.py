@@ -1,4 +1,4 @@
-"""A live MLflow Model Registry as an audit source (issue 17): each model version's training description, read where the
+"""A live MLflow Model Registry as an audit source: each model version's training description, read where the
 training script or the model owner already wrote it, becomes a registry manifest (:class:`tasks.registry.ModelManifest`)
 and is audited, carded, tagged and stored exactly like a manifest-audited model version.
 

@@ -1,4 +1,4 @@
-"""The ``gdp`` CLI behaves like a well-kept tool (issue 15): --version, help on every option, every user error listed
+"""The ``gdp`` CLI behaves like a well-kept tool: --version, help on every option, every user error listed
 in the issue exits 2 with one line naming the field and value (no traceback), ``| head`` is quiet, and a sweep with
 nothing to compute answers from the lake without starting Prefect."""
 

@@ -69,8 +69,8 @@ def test_every_chunk_is_counted_checked_and_stale_ones_recomputed(tmp_path):
 
 @pytest.mark.slow  # one calibration sweep of two cells
 def test_calibration_sweep_progress_reaches_every_cell(write_spec, tmp_path, capsys):
-    """The calibration sweep collects its chunks with the same loop: its bar reaches every cell (it used to advance
-    only for recomputed chunks)."""
+    """The calibration sweep collects its chunks with the same loop: its bar reaches every cell, computed or
+    recomputed."""
     from flows.calibration_sweep import calibration_sweep
 
     spec = write_spec(
