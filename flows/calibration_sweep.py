@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
-from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
+from flows.chunks import collect_chunks
 from flows.grid_sweep import _key
 from flows.naming import run_name
+from flows.progress import ProgressBar
 from flows.publish import publish_report
 from flows.runners import default_workers, runner_from_env
-from tasks.calibrate import calibrate_chunk, plan_calibration
+from tasks.calibrate import CalibrationChunk, calibrate_chunk, chunk_file, plan_calibration
 from tasks.evaluate import transient_io_error
 from tasks.lake import default_lake, default_report
 from tasks.spec import CalibrationSpec, load_calibration_spec
@@ -38,7 +40,7 @@ class CalibrationSummary:
 
 
 @task(name="plan-calibration", retries=2, retry_delay_seconds=1, retry_condition_fn=transient_io_error)
-def plan(spec: CalibrationSpec, lake: str, workers: int):
+def plan(spec: CalibrationSpec, lake: str, workers: int) -> tuple[list[str], str, tuple[CalibrationChunk, ...]]:
     return plan_calibration(spec, Path(lake), workers=workers)
 
 
@@ -77,23 +79,18 @@ def _calibrate_locked(
     get_run_logger().info(
         "%s: %d cells, %d to calibrate in %d chunks", spec.name, len(ids), sum(c.size for c in chunks), len(chunks)
     )
-    from flows.progress import ProgressBar
-
-    futures = [calibrate_chunk.submit(c, lake) for c in chunks]
-    sizes = {f.task_run_id: c.size for f, c in zip(futures, chunks, strict=True)}
-    bar = ProgressBar(sum(sizes.values()), enabled=progress, artifact_key=_key("calibration-progress", spec.name))
-    manifests, failures = [], []
-    stale = []
-    for fut in as_completed(futures):
-        res = fut.result(raise_on_failure=False)
-        if not isinstance(res, BaseException) and not (Path(lake) / res["path"]).exists():
-            stale.append(next(c for c in chunks if c.key == res["chunk_key"]))  # cached, file deleted/quarantined
-            continue
-        (failures if isinstance(res, BaseException) else manifests).append(res)
-    for fut in [calibrate_chunk.with_options(refresh_cache=True).submit(c, lake) for c in stale]:
-        res = fut.result(raise_on_failure=False)
-        (failures if isinstance(res, BaseException) else manifests).append(res)
-        bar.update(sizes[fut.task_run_id])
+    bar = ProgressBar(
+        sum(c.size for c in chunks), enabled=progress, artifact_key=_key("calibration-progress", spec.name)
+    )
+    manifests: list[dict[str, Any]]
+    manifests, failures = collect_chunks(
+        calibrate_chunk,
+        chunks,
+        lake,
+        expected_path=lambda c: str(chunk_file(Path(lake), c.spec_name, c.key).relative_to(Path(lake))),
+        path_of=lambda m: m["path"],
+        bar=bar,
+    )
     bar.close()
     record_members(spec, ids, eval_key, lake)
     publish_report(lake=lake, report=report)

@@ -5,7 +5,7 @@ mechanism (and re-checks a published claim about it: :func:`gdpcore.check_claim`
 from gdpcore's mechanism dataclasses (``gdp analyze gaussian --help`` lists them with types and defaults), so a new
 kind or field needs no CLI change. ``gdp analyze --opacus FILE | --tf-privacy ... | --dp-event FILE`` takes what a
 training run left behind instead of a kind (:mod:`gdpcore.adapters`; ``--sampler shuffle`` labels every number an
-estimate, with the reason). Pipeline sub-commands register themselves in :data:`SUBCOMMANDS`; each imports its
+estimate, with the reason). The pipeline sub-commands come from :data:`flows.commands.COMMANDS`; each imports its
 heavy dependencies (Prefect, DuckDB) only when run, so ``gdp analyze`` starts fast.
 
 Why argparse and not typer/click: the options of ``analyze`` are generated at run time from the kind registry,
@@ -23,10 +23,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-__all__ = ["SUBCOMMANDS", "main"]
+from flows.commands import COMMANDS
 
-# name -> (help, add_arguments(parser), run(args) -> exit code)
-SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
+__all__ = ["main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,7 +62,7 @@ def _probability(name: str, *, open_low: bool = False, open_high: bool = False) 
 
 def _load_spec_text(spec: str) -> Any:
     """--spec: YAML or JSON text (a mapping) or a file holding one."""
-    import yaml  # TODO(issue 16): the project's safe YAML 1.2 loader
+    import yaml  # TODO: read it with tasks.safe_yaml (the YAML 1.2 loader manifests and specs use)
 
     text = spec
     if not spec.lstrip().startswith("{"):
@@ -505,7 +504,7 @@ def _build_parser() -> argparse.ArgumentParser:
             )
         _analyze_options(kp, suppress=True)
     p.set_defaults(run=_analyze, kind=None)
-    for name, (help_text, add_args, run) in SUBCOMMANDS.items():
+    for name, (help_text, add_args, run) in COMMANDS.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         add_args(sp)
         sp.set_defaults(run=run)
@@ -553,7 +552,6 @@ def _exit_after_handlers(code: list[int]) -> None:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    _register_pipeline_commands()
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
@@ -573,12 +571,5 @@ def _main(argv: Sequence[str] | None) -> int:
         return 130
 
 
-def _register_pipeline_commands() -> None:
-    """Pipeline commands register themselves into SUBCOMMANDS from flows/commands.py (imports stay lazy there)."""
-    import flows.commands  # noqa: F401
-
-
-if __name__ == "__main__":  # pragma: no cover - `python -m flows.cli` (SUBCOMMANDS must live in flows.cli itself)
-    from flows.cli import main as _entry
-
-    sys.exit(_entry())
+if __name__ == "__main__":  # pragma: no cover - `python -m flows.cli`
+    sys.exit(main())

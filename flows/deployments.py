@@ -101,7 +101,7 @@ DEPLOYMENTS: tuple[Deployment, ...] = (
     Deployment(
         "nightly-mlflow-audit",
         "flows/privacy_audit.py:privacy_audit",
-        "Nightly audit of a live MLflow Model Registry (issue 17): reads each registered version's dp.* description "
+        "Nightly audit of a live MLflow Model Registry: reads each registered version's dp.* description "
         "from its tags or its source run, audits only new or changed versions, writes privacy.* tags back and lists "
         "versions that are not auditable. Set the job variable MLFLOW_TRACKING_URI (e.g. --job-variable "
         'env=\'{"MLFLOW_TRACKING_URI": "http://mlflow:5000"}\' or on the work pool), then resume the schedule '

@@ -13,14 +13,14 @@ import dataclasses
 import datetime as dt
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.utilities.annotations import quote
 
+from flows.chunks import collect_chunks
 from flows.naming import run_name
 from flows.progress import ProgressBar
 from flows.publish import publish_report
@@ -160,7 +160,7 @@ def _run_sweep_locked(
 
     # quote: Prefect would otherwise visit every cell id and axis value of the plan to look for futures in it
     # (~0.4 s at 10^4 cells); the task receives the plan itself.
-    record_members(quote(plan), lake)
+    record_members(cast(SweepPlan, quote(plan)), lake)  # Prefect unwraps the quote before the task runs
     phase("members")
     computed = [m for m in manifests if m.computed_by_run == run_id]
     mus = [m.worst_mu for m in manifests if m.worst_mu is not None]
@@ -199,36 +199,17 @@ def evaluate_chunks(
     if not chunks:
         return [], []
     # Cached manifests live in Prefect's result store (PREFECT_RESULTS_LOCAL_STORAGE_PATH), keyed on the chunk and
-    # the lake's absolute path; a hit whose Parquet file is gone is recomputed below.
-    evaluate = evaluate_chunk
+    # the lake's absolute path; a hit whose Parquet file is gone is recomputed (flows.chunks.collect_chunks).
     phase("evaluate-chunks")
     bar = ProgressBar(sum(c.size for c in chunks), enabled=progress, artifact_key=artifact_key)
-    submitted = [(c, evaluate.submit(c, lake)) for c in chunks]
-    phase("submitted")
-    by_future = {f.task_run_id: c for c, f in submitted}
-    manifests: list[ChunkManifest] = []
-    failures: list[str] = []
-    stale: list[Chunk] = []
-    for fut in as_completed([f for _, f in submitted]):
-        chunk = by_future[fut.task_run_id]
-        result = fut.result(raise_on_failure=False)
-        if isinstance(result, BaseException) or not fut.state.is_completed():
-            failures.append(f"chunk {chunk.short_key}: {result!r}"[:300])
-        elif result.path != _expected(lake, chunk) or not (Path(lake) / result.path).exists():
-            stale.append(chunk)  # a cached manifest of a deleted, quarantined or other spec's file
-        else:
-            manifests.append(result)
-        bar.update(chunk.size)
-        phase("chunk-collected")
-    if stale:  # the Prefect cache remembers a file someone deleted: recompute those chunks
-        refresh = evaluate.with_options(refresh_cache=True)
-        for c, fut in [(c, refresh.submit(c, lake)) for c in stale]:
-            result = fut.result(raise_on_failure=False)
-            if isinstance(result, BaseException):
-                failures.append(f"chunk {c.short_key}: {result!r}"[:300])
-            else:
-                manifests.append(result)
-    return manifests, failures
+    return collect_chunks(
+        evaluate_chunk,
+        chunks,
+        lake,
+        expected_path=lambda c: _expected(lake, c),
+        path_of=lambda m: m.path,
+        bar=bar,
+    )
 
 
 def _expected(lake: str, chunk: Chunk) -> str:
@@ -266,7 +247,7 @@ def _fmt(x: Any) -> str:
 def _sweep_artifacts(spec: GridSpec, s: SweepSummary) -> None:
     worst: list[dict[str, Any]] = []
     if s.report and Path(s.report).exists():
-        from tasks.publish import query_report
+        from tasks.report_query import query_report
 
         # The swept values come from the axes view: grid keys of compositions (and parameters stored under another
         # column name, such as randomized response's epsilon) are not columns of `cells`.

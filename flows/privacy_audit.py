@@ -1,7 +1,7 @@
-"""``privacy_audit``: audit a model registry (issue 7) -> lake rows, privacy cards, DuckDB views, MLflow tags.
+"""``privacy_audit``: audit a model registry -> lake rows, privacy cards, DuckDB views, MLflow tags.
 
 The registry is a folder of YAML manifests (``source="manifests"``, the default) or a live MLflow Model Registry
-(``source="mlflow"``, issue 17: every registered version's ``dp.*`` description, read from the version's tags or its
+(``source="mlflow"``: every registered version's ``dp.*`` description, read from the version's tags or its
 source run, becomes a manifest - see :mod:`tasks.mlflow_registry` for the table of keys). Both go through the same
 steps below, the same lake rows, cards and views; the ``models`` view names where each description came from
 (``description_source``) and lists MLflow versions that are *not auditable* with the missing key.
@@ -29,9 +29,10 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
-from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.naming import run_name
+from flows.publish import compact_and_publish
+from flows.runners import runner_from_env
 from tasks.audit import (
     audit_key,
     audit_path,
@@ -45,6 +46,7 @@ from tasks.audit import (
     write_comparison,
     write_members,
 )
+from tasks.evaluate import transient_io_error
 from tasks.lake import default_lake, default_report
 from tasks.registry import DEFAULT_REGISTRY, MANIFEST_DEADLINE, ModelManifest, load_registry
 
@@ -130,9 +132,21 @@ def read_mlflow(tracking_uri: str, models: list[str] | None, production_alias: s
     return read_mlflow_registry(tracking_uri, models=models, production_alias=production_alias)
 
 
+AUDIT_WORKERS = 2
+"""Threads of the audit flow's runner. Its runner is ``GDP_AUDIT_TASK_RUNNER`` (:func:`flows.runners.runner_from_env`),
+by default threads: model versions are few and each is one accounting, threads start at once, and deployments'
+``GDP_TASK_RUNNER=process`` (meant for sweeps) does not move audits into processes."""
+
+
+@task(name="record-registry-members", retries=2, retry_delay_seconds=1, retry_condition_fn=transient_io_error)
+def record_members(lake: str, label: str, member_rows: list[dict[str, Any]]) -> None:
+    """The registry's current model versions (audited or not auditable), what the report's views select."""
+    write_members(Path(lake), label, member_rows)
+
+
 @flow(
     name="privacy-audit",
-    task_runner=ThreadPoolTaskRunner(max_workers=2),
+    task_runner=runner_from_env(variable="GDP_AUDIT_TASK_RUNNER", default="thread", max_workers=AUDIT_WORKERS),
     flow_run_name=run_name("audit", "registry"),
 )
 def privacy_audit(
@@ -156,8 +170,72 @@ def privacy_audit(
 
     A registry with no valid model version (an empty or unmounted folder, every file invalid, no registered version)
     raises :class:`EmptyRegistryError` and writes nothing, unless ``allow_empty``: then the registry's models are
-    removed from the report (that is what auditing an empty registry means)."""
-    logger = get_run_logger()
+    removed from the report (that is what auditing an empty registry means). ``report_uri``: where readers find the
+    report (s3://..., https://...; default ``$GDP_REPORT_URI``): cards and MLflow tags name it only when configured,
+    never a local path of the auditing machine."""
+    mlflow_uri = _check_source(source, registry, mlflow_uri, models)
+    lake_p = Path(lake or default_lake()).resolve()
+    report_p = Path(report or default_report()).resolve()
+    cards = Path(cards_dir).resolve() if cards_dir else report_p.parent / "cards"
+    report_uri = report_uri or os.environ.get("GDP_REPORT_URI") or None
+
+    reg = _load_registry(source, registry, mlflow_uri, models, production_alias, allow_empty)  # step 1
+    rows, computed, reused = _audit_versions(reg, lake_p, progress)  # step 2
+    audited = [m for m in reg.manifests if m.key in rows]
+    record_members(str(lake_p), reg.label, _member_rows(reg, audited, rows, lake_p, models))
+    n_cmp, less_private = _compare_versions(audited, reg.production, rows, lake_p)  # step 3
+    card_paths, written = _write_cards(audited, rows, cards, report_uri)  # step 4
+    if publish:
+        compact_and_publish(str(lake_p), str(report_p))  # step 5
+    summary = AuditSummary(
+        registry=reg.name,
+        lake=str(lake_p),
+        report=str(report_p),
+        cards_dir=str(cards),
+        models=[m.key for m in audited],
+        computed=computed,
+        reused=reused,
+        failed=reg.failed,
+        comparisons_computed=n_cmp,
+        less_private=less_private,
+        cards_written=written,
+        claim_flags=_claim_flags(rows),
+        estimates=estimate_flags(rows),
+        source=source,
+        not_auditable=reg.not_auditable,
+    )
+    if mlflow_uri:
+        _tag_mlflow(summary, reg, rows, card_paths, mlflow_uri, report_uri)  # step 6
+    _artifacts(summary, rows)
+    get_run_logger().info(
+        "privacy audit: %d model versions (%d computed, %d reused), %d not auditable, %d failed",
+        len(summary.models),
+        len(computed),
+        len(reused),
+        len(reg.not_auditable),
+        len(reg.failed),
+    )
+    return summary
+
+
+@dataclasses.dataclass
+class _Registry:
+    """The model versions one run audits, keyed by ``name:version``, and where each description came from."""
+
+    label: str  # the registry's name in the lake (registry=<label>)
+    name: str  # its name in the summary
+    source: str
+    manifests: list[ModelManifest]
+    failed: dict[str, str]  # invalid manifest file (or name:version) -> message; audits that fail are added
+    production: dict[str, bool]
+    provenance: dict[str, dict[str, Any]]  # the members row's provenance columns
+    not_auditable: dict[str, str] = dataclasses.field(default_factory=dict)
+    mlflow_versions: list[Any] = dataclasses.field(default_factory=list)
+
+
+def _check_source(source: str, registry: str | None, mlflow_uri: str | None, models: list[str] | None) -> str | None:
+    """The tracking URI the run reads (source 'mlflow') or tags (with a manifest registry); ValueError naming the
+    argument that does not fit the source."""
     if source not in ("manifests", "mlflow"):
         raise ValueError(f"source must be 'manifests' or 'mlflow', got {source!r}")
     if source == "mlflow":
@@ -168,129 +246,166 @@ def privacy_audit(
             raise ValueError("source='mlflow' reads the MLflow registry: give no manifest registry")
     elif models:
         raise ValueError("models selects registered models of an MLflow registry (source='mlflow')")
-    reg = Path(registry) if registry else DEFAULT_REGISTRY
-    lake_p = Path(lake or default_lake()).resolve()
-    report_p = Path(report or default_report()).resolve()
-    cards = Path(cards_dir).resolve() if cards_dir else report_p.parent / "cards"
-    run_id = str(flow_run.id or "local")
-    # Where readers find the report (s3://..., https://...): cards and MLflow tags name it only when configured, never
-    # a local path of the auditing machine.
-    report_uri = report_uri or os.environ.get("GDP_REPORT_URI") or None
+    return mlflow_uri
 
-    # Each entry: the manifest audited (its audit_key), production flag, and its members row's provenance columns.
-    production: dict[str, bool] = {}
-    provenance: dict[str, dict[str, Any]] = {}
-    not_auditable: dict[str, str] = {}
-    mlflow_versions: list[Any] = []
+
+def _load_registry(
+    source: str,
+    registry: str | None,
+    mlflow_uri: str | None,
+    models: list[str] | None,
+    production_alias: str,
+    allow_empty: bool,
+) -> _Registry:
+    """Step 1: the registry's model versions; an invalid manifest file fails its models only (``failed``), an MLflow
+    version without a usable description is *not auditable*; no valid version at all raises EmptyRegistryError
+    unless ``allow_empty``."""
+    logger = get_run_logger()
     if source == "mlflow":
-        from tasks.mlflow_registry import mlflow_registry_label, public_uri
-
-        mlflow_versions = read_mlflow(mlflow_uri, list(models) if models else None, production_alias)
-        label = mlflow_registry_label(mlflow_uri)
-        reg_name = f"mlflow:{public_uri(mlflow_uri)}"
-        if not mlflow_versions and not allow_empty:
-            raise EmptyRegistryError(
-                f"MLflow registry {reg_name} has no registered model version; nothing was written. If it is meant to "
-                "be empty (its models removed from the report), pass --allow-empty"
-            )
-        manifests, errors = [], []
-        for v in mlflow_versions:
-            provenance[v.key] = {
-                "description_source": v.description_source,
-                "description_from": v.description_from,
-                "manifest_path": None,
-                "mlflow_model": v.mlflow_model,
-                "mlflow_version": v.mlflow_version,
-            }
-            production[v.key] = v.production
-            if v.manifest is None:
-                not_auditable[v.key] = v.not_auditable
-                logger.warning("not auditable: %s (%s): %s", v.key, v.description_source, v.not_auditable)
-            else:
-                manifests.append(v.manifest)
+        assert mlflow_uri is not None  # _check_source
+        reg = _mlflow_registry(mlflow_uri, models, production_alias, allow_empty)
+        for key, why in reg.not_auditable.items():
+            logger.warning("not auditable: %s (%s): %s", key, reg.provenance[key]["description_source"], why)
     else:
-        label, reg_name = _registry_label(reg), str(reg)
-        manifests, errors = load_registry(reg, deadline=MANIFEST_DEADLINE)  # each file in isolation, with a deadline
-        if not manifests and not allow_empty:
-            why = f"{len(errors)} invalid file(s), e.g. {errors[0]}" if errors else "no .yaml/.yml file"
-            raise EmptyRegistryError(
-                f"registry {reg} has no valid model version ({why}); nothing was written. If the registry is meant "
-                "to be empty (its models removed from the report), pass --allow-empty"
-            )
-        for m in manifests:
-            production[m.key] = m.production
-            provenance[m.key] = {
-                "description_source": f"manifest:{m.manifest_path}",
-                "description_from": "manifest",
-                "manifest_path": m.manifest_path,
-                "mlflow_model": m.mlflow_target()[0],
-                "mlflow_version": m.mlflow_target()[1],
-            }
-    failed = {e.file + (f" ({e.field})" if e.field else ""): str(e) for e in errors}
-    for msg in failed.values():
+        reg = _manifest_registry(Path(registry) if registry else DEFAULT_REGISTRY, allow_empty)
+    for msg in reg.failed.values():
         logger.warning("invalid manifest: %s", msg)  # also in the run summary and artifact
+    return reg
 
-    rows: dict[str, dict[str, Any]] = {}
-    computed, reused = [], []
-    futures = {}
+
+def _mlflow_registry(uri: str, models: list[str] | None, production_alias: str, allow_empty: bool) -> _Registry:
+    from tasks.mlflow_registry import mlflow_registry_label, public_uri
+
+    versions = read_mlflow(uri, list(models) if models else None, production_alias)
+    name = f"mlflow:{public_uri(uri)}"
+    if not versions and not allow_empty:
+        raise EmptyRegistryError(
+            f"MLflow registry {name} has no registered model version; nothing was written. If it is meant to "
+            "be empty (its models removed from the report), pass --allow-empty"
+        )
+    reg = _Registry(mlflow_registry_label(uri), name, "mlflow", [], {}, {}, {}, mlflow_versions=versions)
+    for v in versions:
+        reg.provenance[v.key] = {
+            "description_source": v.description_source,
+            "description_from": v.description_from,
+            "manifest_path": None,
+            "mlflow_model": v.mlflow_model,
+            "mlflow_version": v.mlflow_version,
+        }
+        reg.production[v.key] = v.production
+        if v.manifest is None:
+            reg.not_auditable[v.key] = v.not_auditable
+        else:
+            reg.manifests.append(v.manifest)
+    return reg
+
+
+def _manifest_registry(path: Path, allow_empty: bool) -> _Registry:
+    manifests, errors = load_registry(path, deadline=MANIFEST_DEADLINE)  # each file in isolation, with a deadline
+    if not manifests and not allow_empty:
+        why = f"{len(errors)} invalid file(s), e.g. {errors[0]}" if errors else "no .yaml/.yml file"
+        raise EmptyRegistryError(
+            f"registry {path} has no valid model version ({why}); nothing was written. If the registry is meant "
+            "to be empty (its models removed from the report), pass --allow-empty"
+        )
+    failed = {e.file + (f" ({e.field})" if e.field else ""): str(e) for e in errors}
+    reg = _Registry(_registry_label(path), str(path), "manifests", manifests, failed, {}, {})
     for m in manifests:
-        key = audit_key(m)
-        path = audit_path(lake_p, m.name, m.version, key)
-        row = _read_or_quarantine(lake_p, path, read_audit)
+        reg.production[m.key] = m.production
+        reg.provenance[m.key] = {
+            "description_source": f"manifest:{m.manifest_path}",
+            "description_from": "manifest",
+            "manifest_path": m.manifest_path,
+            "mlflow_model": m.mlflow_target()[0],
+            "mlflow_version": m.mlflow_target()[1],
+        }
+    return reg
+
+
+def _audit_versions(
+    reg: _Registry, lake: Path, progress: bool
+) -> tuple[dict[str, dict[str, Any]], list[str], list[str]]:
+    """Step 2: each version's audit row, computed only when no audit exists for its ``audit_key``; a version whose
+    audit fails (or passes its deadline) is added to ``reg.failed`` and the others go on. Returns (rows by key,
+    computed keys, reused keys)."""
+    from flows.progress import ProgressBar
+
+    run_id = str(flow_run.id or "local")
+    rows: dict[str, dict[str, Any]] = {}
+    computed: list[str] = []
+    reused: list[str] = []
+    futures = {}
+    for m in reg.manifests:
+        row = _read_or_quarantine(lake, audit_path(lake, m.name, m.version, audit_key(m)), read_audit)
         if row is not None:
             rows[m.key] = row
             reused.append(m.key)
         else:
-            futures[m.key] = audit_model_version.submit(m, str(lake_p), run_id)
-    from flows.progress import ProgressBar
-
+            futures[m.key] = audit_model_version.submit(m, str(lake), run_id)
     bar = ProgressBar(len(futures), label="model versions", enabled=progress)
     for k, fut in futures.items():
         try:
             rows[k] = fut.result()
             computed.append(k)
         except Exception as exc:  # one model's accounting failure must not stop the others
-            failed[k] = f"{k}: audit failed: {type(exc).__name__}: {exc}"
-            logger.error("audit of %s failed: %s", k, exc)
+            reg.failed[k] = f"{k}: audit failed: {type(exc).__name__}: {exc}"
+            get_run_logger().error("audit of %s failed: %s", k, exc)
         bar.update(1)
     bar.close()
-    by_key = {m.key: m for m in manifests}
-    ok = [m for m in manifests if m.key in rows]
+    return rows, computed, reused
+
+
+def _member_rows(
+    reg: _Registry,
+    audited: list[ModelManifest],
+    rows: dict[str, dict[str, Any]],
+    lake: Path,
+    models: list[str] | None,
+) -> list[dict[str, Any]]:
+    """The registry's members: audited versions, then not-auditable MLflow versions; a partial MLflow audit
+    (``models``) keeps the other registered models' members."""
     member_rows = [
         {
             "model": m.name,
             "version": m.version,
             "audit_key": rows[m.key]["audit_key"],
-            "production": production[m.key],
+            "production": reg.production[m.key],
             "status": "audited",
             "not_auditable": None,
-            **provenance[m.key],
+            **reg.provenance[m.key],
         }
-        for m in ok
+        for m in audited
     ]
-    for v in mlflow_versions:
-        if v.key in not_auditable:
-            member_rows.append(
-                {
-                    "model": v.model,
-                    "version": v.version,
-                    "audit_key": "",
-                    "production": v.production,
-                    "status": "not auditable",
-                    "not_auditable": not_auditable[v.key],
-                    **provenance[v.key],
-                }
-            )
-    if models:  # a partial MLflow audit keeps the other registered models' members
-        member_rows += [r for r in read_members(lake_p, label) if r["mlflow_model"] not in set(models)]
-    member_rows.sort(key=lambda r: (r["model"], r["version"]))
-    write_members(lake_p, label, member_rows)
+    member_rows += [
+        {
+            "model": v.model,
+            "version": v.version,
+            "audit_key": "",
+            "production": v.production,
+            "status": "not auditable",
+            "not_auditable": reg.not_auditable[v.key],
+            **reg.provenance[v.key],
+        }
+        for v in reg.mlflow_versions
+        if v.key in reg.not_auditable
+    ]
+    if models:
+        member_rows += [r for r in read_members(lake, reg.label) if r["mlflow_model"] not in set(models)]
+    return sorted(member_rows, key=lambda r: (r["model"], r["version"]))
 
-    # -- comparisons: previous version and production version -----------------------------------------------------
+
+def _compare_versions(
+    audited: list[ModelManifest], production: dict[str, bool], rows: dict[str, dict[str, Any]], lake: Path
+) -> tuple[int, list[str]]:
+    """Step 3: each version against the previous version of its model and against the production version (pairs
+    already compared are read back). Returns (comparisons computed, less-private lines)."""
+    import pyarrow.parquet as pq
+
+    logger = get_run_logger()
     by_model: dict[str, list[ModelManifest]] = {}
-    for m in ok:
+    for m in audited:
         by_model.setdefault(m.name, []).append(m)
-    pairs: list[tuple[dict, dict, str]] = []
+    pairs: list[tuple[dict[str, Any], dict[str, Any], str]] = []
     for versions in by_model.values():
         versions.sort(key=lambda m: m.version)
         prod = [m for m in versions if production[m.key]]
@@ -302,35 +417,39 @@ def privacy_audit(
                 pairs.append((rows[m.key], rows[versions[i - 1].key], "previous"))
             if prod_m is not None and prod_m.version != m.version:
                 pairs.append((rows[m.key], rows[prod_m.key], "production"))
-    cmp_futures, less_private, n_cmp = [], [], 0
-    import pyarrow.parquet as pq
-
-    cmp_rows = []
+    cmp_rows, futures = [], []
     for new, old, against in pairs:
-        p = comparison_path(lake_p, new["audit_key"], old["audit_key"], against)
-        row = _read_or_quarantine(lake_p, p, lambda path: pq.read_table(path).to_pylist()[0])
+        path = comparison_path(lake, new["audit_key"], old["audit_key"], against)
+        row = _read_or_quarantine(lake, path, lambda f: pq.read_table(f).to_pylist()[0])
         if row is not None:
             cmp_rows.append(row)
         else:
-            cmp_futures.append(compare_versions.submit(new, old, against, str(lake_p)))
-    for fut in cmp_futures:
+            futures.append(compare_versions.submit(new, old, against, str(lake)))
+    n_computed = 0
+    for fut in futures:
         try:
             cmp_rows.append(fut.result())
-            n_cmp += 1
+            n_computed += 1
         except Exception as exc:
             logger.error("comparison failed: %s", exc)
-    for r in cmp_rows:
-        if r["less_private"]:
-            less_private.append(
-                f"{r['model']}:{r['version']} vs {r['against']} v{r['other_version']} (mu {r['mu_change']:+.3g})"
-            )
+    less_private = [
+        f"{r['model']}:{r['version']} vs {r['against']} v{r['other_version']} (mu {r['mu_change']:+.3g})"
+        for r in cmp_rows
+        if r["less_private"]
+    ]
+    return n_computed, less_private
 
-    # -- cards ----------------------------------------------------------------------------------------------------
+
+def _write_cards(
+    audited: list[ModelManifest], rows: dict[str, dict[str, Any]], cards: Path, report_uri: str | None
+) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """Step 4: the privacy card of every audited version, rewritten only when missing or stale. Returns (card files
+    by key, keys whose card was written)."""
     from tasks.cards import card_dir, card_stamp, write_card
 
     card_paths: dict[str, dict[str, str]] = {}
     written = []
-    for m in ok:
+    for m in audited:
         row = rows[m.key]
         d = card_dir(cards, m.name, m.version)
         stamp = d / "audit_key"
@@ -344,67 +463,46 @@ def privacy_audit(
         else:
             card_paths[m.key] = write_card(row, cards, report_uri=report_uri)
             written.append(m.key)
+    return card_paths, written
 
-    if publish:
-        from tasks.publish import publish_lake
 
-        publish_lake(lake_p, report_p)
+def _tag_mlflow(
+    summary: AuditSummary,
+    reg: _Registry,
+    rows: dict[str, dict[str, Any]],
+    card_paths: dict[str, dict[str, str]],
+    mlflow_uri: str,
+    report_uri: str | None,
+) -> None:
+    """Step 6: the privacy.* tags of every audited version (and the not-auditable MLflow versions) in MLflow; records
+    what was tagged in ``summary``."""
+    from tasks.mlflow_tags import publish_to_mlflow
 
-    summary = AuditSummary(
-        registry=reg_name,
-        lake=str(lake_p),
-        report=str(report_p),
-        cards_dir=str(cards),
-        models=[m.key for m in ok],
-        computed=computed,
-        reused=reused,
-        failed=failed,
-        comparisons_computed=n_cmp,
-        less_private=less_private,
-        cards_written=written,
-        claim_flags=_claim_flags(rows),
-        estimates=estimate_flags(rows),
-        source=source,
-        not_auditable=not_auditable,
+    if reg.source == "mlflow":  # the card goes into MLflow only where the owner opted in (tasks.mlflow_registry)
+        opted = {v.key: v.card_opt_in for v in reg.mlflow_versions}
+        targets = [
+            (
+                reg.provenance[k]["mlflow_model"],
+                reg.provenance[k]["mlflow_version"],
+                rows[k],
+                card_paths[k] if opted[k] else None,
+            )
+            for k in summary.models
+        ]
+        unaudited = [
+            (v.mlflow_model, v.mlflow_version, reg.not_auditable[v.key])
+            for v in reg.mlflow_versions
+            if v.key in reg.not_auditable
+        ]
+    else:
+        by_key = {m.key: m for m in reg.manifests}
+        targets = [(*by_key[k].mlflow_target(), rows[k], card_paths[k]) for k in summary.models]
+        unaudited = []
+    res = publish_to_mlflow(
+        mlflow_uri, targets, report_uri=report_uri, flow_run=_flow_run_link(), not_auditable=unaudited
     )
-    if mlflow_uri:
-        from tasks.mlflow_tags import publish_to_mlflow
-
-        if source == "mlflow":  # the card goes into MLflow only where the owner opted in (tasks.mlflow_registry)
-            opted = {v.key: v.card_opt_in for v in mlflow_versions}
-            targets = [
-                (
-                    provenance[k]["mlflow_model"],
-                    provenance[k]["mlflow_version"],
-                    rows[k],
-                    card_paths[k] if opted[k] else None,
-                )
-                for k in summary.models
-            ]
-            unaudited = [
-                (v.mlflow_model, v.mlflow_version, not_auditable[v.key])
-                for v in mlflow_versions
-                if v.key in not_auditable
-            ]
-        else:
-            targets = [(*by_key[k].mlflow_target(), rows[k], card_paths[k]) for k in summary.models]
-            unaudited = []
-        res = publish_to_mlflow(
-            mlflow_uri, targets, report_uri=report_uri, flow_run=_flow_run_link(), not_auditable=unaudited
-        )
-        summary.mlflow_tagged, summary.mlflow_missing = res.tagged, res.missing
-        summary.mlflow_tags_written = res.tags_written
-
-    _artifacts(summary, rows)
-    logger.info(
-        "privacy audit: %d model versions (%d computed, %d reused), %d not auditable, %d failed",
-        len(summary.models),
-        len(computed),
-        len(reused),
-        len(not_auditable),
-        len(failed),
-    )
-    return summary
+    summary.mlflow_tagged, summary.mlflow_missing = res.tagged, res.missing
+    summary.mlflow_tags_written = res.tags_written
 
 
 def _read_or_quarantine(lake: Path, path: Path, read: Any) -> dict[str, Any] | None:

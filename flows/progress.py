@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
+from uuid import UUID
 
 __all__ = ["ProgressBar"]
 
@@ -28,13 +29,14 @@ class ProgressBar:
         self.started = time.monotonic()
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._last_pct = -1
-        self._artifact = None
+        self._artifact: UUID | None = None
         self._rich: Any = None
         if artifact_key and self.total > 0:
             from prefect.artifacts import create_progress_artifact
 
-            self._artifact = create_progress_artifact(
-                progress=0.0, key=artifact_key, description=f"{label} done of {total}"
+            # Called from synchronous code: Prefect's sync_compatible returns the id, not a coroutine.
+            self._artifact = cast(
+                UUID, create_progress_artifact(progress=0.0, key=artifact_key, description=f"{label} done of {total}")
             )
         if self.enabled and self._tty:
             from rich.console import Console

@@ -20,7 +20,7 @@ from flows.runners import runner_from_env
 from gdpcore.kinds import flat_kinds
 from tasks.lake import default_report
 from tasks.plots import heatmap_filename, plot_curve, plot_heatmap
-from tasks.publish import query_report
+from tasks.report_query import query_report
 from tasks.spec import GridSpec, load_grid_spec
 
 __all__ = ["RegretMap", "regret_map"]
@@ -68,6 +68,7 @@ def choose_axes(spec: GridSpec, x: str | None, y: str | None) -> tuple[str, str,
     for name, value in (("x", x), ("y", y)):
         if value is None or value not in spec.grid:
             raise ValueError(f"--{name} must be one of the grid keys {', '.join(spec.grid)}, got {value!r}")
+    assert x is not None and y is not None  # checked just above
     if x == y:
         raise ValueError(f"--x and --y must differ, got {x!r} twice")
     return x, y, {k: v for k, v in fixed.items() if k not in (x, y)}, reduce

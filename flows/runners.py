@@ -63,11 +63,14 @@ def make_task_runner(kind: str = "process", *, dask_address: str | None = None, 
     )
 
 
-def runner_from_env() -> Any:
-    """The runner a deployment asked for via ``GDP_TASK_RUNNER`` / ``DASK_SCHEDULER_ADDRESS`` / ``GDP_MAX_WORKERS``."""
-    kind = os.environ.get("GDP_TASK_RUNNER", "process")
+def runner_from_env(
+    *, variable: str = "GDP_TASK_RUNNER", default: str = "process", max_workers: int | None = None
+) -> Any:
+    """The runner a deployment asked for via ``variable`` (``GDP_TASK_RUNNER`` for sweeps, ``default`` when unset) /
+    ``DASK_SCHEDULER_ADDRESS`` / ``GDP_MAX_WORKERS`` (``max_workers`` when given)."""
+    kind = os.environ.get(variable, default)
     address = os.environ.get("DASK_SCHEDULER_ADDRESS") if kind == "dask" else None
-    return make_task_runner(kind, dask_address=address or None)
+    return make_task_runner(kind, dask_address=address or None, max_workers=max_workers)
 
 
 _server_boot: dict[str, Any] = {}  # the temporary server this process started: {"process", "port", "watched"}
@@ -155,7 +158,7 @@ def start_api_server() -> None:
     its start-up (~3 s: a Python process importing FastAPI, SQLAlchemy and Prefect's app, then opening the SQLite
     database) is on the critical path. Prefect's client would start it on first use, after this process imported
     Prefect and the server module (~1.5 s) - and then wait. Launched here instead, right after the command checked
-    its input and before this process imports Prefect, it boots on the other core meanwhile (issue 15). Prefect's
+    its input and before this process imports Prefect, it boots on the other core meanwhile (tests/pipeline/test_overhead.py). Prefect's
     configuration is read while it boots: a configured server wins, and the temporary one is stopped at once. It is
     the server Prefect would start (:func:`_server_command`, :func:`_server_env`, the same relaunch when uvicorn
     reports a taken port). ``PREFECT_API_URL`` is then exported and Prefect's settings re-read, so this process and

@@ -1,4 +1,4 @@
-"""Registry audits (issue 7): one model version -> one labelled lake row; version comparisons; registry snapshot.
+"""Registry audits: one model version -> one labelled lake row; version comparisons; registry snapshot.
 
 Lake layout (under the lake root, next to the grid-sweep tables)::
 
@@ -18,8 +18,6 @@ import datetime as dt
 import hashlib
 import json
 import math
-import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tasks.lake import atomic_write_parquet, code_version, safe_join
+from tasks.plan import CURVE_FPRS
 from tasks.registry import STANDARD_DELTAS, STANDARD_FPRS, ModelManifest, is_valid_name
 
 __all__ = [
@@ -41,15 +40,11 @@ __all__ = [
     "compute_comparison_row",
     "estimate_flags",
     "read_audit",
-    "registry_views",
 ]
 
 BLACKWELL_TOL = 1e-6  # gdpcore.is_at_least_as_private's default: the accountant's resolution
 GDP_COMPLETE_VERDICT = "GDP is a complete description"
 GDP_INCOMPLETE_VERDICT = "GDP is not a complete description: read the full trade-off curve"
-CURVE_FPRS: tuple[float, ...] = tuple(
-    sorted({0.0, *np.logspace(-10, -2, 33).tolist(), *np.linspace(0.01, 1.0, 100).tolist()})
-)
 
 _LIST = pa.list_(pa.float64())
 AUDIT_SCHEMA = pa.schema(
@@ -128,7 +123,7 @@ MEMBERS_SCHEMA = pa.schema(
         pa.field("production", pa.bool_()),
         pa.field("mlflow_model", pa.string()),
         pa.field("mlflow_version", pa.string()),
-        # issue 17: where the training description was read ("manifest:<file>" or "mlflow:<uri>#<model>/<version>"),
+        # Where the training description was read ("manifest:<file>" or "mlflow:<uri>#<model>/<version>"),
         # which part of it ("manifest", "model-version tags", "run <id> params", ...), and the audit status:
         # "audited", or "not auditable" with the reason naming the missing dp.* key(s) (audit_key then '').
         pa.field("description_source", pa.string()),
@@ -387,120 +382,3 @@ def write_comparison(lake: Path, row: dict[str, Any]) -> Path:
     path = comparison_path(lake, row["audit_key"], row["other_audit_key"], row["against"])
     atomic_write_parquet(pa.Table.from_pylist([row], schema=COMPARISON_SCHEMA), path, {"model": row["model"]})
     return path
-
-
-# -- report views ---------------------------------------------------------------------------------------------------
-VIEW_COMMENTS: dict[str, str] = {
-    "models": "One row per model version in the audited registries: model, version, registry, manifest, production "
-    "flag, MLflow target, audit_key (the audit its numbers come from), description_source (the manifest file or the "
-    "MLflow URI/model/version the training description was read from), status ('audited' or 'not auditable', with "
-    "the missing dp.* key in not_auditable).",
-    "model_privacy": "One row per model version: mu (tightest pessimistic mu-GDP, upper bound unless mu_bound says "
-    "estimate: see estimate_reason), gdp_regret, verdict "
-    "('GDP is a complete description' when regret < 0.01), epsilon at the declared delta, TPR@FPR lists, advantage, "
-    "bayes_security, each with its bound label, the accountant and discretization, audited_at, gdpcore_version; "
-    "for a published claim: claim_reproduced_epsilon (labelled by claim_reproduced_bound), claim_status, "
-    "claim_tight_epsilon (upper bound at the claimed delta) and claim_certified.",
-    "model_comparisons": "Each model version vs its previous version and the production version: Delta-divergence "
-    "both ways, Blackwell verdict, less_private flag, change in mu and TPR@FPR.",
-}
-
-
-def _lit(path: Path | str) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
-
-
-def _registry_snapshot_id(lake: Path) -> str:
-    h = hashlib.sha256(b"registry-views-v1")
-    for path in sorted((lake / "registry" / "members").glob("registry=*/members.parquet")):
-        h.update(str(path.relative_to(lake)).encode())
-        h.update(hashlib.sha256(path.read_bytes()).digest())
-    for path in sorted((lake / "registry" / "comparisons").glob("cmp-*.parquet")):
-        h.update(path.name.encode())
-    return h.hexdigest()[:20]
-
-
-def _build_registry_snapshot(lake: Path, snap: Path) -> None:
-    from tasks.lake import tmp_path
-    from tasks.publish import lake_connection
-
-    tmp = tmp_path(snap)
-    tmp.mkdir(parents=True)
-    con = lake_connection(lake)
-    try:
-        con.register("empty_members", MEMBERS_SCHEMA.empty_table())  # replacement scans are off (confined)
-        con.register("empty_audits", AUDIT_SCHEMA.empty_table())
-        con.register("empty_cmp", COMPARISON_SCHEMA.empty_table())
-        member_files = sorted((lake / "registry" / "members").glob("registry=*/members.parquet"))
-        if member_files:
-            con.execute(
-                f"CREATE TEMP TABLE m AS SELECT * FROM read_parquet({[str(p) for p in member_files]!r}, "
-                "union_by_name = true)"
-            )
-        else:
-            con.execute("CREATE TEMP TABLE m AS SELECT * FROM empty_members")
-        keys = con.execute("SELECT DISTINCT model, version, audit_key FROM m").fetchall()
-        audit_files = [str(audit_path(lake, mo, v, k)) for mo, v, k in keys if audit_path(lake, mo, v, k).exists()]
-        if audit_files:
-            con.execute(f"CREATE TEMP TABLE a AS SELECT * FROM read_parquet({audit_files!r}, union_by_name = true)")
-        else:
-            con.execute("CREATE TEMP TABLE a AS SELECT * FROM empty_audits")
-        cmp_files = sorted(str(p) for p in (lake / "registry" / "comparisons").glob("cmp-*.parquet"))
-        if cmp_files:
-            con.execute(f"CREATE TEMP TABLE c AS SELECT * FROM read_parquet({cmp_files!r}, union_by_name = true)")
-        else:
-            con.execute("CREATE TEMP TABLE c AS SELECT * FROM empty_cmp")
-        selects = {
-            "models": "SELECT m.registry, m.model, m.version, m.production, m.manifest_path, m.mlflow_model, "
-            "m.mlflow_version, m.audit_key, a.privacy_unit, a.neighbouring, a.sampler, a.dataset_size, a.description, "
-            "a.source, a.mechanism_form, m.description_source, m.description_from, "
-            "coalesce(m.status, 'audited') AS status, m.not_auditable "
-            "FROM m LEFT JOIN a ON a.audit_key = m.audit_key AND a.model = m.model AND a.version = m.version "
-            "ORDER BY m.model, m.version, m.registry",
-            "model_privacy": "SELECT m.registry, a.* EXCLUDE (curve_fpr, curve_fnr, manifest_json), "
-            "m.production, m.description_source FROM m JOIN a ON a.audit_key = m.audit_key AND a.model = m.model "
-            "AND a.version = m.version ORDER BY a.model, a.version, m.registry",
-            "model_comparisons": "SELECT c.* FROM c JOIN m ON c.audit_key = m.audit_key "
-            "JOIN (SELECT audit_key AS other_audit_key FROM m) o USING (other_audit_key) "
-            "ORDER BY c.model, c.version, c.against",
-        }
-        for name, sel in selects.items():
-            con.execute(f"COPY ({sel}) TO {_lit(tmp / (name + '.parquet'))} (FORMAT parquet, COMPRESSION zstd)")
-        (tmp / "_SUCCESS").write_text(dt.datetime.now(dt.UTC).isoformat())
-        os.replace(tmp, snap)
-    finally:
-        con.close()
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def registry_views(
-    lake: str | Path, keep: int = 3, *, relative_to: str | Path | None = None
-) -> dict[str, tuple[str, str]]:
-    """{view: (SELECT over a fixed registry snapshot, comment)} for :mod:`tasks.publish` (always all three views).
-
-    ``relative_to``: name the snapshot files relative to this folder (the report's; see tasks.publish)."""
-    lake = Path(lake).resolve()
-    published = lake / "registry" / "published"
-    published.mkdir(parents=True, exist_ok=True)
-    snap = published / _registry_snapshot_id(lake)
-    if not (snap / "_SUCCESS").exists():
-        _build_registry_snapshot(lake, snap)
-    else:
-        os.utime(snap / "_SUCCESS")
-    snaps = sorted(
-        (p for p in published.iterdir() if p.is_dir() and (p / "_SUCCESS").exists()),
-        key=lambda p: (p / "_SUCCESS").stat().st_mtime,
-        reverse=True,
-    )
-    for old in snaps[keep:]:
-        if old != snap:
-            shutil.rmtree(old, ignore_errors=True)
-
-    def where(name: str) -> str:
-        path = snap / (name + ".parquet")
-        return str(path) if relative_to is None else Path(os.path.relpath(path, relative_to)).as_posix()
-
-    return {
-        name: (f"SELECT * FROM read_parquet({_lit(where(name))})", comment) for name, comment in VIEW_COMMENTS.items()
-    }

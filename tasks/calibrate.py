@@ -86,7 +86,9 @@ def chunk_file(lake: Path, spec_name: str, key: str) -> Path:
     return safe_join(lake, "calibrations", f"spec={spec_name}", f"chunk-{key}.parquet")
 
 
-def plan_calibration(spec: CalibrationSpec, lake: Path, *, workers: int = 2):
+def plan_calibration(
+    spec: CalibrationSpec, lake: Path, *, workers: int = 2
+) -> tuple[list[str], str, tuple[CalibrationChunk, ...]]:
     """(all cell ids in grid order, eval_key, chunks of the cells not yet in the lake)."""
     from tasks.evaluate import auto_chunk_size
 
@@ -124,7 +126,7 @@ def plan_calibration(spec: CalibrationSpec, lake: Path, *, workers: int = 2):
 def compute_calibration_table(chunk: CalibrationChunk, run_id: str) -> pa.Table:
     import gdpcore
 
-    kwargs = dict(chunk.target)
+    kwargs: dict[str, Any] = dict(chunk.target)
     target_name = next(k for k in kwargs if k.startswith("target_")).removeprefix("target_")
     eval_key = _hash({"target": chunk.target, "code_version": chunk.code_version})
     now = dt.datetime.now(dt.UTC)
@@ -169,7 +171,8 @@ def compute_calibration_table(chunk: CalibrationChunk, run_id: str) -> pa.Table:
 
 
 def _cache_key(context: Any, parameters: dict[str, Any]) -> str:
-    """Chunk content, spec and lake: without the spec, a cache hit returned another spec's file (issue 16)."""
+    """Chunk content, spec and lake: without the spec, a cache hit would return another spec's file (checked by
+    tests/robustness/test_shared_and_concurrent.py)."""
     lake = str(Path(parameters["lake"]).resolve())
     return f"gdp-calibration-{parameters['chunk'].key}-{_hash([parameters['chunk'].spec_name, lake])[:12]}"
 

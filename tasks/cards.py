@@ -1,4 +1,4 @@
-"""Privacy cards (issue 7): Markdown statement, PNG trade-off curve and Hugging Face model-card YAML per model version.
+"""Privacy cards: Markdown statement, PNG trade-off curve and Hugging Face model-card YAML per model version.
 
 Cards are rendered from an audit row (:data:`tasks.audit.AUDIT_SCHEMA`), never recomputed: what the card says is
 exactly what the report's ``model_privacy`` view holds. Every number carries its bound label (upper / lower /
@@ -116,7 +116,7 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
     sampler = row.get("sampler")
     if row.get("estimate_reason"):
         lines.append(
-            f"- **Sampling.** Batches drawn by {_SAMPLER_TEXT.get(sampler, sampler)}; {row['estimate_reason']}."
+            f"- **Sampling.** Batches drawn by {_SAMPLER_TEXT.get(sampler or '', sampler)}; {row['estimate_reason']}."
         )
     elif sampler == "poisson":
         lines.append(

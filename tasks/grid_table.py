@@ -86,10 +86,13 @@ def analyze_grid_tables(
     ):
         raise ValueError(f"curve_lines must be an integer >= 2 or None, got {curve_lines!r}")
     d_q = [float(d) for d in deltas]
+    a_list = a_q.tolist()
 
     def row_of(i: int, r: Any) -> tuple[dict[str, Any], dict[str, list] | None]:
         # Rows straight away: the reports (and their curves) are not kept for the whole batch.
-        return report_row(i, r, deltas=d_q, fprs=a_q), (None if curve_lines is None else curve_rows(i, r, curve_lines))
+        return report_row(i, r, deltas=d_q, fprs=a_list), (
+            None if curve_lines is None else curve_rows(i, r, curve_lines)
+        )
 
     results = analyze_grid(
         mechanisms,

@@ -1,4 +1,4 @@
-"""A live MLflow Model Registry as an audit source (issue 17): each model version's training description, read where the
+"""A live MLflow Model Registry as an audit source: each model version's training description, read where the
 training script or the model owner already wrote it, becomes a registry manifest (:class:`tasks.registry.ModelManifest`)
 and is audited, carded, tagged and stored exactly like a manifest-audited model version.
 
@@ -447,12 +447,13 @@ def read_mlflow_registry(
     runs: dict[str, Any] = {}
     out: list[RegistryVersion] = []
     for rm in sorted(registered, key=lambda r: r.name):
-        listed, token = [], None
+        listed: list[Any] = []
+        token = None
         safe = rm.name.replace("'", "\\'")
         while True:
-            page = client.search_model_versions(f"name='{safe}'", max_results=10000, page_token=token)
-            listed.extend(page)
-            token = page.token
+            versions_page = client.search_model_versions(f"name='{safe}'", max_results=10000, page_token=token)
+            listed.extend(versions_page)
+            token = versions_page.token
             if not token:
                 break
         versions = [client.get_model_version(rm.name, mv.version) for mv in listed]  # tags, reliably

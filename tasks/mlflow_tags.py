@@ -1,4 +1,4 @@
-"""MLflow registry integration (issue 7, optional extra ``gdp-audit[mlflow]``).
+"""MLflow registry integration (optional extra ``gdp-audit[mlflow]``).
 
 Given a tracking URI, set flat ``privacy.*`` model-version tags (docs/references.md C-3) on the registered model versions the manifests point
 at, put the privacy card in its own marked section of the version's description, and log the card files as artifacts
@@ -12,7 +12,7 @@ Non-destructive: what the owner wrote in the description stays; only the text be
 ``privacy.audit_flow_run`` only when ``$PREFECT_UI_URL`` names a persistent Prefect UI.
 
 A nightly re-audit rewrites no tag whose value is unchanged (an unchanged registry sees no writes). A version the audit
-cannot describe (issue 17: no usable ``dp.*`` description) gets ``privacy.status = not auditable: <missing key>`` and
+cannot describe (no usable ``dp.*`` description) gets ``privacy.status = not auditable: <missing key>`` and
 loses the ``privacy.*`` numbers and the card section an earlier audit wrote (they no longer describe anything the audit
 checked); the owner's text stays.
 """
@@ -20,6 +20,7 @@ checked); the owner's text stays.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +138,7 @@ def publish_to_mlflow(
     *,
     report_uri: str | None = None,
     flow_run: str | None = None,
-    not_auditable: list[tuple[str, str, str]] = (),  # type: ignore[assignment]
+    not_auditable: Sequence[tuple[str, str, str]] = (),
 ) -> MlflowPublishResult:
     """``targets``: (registered model name, version, audit row, card paths or None) per model version;
     ``not_auditable``: (registered model name, version, reason) per version the audit could not describe."""

@@ -24,13 +24,15 @@ __all__ = ["CURVE_FPRS", "Chunk", "ChunkManifest", "EvalSettings", "SweepPlan", 
 
 def _curve_grid() -> tuple[float, ...]:
     pts = {0.0, 1.0}
-    pts.update(float(f"{x:.12g}") for x in np.geomspace(1e-10, 1e-2, 17))
-    pts.update(float(f"{x:.12g}") for x in np.linspace(0.0, 1.0, 51))
-    return tuple(sorted(pts))
+    pts.update(np.logspace(-10, -2, 33).tolist())  # four points a decade in the tail
+    pts.update(np.linspace(0.01, 1.0, 100).tolist())  # every 0.01 in the body
+    # 12 significant digits: 0.07 is stored as 0.07 (a spec's fpr of 0.07 then adds no near-duplicate point)
+    return tuple(sorted({float(f"{x:.12g}") for x in pts}))
 
 
 CURVE_FPRS: tuple[float, ...] = _curve_grid()
-"""FPR points at which every cell's trade-off curve is stored (log-spaced tail + linear body; 0 and 1 included)."""
+"""FPR points at which every trade-off curve is stored: grid-sweep cells (with the spec's own fprs) and registry
+audits alike (log-spaced tail + linear body; 0 and 1 included)."""
 
 
 @dataclasses.dataclass(frozen=True)

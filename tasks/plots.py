@@ -1,5 +1,5 @@
 """PNG plots from a published report: regret / mu heat maps over two grid axes, and one cell's trade-off curve
-against its mu-GDP curve and its (epsilon, delta) curves. Everything is read through :func:`tasks.publish.query_report`
+against its mu-GDP curve and its (epsilon, delta) curves. Everything is read through :func:`tasks.report_query.query_report`
 (read-only), so plots show exactly what the report says.
 
 One curve convention everywhere (sweeps and privacy cards, :func:`tradeoff_figure`): the highest attack TPR at each
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tasks.publish import query_report
+from tasks.report_query import query_report
 
 __all__ = ["METRICS", "heatmap_filename", "plot_curve", "plot_heatmap", "tradeoff_figure"]
 

@@ -1,4 +1,4 @@
-"""The ``gdp`` CLI behaves like a well-kept tool (issue 15): --version, help on every option, every user error listed
+"""The ``gdp`` CLI behaves like a well-kept tool: --version, help on every option, every user error listed
 in the issue exits 2 with one line naming the field and value (no traceback), ``| head`` is quiet, and a sweep with
 nothing to compute answers from the lake without starting Prefect."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import _build_parser, _register_pipeline_commands, main
+from flows.cli import _build_parser, main
 from tasks.publish import publish_lake
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,6 @@ def _parsers(parser: argparse.ArgumentParser, path: str = "gdp"):
 
 
 def test_every_option_has_help():
-    _register_pipeline_commands()
     seen = 0
     for path, parser in _parsers(_build_parser()):
         for action in parser._actions:
@@ -201,7 +200,7 @@ def test_nothing_to_compute_answers_without_prefect(tiny_spec, tmp_path):
     assert pub.returncode == 0 and "RESULT rc=0 prefect=False" in pub.stdout, (pub.stdout, pub.stderr)
     # an edited spec is not "up to date": the flow runs
     edited = tiny_spec(steps=200, file="edited.yaml")
-    from flows.commands import _up_to_date
+    from flows.command_common import _up_to_date
 
     ns = argparse.Namespace(lake=str(lake), report=str(report), workers=None)
     from tasks.spec import load_grid_spec

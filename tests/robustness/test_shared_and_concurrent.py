@@ -1,4 +1,4 @@
-"""Issue 16: shared reports are data, concurrent writers are serialised, faults heal.
+"""Shared reports are data, concurrent writers are serialised, faults heal.
 
 4 a crafted report cannot read other files or write a card outside ``--out``; ``gdp sql`` has time and memory
 limits; 5 one publisher per lake and one sweep per spec, with a dead holder's lock released at once; 6 a truncated
@@ -26,7 +26,8 @@ from flows.cli import main
 from tasks.evaluate import EvalSettings, build_plan
 from tasks.lake import write_members
 from tasks.locks import LockTimeout, lake_lock, publish_lock, spec_lock
-from tasks.publish import _snapshot_id, publish_lake, query_report
+from tasks.publish import publish_lake, query_report
+from tasks.snapshots import snapshot_id as _snapshot_id
 from tests.robustness.conftest import wait_for
 from tests.robustness.test_readers import _lake
 
@@ -75,6 +76,36 @@ def test_gdp_sql_cannot_read_local_files(lake_and_report, capsys):
         assert main(["sql", sql, "--report", str(report)]) == 2
         err = capsys.readouterr().err
         assert "Permission Error" in err and "root:" not in err
+
+
+@pytest.mark.parametrize("fmt", ["duckdb", "parquet"])
+@pytest.mark.parametrize("source", ["read_text('{secret}')", "read_csv('{secret}')", "read_text('/proc/self/environ')"])
+def test_gdp_export_of_a_crafted_report_reads_no_other_file(lake_and_report, tmp_path, capsys, source, fmt):
+    """`gdp export` opens the report confined like `gdp sql`: a view naming a file outside the report's lake fails,
+    exit 2 with one line, and nothing is written (the export is not created, no temporary is left)."""
+    _, report, _, _ = lake_and_report
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET-h3\n")
+    source = source.format(secret=secret)
+    crafted = _craft(report, report.parent / "crafted.duckdb", [f"CREATE VIEW leak AS SELECT * FROM {source}"])
+    out = tmp_path / "exports" / "out.duckdb"
+    before = sorted(p for p in tmp_path.rglob("*") if p != secret)
+    assert main(["export", str(out), "--report", str(crafted), "--format", fmt]) == 2
+    captured = capsys.readouterr()
+    assert "Permission Error" in captured.err and "'leak'" in captured.err
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    assert "TOPSECRET" not in captured.out + captured.err and "PATH=" not in captured.err
+    assert not out.exists()
+    assert sorted(p for p in tmp_path.rglob("*") if p != secret and p != out.parent) == before
+    assert not any(out.parent.iterdir())  # no temporary of the export left behind
+
+
+def test_gdp_export_is_confined_like_gdp_sql(lake_and_report, tmp_path):
+    """The legitimate export still reads the report's lake and writes the self-contained file."""
+    _, report, _, _ = lake_and_report
+    out = tmp_path / "exports" / "ok.duckdb"
+    assert main(["export", str(out), "--report", str(report)]) == 0
+    assert query_report(out, "SELECT count(*) FROM cells")[1] == [(12,)]
 
 
 def test_gdp_sql_settings_are_confined_and_locked(lake_and_report):

@@ -1,0 +1,76 @@
+"""DuckDB connections confined to the files they need, and the SQL spelling helpers every writer and reader shares.
+
+A lake or a report is data, never code: every connection this project opens is confined (:func:`confine`) to the
+folders and files its job reads or writes: no other local file, no network, no extension install or load.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DB_SIDE_FILES",
+    "STORAGE_VERSION",
+    "confine",
+    "count_rows",
+    "lake_connection",
+    "relative_posix",
+    "sql_literal",
+]
+
+# DuckDB storage format of reports and exports: the oldest duckdb that pyproject.toml allows (>= 1.2) reads it, and
+# every newer one does (checked by tests/pipeline/test_portable_report.py with duckdb 1.2.0 in a temporary venv).
+STORAGE_VERSION = "v1.2.0"
+DB_SIDE_FILES = (".wal", ".wal.checkpoint")  # files DuckDB writes beside a database it checkpoints
+
+
+def sql_literal(path: Path | str) -> str:
+    """``path`` (or any text) as a single-quoted SQL string literal."""
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def count_rows(con: Any, relation: str) -> int:
+    """``SELECT count(*) FROM relation`` on ``con`` (a table or view name, or a parenthesised query)."""
+    return int(con.execute(f"SELECT count(*) FROM {relation}").fetchone()[0])
+
+
+def relative_posix(path: Path, base: Path) -> str:
+    """``path`` relative to ``base`` in POSIX form (the report's views read it against file_search_path)."""
+    return Path(os.path.relpath(path, base)).as_posix()
+
+
+def confine(
+    con: Any, directories: list[Path], paths: list[Path], spill: Path | None = None, relative_to: Path | None = None
+) -> Any:
+    """Limit ``con`` to files under ``directories`` and the files ``paths``: no other local file, no network, no
+    extension install/load (``enable_external_access = false`` + allow-lists); spill to ``spill`` (a folder inside
+    an allowed directory) or nowhere. With ``relative_to`` (the report's folder, which views resolve their
+    lake-relative paths against), each directory is allowed in that relative spelling too: DuckDB checks the path
+    as a view writes it and again once resolved."""
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute(f"SET temp_directory = {sql_literal(spill) if spill is not None else repr('')}")
+    spellings = [str(d.resolve()) + os.sep for d in directories]
+    if relative_to is not None:
+        for d in directories:
+            spellings += [
+                relative_posix(d, relative_to) + "/",
+                relative_posix(d.resolve(), relative_to.resolve()) + "/",
+            ]
+    dirs = ", ".join(sql_literal(x) for x in dict.fromkeys(spellings))
+    con.execute(f"SET allowed_directories = [{dirs}]")
+    if paths:
+        con.execute(f"SET allowed_paths = [{', '.join(sql_literal(p) for p in paths)}]")
+    con.execute("SET enable_external_access = false")
+    return con
+
+
+def lake_connection(lake: Path, database: Path | None = None) -> Any:
+    """The publisher's DuckDB connection: files under ``lake`` (and the ``database`` being written) only."""
+    import duckdb
+
+    con = duckdb.connect(str(database) if database is not None else ":memory:")
+    extra = [database, Path(str(database) + ".wal")] if database is not None else []
+    return confine(con, [Path(lake)], extra, spill=Path(lake).resolve() / "_duckdb_spill")
