@@ -54,6 +54,9 @@ __all__ = [
 
 NEIGHBOURING_RELATIONS: tuple[str, ...] = ("add_remove", "replace_one")
 
+_CLASSES: dict[str, type[Mechanism]] = {}
+"""{kind: class}, filled by :meth:`Mechanism.__init_subclass__` in definition order."""
+
 # Bumped whenever the serialised form of a mechanism changes meaning; part of every content hash.
 _SCHEMA_VERSION = 1
 
@@ -139,6 +142,13 @@ class Mechanism:
 
     kind: ClassVar[str] = ""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every subclass with a ``kind`` is known to :func:`mechanism_from_dict` from its definition on: the JSON
+        round trip needs no registry (which imports this module, not the other way round)."""
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("kind"):
+            _CLASSES[cls.kind] = cls
+
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             meta = f.metadata.get(_PARAM_KEY)
@@ -175,25 +185,6 @@ class Mechanism:
         if not isinstance(value, str):
             raise TypeError(f"mechanism kind {self.kind!r} declares no 'neighbouring' parameter")
         return value
-
-    def to_dp_event(self) -> Any:
-        """The dp_accounting ``DpEvent`` describing this mechanism (noise relative to one record's norm bound; see
-        :mod:`gdpcore.events`), dispatched through the kind registry (:func:`gdpcore.kinds.to_dp_event`).
-        :class:`gdpcore.kinds.UnsupportedMechanismError` for a kind dp_accounting has no event for."""
-        from gdpcore import kinds  # local: the registry imports this module
-
-        return kinds.to_dp_event(self)
-
-    def gaussian_mu(self) -> float | None:
-        """Exact mu-GDP parameter if the mechanism is a composition of plain Gaussians, else None.
-
-        A Gaussian whose noise std is noise_multiplier x sensitivity is exactly (1/noise_multiplier)-GDP, and mu_i-GDP
-        mechanisms compose to sqrt(sum mu_i^2)-GDP (Dong et al. 2022, Cor. 3.3); seed 000 Sec. 5 "Other algorithms".
-        Dispatched through the kind registry (:func:`gdpcore.kinds.exact_mu`).
-        """
-        from gdpcore import kinds  # local: the registry imports this module
-
-        return kinds.exact_mu(self)
 
 
 _SENSITIVITY_DOC = "sensitivity of the released query under the neighbouring relation (noise is in units of it)"
@@ -598,17 +589,14 @@ class SelfComposed(Mechanism):
 def mechanism_from_dict(data: Mapping[str, Any], *, _path: str = "mechanism") -> Mechanism:
     """Inverse of :meth:`Mechanism.to_dict`. Unknown kinds and fields raise ``ValueError`` naming the path.
 
-    Kinds are looked up in the registry (:mod:`gdpcore.kinds`), so every registered kind round-trips.
+    Kinds are looked up by the ``kind`` every :class:`Mechanism` subclass declares, so every kind round-trips.
     """
-    from gdpcore import kinds  # local: the registry imports this module
-
     if not isinstance(data, Mapping):
         raise ValueError(f"{_path} must be a mapping with a 'kind' key, got {data!r}")
     kind = data.get("kind")
-    names = kinds.kind_names()
-    if not (isinstance(kind, str) and kind in names):
-        raise ValueError(f"{_path}.kind must be one of {', '.join(map(repr, sorted(names)))}, got {kind!r}")
-    cls = kinds.get(kind).cls
+    if not (isinstance(kind, str) and kind in _CLASSES):
+        raise ValueError(f"{_path}.kind must be one of {', '.join(map(repr, sorted(_CLASSES)))}, got {kind!r}")
+    cls = _CLASSES[kind]
     field_names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(data) - field_names - {"kind"}
     if unknown:

@@ -67,6 +67,7 @@ import numpy as np
 
 from gdpcore import closed_form, kinds
 from gdpcore._validation import check_choice, check_positive, check_probability
+from gdpcore.closed_form import get_delta_from_rdp  # re-exported: its public home before closed_form
 from gdpcore.mechanisms import Mechanism
 
 __all__ = [
@@ -258,39 +259,6 @@ def get_rho_from_mechanism(mechanism: Mechanism) -> tuple[float, str]:
 def _rho_parts(mechanism: Mechanism) -> list[tuple[float, str, str]]:
     # (rho, label, where the supremum is attained: "one" (t -> 1), "inf" (t -> inf) or "any" (constant ratio))
     return kinds.evaluate(mechanism, "rho")
-
-
-def get_delta_from_rdp(
-    *, orders: Sequence[float] | np.ndarray, rdp: Sequence[float] | np.ndarray, epsilon: np.ndarray | float
-) -> np.ndarray | float:
-    """delta(eps) = min_t min(1, exp((t-1)(eps_t - eps + log(1 - 1/t)) - log t)): the RDP curve's implied profile
-    (Canonne, Kamath, Steinke 2020 Prop. 12 v4; seed 000 App. C.2). An upper bound on the mechanism's profile for
-    every order grid; vectorised over eps."""
-    try:
-        t = np.asarray(orders, dtype=float).ravel()
-    except (TypeError, ValueError):
-        raise ValueError(f"orders must be an array of numbers > 1, got {orders!r}") from None
-    if t.size == 0 or not np.isfinite(t).all() or (t <= 1).any():
-        raise ValueError(f"orders must be finite and > 1, got {orders!r}")
-    r = np.asarray(rdp, dtype=float)
-    if r.shape != t.shape:
-        raise ValueError(f"rdp must have one value per order ({t.size}), got shape {r.shape}")
-    if (r < 0).any() or np.isnan(r).any():
-        raise ValueError(f"rdp must be >= 0, got {r[(r < 0) | np.isnan(r)][0]!r}")
-    e = np.asarray(epsilon, dtype=float)
-    ee = np.atleast_1d(e)
-    out = np.empty(ee.shape)
-    c = np.log1p(-1.0 / t)
-    lt = np.log(t)
-    chunk = max(1, 2_000_000 // t.size)
-    flat = ee.ravel()
-    res = out.ravel()
-    for s in range(0, flat.size, chunk):
-        block = flat[s : s + chunk, None]
-        logd = (t - 1.0) * (r - block + c) - lt
-        res[s : s + chunk] = np.exp(np.minimum(logd.min(axis=1), 0.0))
-    out = res.reshape(ee.shape)
-    return float(out[0]) if e.ndim == 0 else out
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -615,7 +615,7 @@ def test_meta_required_hook_cannot_be_declared_unsupported(required):
 def test_dp_event_no_kind_describes_is_refused():
     with pytest.raises(UnsupportedMechanismError):
         kinds.mechanism_from_dp_event(
-            dp_accounting.dp_event.RepeatAndSelectDpEvent(g.Gaussian(noise_multiplier=1.0).to_dp_event(), 2.0, 1.0)
+            dp_accounting.dp_event.RepeatAndSelectDpEvent(kinds.to_dp_event(g.Gaussian(noise_multiplier=1.0)), 2.0, 1.0)
         )
     with pytest.raises(UnsupportedMechanismError, match="DiscreteLaplaceDpEvent"):  # dp_accounting: add/remove only
         kinds.mechanism_from_dp_event(dp_accounting.dp_event.DiscreteLaplaceDpEvent(1.0, 1), neighbouring="replace_one")
