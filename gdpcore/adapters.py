@@ -46,7 +46,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dp_accounting import dp_event as ev
+from scipy import stats
+
+from gdpcore.events import from_dp_event
+from gdpcore.kinds import UnsupportedMechanismError
 from gdpcore.mechanisms import NEIGHBOURING_RELATIONS, Composed, Mechanism, SubsampledGaussian
+from gdpcore.report import analyze
 
 __all__ = [
     "FIXED_REASON",
@@ -133,8 +139,6 @@ class TrainingRun:
 
     def analyze(self, **kwargs: Any) -> TrainingRunReport:
         """:func:`gdpcore.analyze` of :attr:`mechanism` (same keyword arguments), labelled for this run's sampler."""
-        from gdpcore.report import analyze
-
         return TrainingRunReport(run=self, report=analyze(self.mechanism, **kwargs))
 
 
@@ -384,9 +388,6 @@ def from_tf_privacy(
 
 def _from_event(event: Any, neighbouring: str) -> Mechanism | None:
     """The registered kind describing a dp_accounting event, or None when no kind does (yet)."""
-    from gdpcore.events import from_dp_event
-    from gdpcore.kinds import UnsupportedMechanismError
-
     try:
         return from_dp_event(event, neighboring_relation=neighbouring)
     except UnsupportedMechanismError:
@@ -403,18 +404,11 @@ def fixed_batch_mechanism(
 
 
 def _fixed_batch_mechanism(sigma: float, n: int, b: int, steps: int) -> Mechanism | None:
-    from dp_accounting import dp_event as ev
-
     event = ev.SelfComposedDpEvent(ev.SampledWithoutReplacementDpEvent(n, b, ev.GaussianDpEvent(sigma)), steps)
     return _from_event(event, "replace_one")
 
 
 def _user_level_mechanism(sigma: float, q: float, steps: int, k: int) -> Mechanism:
-    from dp_accounting import dp_event as ev
-    from scipy import stats
-
-    from gdpcore.kinds import UnsupportedMechanismError
-
     weights = [float(w) for w in stats.binom.pmf(range(k + 1), k, q)]
     event = ev.SelfComposedDpEvent(ev.MixtureOfGaussiansDpEvent(sigma, list(range(k + 1)), weights), steps)
     mech = _from_event(event, "add_remove")
