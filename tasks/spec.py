@@ -65,6 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Stric
 
 from gdpcore import kinds as _kinds
 from gdpcore.mechanisms import Param, nested_fields
+from gdpcore.representations import REPRESENTATIONS  # the names PrivacyReport.regret(representation) accepts
 
 __all__ = [
     "GRID_KINDS",
@@ -80,8 +81,6 @@ __all__ = [
 # Mechanism kinds that can be named by a string (every parameter a scalar), and their integer parameters: derived from
 # gdpcore's kind registry. Every other registered kind (composed, self_composed, ...) is swept through a template.
 GRID_KINDS: tuple[str, ...] = _kinds.flat_kinds()
-# gdpcore issue 3 contract: PrivacyReport.regret(representation, delta=...).
-REPRESENTATIONS: tuple[str, ...] = ("gdp", "epsilon_delta", "zcdp", "rdp", "pure_dp")
 DEFAULT_MAX_CELLS = 100_000
 HARD_MAX_CELLS = 2_000_000
 """Not even ``--force`` plans more cells than this in one spec (planning holds every cell: ~0.6 kB each)."""
