@@ -49,6 +49,7 @@ from typing import Any
 from dp_accounting import dp_event as ev
 from scipy import stats
 
+from gdpcore import kinds
 from gdpcore.events import from_dp_event
 from gdpcore.kinds import UnsupportedMechanismError
 from gdpcore.mechanisms import NEIGHBOURING_RELATIONS, Composed, Mechanism, SubsampledGaussian
@@ -62,8 +63,11 @@ __all__ = [
     "TrainingRunReport",
     "from_opacus_history",
     "from_opacus_state_dict",
+    "composed",
+    "dpsgd_mechanism",
     "fixed_batch_mechanism",
     "from_tf_privacy",
+    "mechanism_caveat",
     "sampler_caveat",
     "tf_privacy_steps",
 ]
@@ -88,6 +92,17 @@ def sampler_caveat(sampler: str, *, exact_fixed: bool = False) -> str | None:
     if sampler == "shuffle":
         return SHUFFLE_REASON
     if sampler == "fixed" and not exact_fixed:
+        return FIXED_REASON
+    return None
+
+
+def mechanism_caveat(mechanism: Mechanism, sampler: str | None) -> str | None:
+    """The reason the numbers of a run described directly by ``mechanism`` (a gdpcore mechanism or a DpEvent) are an
+    estimate under ``sampler``, or None: shuffled batches always; fixed-size batches when the mechanism accounts them
+    as Poisson sampling (:func:`gdpcore.kinds.accounts_poisson_sampling`)."""
+    if sampler == "shuffle":
+        return SHUFFLE_REASON
+    if sampler == "fixed" and kinds.accounts_poisson_sampling(mechanism):
         return FIXED_REASON
     return None
 
@@ -224,8 +239,14 @@ def _history_phases(history: Any) -> list[tuple[float, float, int]]:
     return phases
 
 
-def _dpsgd_mechanism(phases: Sequence[tuple[float, float, int]]) -> Mechanism:
-    parts = [SubsampledGaussian(noise_multiplier=s, sampling_rate=q, steps=t) for s, q, t in phases]
+def dpsgd_mechanism(phases: Sequence[tuple[float, float, int]]) -> Mechanism:
+    """DP-SGD phases [(noise multiplier, sampling rate, steps), ...] as Poisson-subsampled Gaussians (sensitivity 1,
+    add/remove): one phase as is, several composed."""
+    return composed([SubsampledGaussian(noise_multiplier=s, sampling_rate=q, steps=t) for s, q, t in phases])
+
+
+def composed(parts: Sequence[Mechanism]) -> Mechanism:
+    """The sequential composition of ``parts``: the one part itself when there is one."""
     return parts[0] if len(parts) == 1 else Composed(mechanisms=tuple(parts))
 
 
@@ -256,7 +277,7 @@ def from_opacus_history(
     acct = f"{mechanism.upper()}Accountant" if mechanism else "accountant"
     source = f"Opacus {acct} history, {len(phases)} phase(s) of (noise_multiplier, sample_rate, steps)"
     return TrainingRun(
-        mechanism=_dpsgd_mechanism(phases),
+        mechanism=dpsgd_mechanism(phases),
         sampler=sampler,
         neighbouring="add_remove",
         steps=sum(t for _, _, t in phases),
@@ -375,7 +396,7 @@ def from_tf_privacy(
                 steps=steps,
                 source=source + "; fixed-size batches sampled without replacement, replace-one adjacency",
             )
-    mech = _dpsgd_mechanism([(effective, q, steps)])
+    mech = dpsgd_mechanism([(effective, q, steps)])
     return TrainingRun(
         mechanism=mech,
         sampler=sampler,

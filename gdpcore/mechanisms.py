@@ -44,6 +44,7 @@ __all__ = [
     "Laplace",
     "Mechanism",
     "Param",
+    "ParameterError",
     "RandomizedResponse",
     "SelfComposed",
     "SubsampledGaussian",
@@ -53,6 +54,24 @@ __all__ = [
 ]
 
 NEIGHBOURING_RELATIONS: tuple[str, ...] = ("add_remove", "replace_one")
+
+
+class ParameterError(ValueError):
+    """A mechanism description with a value its kind refuses, as ``"{path} ({kind}): {reason}"``: ``path`` is where the
+    mechanism sits ("mechanism.mechanisms[0]"), ``field`` the parameter to blame (None when no single one is)."""
+
+    def __init__(self, path: str, kind: str, field: str | None, reason: str) -> None:
+        super().__init__(f"{path} ({kind}): {reason}")
+        self.path, self.kind, self.field, self.reason = path, kind, field, reason
+
+    @property
+    def key(self) -> str | None:
+        """The blamed parameter as a path below the top mechanism ("mechanisms[0].noise_multiplier"), or None."""
+        if self.field is None:
+            return None
+        where = self.path.removeprefix("mechanism").removeprefix(".")
+        return f"{where}.{self.field}" if where else self.field
+
 
 _CLASSES: dict[str, type[Mechanism]] = {}
 """{kind: class}, filled by :meth:`Mechanism.__init_subclass__` in definition order."""
@@ -616,6 +635,10 @@ def mechanism_from_dict(data: Mapping[str, Any], *, _path: str = "mechanism") ->
     try:
         return cls(**kwargs)
     except TypeError as exc:  # a required field is missing
-        raise ValueError(f"{_path} ({kind}): {exc}") from None
+        raise ParameterError(_path, kind, None, str(exc)) from None
     except ValueError as exc:
-        raise ValueError(f"{_path} ({kind}): {exc}") from None
+        # Every check of a field value (the constraints of param() and the kinds' own __post_init__) starts its
+        # message with the name of the field it blames.
+        reason = str(exc)
+        first = reason.split(" ", 1)[0]
+        raise ParameterError(_path, kind, first if first in field_names else None, reason) from None

@@ -342,7 +342,7 @@ class ModelManifest(_Strict):
     def _resolved(self) -> dict[str, Any]:
         """{mechanism (gdpcore dict), estimate_reason, detail}: each form through its adapter (gdpcore.adapters).
         Raises ValueError naming the problem; :func:`_validate` turns it into a ManifestError at ``mechanism.<form>``."""
-        from gdpcore import adapters
+        from gdpcore import adapters, mechanism_from_dict
 
         m, form, sampler = self.mechanism, self.mechanism.form, self.sampler_value
         if form in ("gdpcore", "dp_event"):
@@ -357,10 +357,11 @@ class ModelManifest(_Strict):
                 mech = from_dp_event(event, neighboring_relation=self.neighbouring).to_dict()
                 detail = f"dp_accounting {type(event).__name__} read under {self.neighbouring}"
             reason = None
-            if sampler == "shuffle":
-                reason = adapters.SHUFFLE_REASON
-            elif sampler == "fixed" and "subsampled_gaussian" in json.dumps(mech):
-                reason = adapters.FIXED_REASON
+            if sampler is not None:
+                try:
+                    reason = adapters.mechanism_caveat(mechanism_from_dict(mech), sampler)
+                except ValueError:  # an invalid description is reported where it is built (build_mechanism)
+                    reason = adapters.SHUFFLE_REASON if sampler == "shuffle" else None
             return {"mechanism": mech, "estimate_reason": reason, "detail": detail}
         fixed_exact = sampler == "fixed" and self.neighbouring == "replace_one"
         if self.neighbouring != "add_remove" and not fixed_exact:
@@ -432,21 +433,10 @@ class ModelManifest(_Strict):
                 )
                 if exact is None:
                     raise ValueError(_NO_FIXED_KIND)
-                parts.append(exact.to_dict())
-            mech = parts[0] if len(parts) == 1 else {"kind": "composed", "mechanisms": parts}
+                parts.append(exact)
+            mech = adapters.composed(parts).to_dict()
             return {"mechanism": mech, "estimate_reason": None, "detail": "fixed-size batches without replacement"}
-        parts = [
-            {
-                "kind": "subsampled_gaussian",
-                "noise_multiplier": s,
-                "sampling_rate": q,
-                "steps": t,
-                "sensitivity": 1.0,
-                "neighbouring": "add_remove",
-            }
-            for s, q, t in phases
-        ]
-        mech = parts[0] if len(parts) == 1 else {"kind": "composed", "mechanisms": parts}
+        mech = adapters.dpsgd_mechanism(phases).to_dict()
         detail = "Opacus accountant history" if form == "opacus_history" else "DP-SGD, q = batch_size / dataset_size"
         return {"mechanism": mech, "estimate_reason": adapters.sampler_caveat(sampler or "poisson"), "detail": detail}
 

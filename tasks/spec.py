@@ -64,7 +64,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator
 
 from gdpcore import kinds as _kinds
-from gdpcore.mechanisms import Param, nested_fields
+from gdpcore.mechanisms import Param, ParameterError, nested_fields
 from gdpcore.representations import REPRESENTATIONS  # the names PrivacyReport.regret(representation) accepts
 
 __all__ = [
@@ -519,17 +519,6 @@ def _check_template(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str
             )
 
 
-def _blamed_key(message: str) -> str | None:
-    """The parameter path a gdpcore error names ("mechanism.mechanisms[0] (gaussian): noise_multiplier must be ..."
-    -> "mechanisms[0].noise_multiplier"), or None."""
-    head, _, msg = message.partition("): ")
-    if not msg:
-        return None
-    where = head.rsplit(" (", 1)[0].removeprefix("mechanism").removeprefix(".")
-    param_name = msg.split(" ", 1)[0]
-    return f"{where}.{param_name}" if where else param_name
-
-
 def _template_value(template: Mapping[str, Any], key: str) -> tuple[bool, Any]:
     """(True, value) when the parameter path ``key`` is set in the template itself."""
     try:
@@ -544,27 +533,11 @@ def _template_value(template: Mapping[str, Any], key: str) -> tuple[bool, Any]:
 
 def _unsupported(mechanism: Any, representations: tuple[str, ...]) -> str | None:
     """Why ``mechanism`` cannot be swept (a leaf kind declares a needed property unsupported), or None."""
-    whats = ["analyze_grid", *(f"regret.{r}" for r in representations if r != "gdp")]
-    for what in whats:
-        if _kinds.supports(mechanism, what):
-            continue
-        for need in _kinds.PRODUCERS.get(what, (what,)):
-            for leaf in _leaf_kinds(mechanism):
-                hook = _kinds.get(leaf).hook(need)
-                if not callable(hook) or isinstance(hook, _kinds.Unsupported):
-                    reason = hook.reason if isinstance(hook, _kinds.Unsupported) else "not declared"
-                    return f"{what} needs {need}, which {leaf} does not support ({reason})"
-        return f"{what} is not supported for this mechanism"
+    for what in ("analyze_grid", *(f"regret.{r}" for r in representations if r != "gdp")):
+        refusal = _kinds.why_unsupported(mechanism, what)
+        if refusal is not None:
+            return str(refusal)
     return None
-
-
-def _leaf_kinds(mechanism: Any) -> list[str]:
-    out = []
-    for name, many in nested_fields(type(mechanism)).items():
-        value = getattr(mechanism, name)
-        for child in value if many == "many" else (value,):
-            out += _leaf_kinds(child)
-    return out or [mechanism.kind]
 
 
 def _validate_mechanism_values(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str, Any]) -> None:
@@ -596,9 +569,9 @@ def _validate_mechanism_values(path: Path, spec: GridSpec | CalibrationSpec, bas
             try:
                 mechanism = mechanism_from_dict(cell)
             except ValueError as exc:
-                text = str(exc)
-                msg = text.split("): ", 1)[1] if "): " in text else text
-                blamed = _blamed_key(text)
+                # A ParameterError names the parameter to blame; other errors (unknown kind or field) blame none.
+                msg = exc.reason if isinstance(exc, ParameterError) else str(exc)
+                blamed = exc.key if isinstance(exc, ParameterError) else None
                 if blamed is not None and blamed != key and blamed in axes:  # another axis's first value is bad
                     key, i, value = blamed, 0, axes[blamed][0]
                 elif blamed is not None and blamed not in axes:

@@ -62,9 +62,11 @@ from gdpcore.kinds.registry import (
     REQUIRED_HOOKS,
     KindContractError,
     KindSpec,
+    Refusal,
     Unsupported,
     UnsupportedMechanismError,
     _leaves,
+    accounts_poisson_sampling,
     check_kind,
     clt_mu,
     draw,
@@ -84,6 +86,7 @@ from gdpcore.kinds.registry import (
     supports,
     to_dp_event,
     unregister,
+    why_unsupported,
 )
 
 __all__ = [
@@ -95,8 +98,10 @@ __all__ = [
     "REQUIRED_HOOKS",
     "KindContractError",
     "KindSpec",
+    "Refusal",
     "Unsupported",
     "UnsupportedMechanismError",
+    "accounts_poisson_sampling",
     "check_kind",
     "clt_mu",
     "clt_mu_subsampled_gaussian",
@@ -119,6 +124,7 @@ __all__ = [
     "supports",
     "to_dp_event",
     "unregister",
+    "why_unsupported",
 ]
 # _REGISTRY and _leaves are imported for the tests that monkeypatch the registry or walk a mechanism's leaves.
 _PRIVATE_FOR_TESTS = (_REGISTRY, _leaves)

@@ -87,6 +87,7 @@ def _sg_draw(rng: np.random.Generator) -> SubsampledGaussian:
 
 SUBSAMPLED_GAUSSIAN = KindSpec(
     cls=SubsampledGaussian,
+    poisson_sampled_gaussian=True,
     steps_param="steps",
     summary="DP-SGD: steps compositions of a Poisson-subsampled Gaussian (add/remove)",
     draw=_sg_draw,
@@ -270,6 +271,7 @@ def _truncated_draw(rng: np.random.Generator) -> TruncatedSubsampledGaussian:
 # below are those of that worst branch (joint convexity), upper bounds of dp_accounting's own upper bound.
 TRUNCATED_SUBSAMPLED_GAUSSIAN = KindSpec(
     cls=TruncatedSubsampledGaussian,
+    poisson_sampled_gaussian=True,
     steps_param="steps",
     summary="steps of a Gaussian on a Poisson sample truncated to a maximum batch size (upper bounds only)",
     draw=_truncated_draw,

@@ -81,6 +81,10 @@ class KindSpec:
     gdp_upper_bound: Hook = Unsupported("no analytic GDP bound for this kind; use analyze()")
     subsampled_gaussian_phases: Hook = Unsupported("not a Poisson-subsampled Gaussian")
     from_dp_event: Hook = Unsupported("no dp_accounting DpEvent describes this kind")
+    poisson_sampled_gaussian: bool = False
+    """The kind accounts a Gaussian on Poisson-sampled batches: a run that drew fixed-size batches but is described
+    by it is accounted as Poisson sampling (:func:`accounts_poisson_sampling`, the caveat of
+    :data:`gdpcore.adapters.FIXED_REASON`)."""
     steps_param: str | None = None
     """The integer parameter that counts independent sequential runs of one step (``"steps"``), if the kind has one:
     the instance with it set to 1 is one step, and its ``pld`` hook the single step's PLD. The engine composes the
@@ -363,21 +367,71 @@ def _leaves(mechanism: Mechanism) -> list[Mechanism]:
     return [leaf for m in children[0] for leaf in _leaves(m)]
 
 
-def supports(kind: str | Mechanism, what: str) -> bool:
-    """Dry run: would ``what`` (a property name or a :data:`PRODUCERS` name) be answered for ``kind`` (a kind name,
-    for which composite kinds count as supported, or a mechanism, whose every leaf must support it)?"""
+def _leaves_at(mechanism: Mechanism, path: str) -> list[tuple[str, Mechanism]]:
+    """(path, leaf) of every leaf, the path in the spec grammar of :mod:`gdpcore.mechanisms` ("mechanisms[1]")."""
+    nested = nested_fields(type(mechanism))
+    if not nested:
+        return [(path, mechanism)]
+    out: list[tuple[str, Mechanism]] = []
+    for name, many in nested.items():
+        value = getattr(mechanism, name)
+        children = list(enumerate(value)) if many == "many" else [(None, value)]
+        for i, child in children:
+            step = name if i is None else f"{name}[{i}]"
+            out += _leaves_at(child, f"{path}.{step}" if path else step)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """Why ``what`` cannot be answered: the property ``need`` it requires is unsupported by the leaf kind ``kind``
+    found at ``path`` in the mechanism ("" for the mechanism itself or a kind name), for ``reason``."""
+
+    what: str
+    need: str
+    kind: str
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.what} needs {self.need}, which {self.kind} does not support ({self.reason})"
+
+
+def why_unsupported(kind: str | Mechanism, what: str) -> Refusal | None:
+    """The dry run of :func:`evaluate` that answers *why*: None when ``what`` (a property name or a
+    :data:`PRODUCERS` name) would be answered for ``kind`` (a kind name, for which composite kinds count as
+    supported, or a mechanism, whose every leaf must support it), else the first :class:`Refusal` (needs in the
+    producer's order, then leaves in the tree's order)."""
     needs = PRODUCERS.get(what, (what,))
     for need in needs:
         if need not in PROPERTIES and need != "from_dp_event":
             raise ValueError(f"what must be one of {', '.join((*PROPERTIES, *PRODUCERS))}, got {what!r}")
     if isinstance(kind, Mechanism):
-        leaves = [get(leaf) for leaf in _leaves(kind)]
+        leaves = [(path, get(leaf)) for path, leaf in _leaves_at(kind, "")]
     else:
         spec = get(kind)
         if spec.composite:
-            return True
-        leaves = [spec]
-    return all(callable(s.hook(need)) and not isinstance(s.hook(need), Unsupported) for s in leaves for need in needs)
+            return None
+        leaves = [("", spec)]
+    for need in needs:
+        for path, leaf_spec in leaves:
+            hook = leaf_spec.hook(need)
+            if isinstance(hook, Unsupported) or not callable(hook):
+                reason = hook.reason if isinstance(hook, Unsupported) else "not declared"
+                return Refusal(what=what, need=need, kind=leaf_spec.name, path=path, reason=reason)
+    return None
+
+
+def accounts_poisson_sampling(mechanism: Mechanism) -> bool:
+    """Does some leaf of ``mechanism`` account a Gaussian on Poisson-sampled batches (``poisson_sampled_gaussian``)?"""
+    return any(get(leaf).poisson_sampled_gaussian for leaf in _leaves(mechanism))
+
+
+def supports(kind: str | Mechanism, what: str) -> bool:
+    """Dry run: would ``what`` (a property name or a :data:`PRODUCERS` name) be answered for ``kind`` (a kind name,
+    for which composite kinds count as supported, or a mechanism, whose every leaf must support it)? See
+    :func:`why_unsupported` for the reason when not."""
+    return why_unsupported(kind, what) is None
 
 
 # -- public property functions ----------------------------------------------------------------------------------------
