@@ -210,10 +210,10 @@ def read_opacus_state(path: str | Path, *, use_torch: bool | None = None) -> Any
             raise TrainingRunFileError(f"{path}: not valid JSON ({exc})") from None
     if path.suffix.lower() not in (".pt", ".pth"):
         raise TrainingRunFileError(f"{path}: expected a .json or .pt (torch.save) accountant file")
-    torch = None
+    torch: Any = None
     if use_torch is not False:
         try:
-            import torch
+            import torch  # type: ignore[no-redef]  # optional extra, imported only for .pt files (None when absent)
         except ImportError:
             if use_torch:
                 raise TrainingRunFileError(
