@@ -1,4 +1,4 @@
-"""Training-run adapters: what Opacus and TF-Privacy record about a DP-SGD run, as a gdpcore mechanism (issue 14).
+"""Training-run adapters: what Opacus and TF-Privacy record about a DP-SGD run, as a gdpcore mechanism.
 
 Pure functions (no file I/O: ``tasks.training_runs`` reads accountant files). Each returns a :class:`TrainingRun`: the
 gdpcore mechanism, the *sampler* the batches were drawn with, the neighbouring relation, the step count and where it

@@ -246,7 +246,7 @@ class GridSpec(_GridAxes, _Strict):
 
 
 class CalibrationTarget(_Strict):
-    """Exactly one attack-aware target for ``gdpcore.calibrate_noise`` (issue 4 keyword names)."""
+    """Exactly one attack-aware target for ``gdpcore.calibrate_noise`` (the keyword names of gdpcore.calibration.api)."""
 
     advantage: Annotated[float, Field(gt=0, lt=1)] | None = None
     tpr: Annotated[float, Field(gt=0, lt=1)] | None = None

@@ -1,4 +1,4 @@
-"""Read training-run files (issue 14): an Opacus accountant saved as JSON or with ``torch.save``; a DpEvent as JSON.
+"""Read training-run files: an Opacus accountant saved as JSON or with ``torch.save``; a DpEvent as JSON.
 
 * **JSON** (no torch needed): an accountant ``state_dict()`` (``{"history": [[sigma, q, steps], ...], "mechanism":
   "rdp"}``) or a bare ``history`` list, e.g. written with ``json.dump(accountant.state_dict(), f, default=...)`` or

@@ -1,4 +1,6 @@
-"""The kinds of issue 14 against independent truth.
+"""The kinds users already describe with dp_accounting DpEvents (gdpcore/kinds/: discrete and subsampled Laplace,
+k-ary randomized response, fixed-size and truncated batches, mixtures of Gaussians, tree aggregation, zCDP) against
+independent truth.
 
 (1) dp_accounting at a 10x finer step: the report's bracket [lower, upper] of eps at delta in {1e-5, 1e-9} contains
 dp_accounting's pessimistic value computed here on the kind's DpEvent with its PLD accountant where that accountant

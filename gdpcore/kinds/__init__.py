@@ -7,8 +7,9 @@ columns and the CLI help) plus one :class:`KindSpec` (in the family module of :m
 =============================  =======================================================================================
 hook                           what it returns for one mechanism of the kind
 =============================  =======================================================================================
-``pld``                        dp_accounting ``PrivacyLossDistribution`` (``step``, ``pessimistic``); every producer of
-                               curves (``analyze``, ``analyze_grid``, divergences, Bayes security) needs it
+``pld``                        dp_accounting ``PrivacyLossDistribution`` of one step (``step``, ``pessimistic``);
+                               every producer of curves (``analyze``, ``analyze_grid``, divergences, Bayes security)
+                               needs it
 ``pure_epsilon``               exact pure-DP epsilon (``inf`` when the kind is not pure DP)
 ``rdp``                        (RDP curve at the orders, label ``"exact"`` or ``"upper"``)
 ``rho``                        (zCDP rho* = sup_t eps(t)/t, label, where the sup is attained: "one" / "inf" / "any")

@@ -1,4 +1,4 @@
-"""Small helpers the kind families share: random draws for the contract test, the non-pure epsilon, step repetition."""
+"""Small helpers the kind families share: random draws for the contract test, the non-pure epsilon, list parameters."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import math
 from typing import Any
 
 import numpy as np
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 NOT_PURE = math.inf
 """The pure-DP epsilon of a kind whose delta(eps) > 0 for every eps."""
@@ -18,12 +17,6 @@ def log_uniform(rng: np.random.Generator, lo: float, hi: float) -> float:
 
 def relation(rng: np.random.Generator) -> str:
     return str(rng.choice(["add_remove", "replace_one"]))
-
-
-def repeat(pld: pld_lib.PrivacyLossDistribution, steps: int) -> pld_lib.PrivacyLossDistribution:
-    """``steps`` sequential runs of one step's PLD (dp_accounting's ``self_compose``; the engine composes the single
-    steps itself, see :func:`gdpcore.kinds.single_steps`)."""
-    return pld.self_compose(steps) if steps > 1 else pld
 
 
 def floats_text(values: Any) -> str:

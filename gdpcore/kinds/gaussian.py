@@ -10,7 +10,7 @@ import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from gdpcore.kinds import dp_events, formulas
-from gdpcore.kinds._common import NOT_PURE, log_uniform, relation, repeat
+from gdpcore.kinds._common import NOT_PURE, log_uniform, relation
 from gdpcore.kinds.dp_events import record_bound_factor
 from gdpcore.kinds.registry import KindSpec, Unsupported, UnsupportedMechanismError
 from gdpcore.mechanisms import (
@@ -68,7 +68,7 @@ def _sg_pld(m: SubsampledGaussian, *, step: float, pessimistic: bool) -> pld_lib
         sampling_prob=m.sampling_rate,
         use_connect_dots=pessimistic,
     )
-    return repeat(single, m.steps)
+    return single
 
 
 def _sg_rdp(m: SubsampledGaussian, t: np.ndarray) -> tuple[np.ndarray, str]:
@@ -144,17 +144,14 @@ DISCRETE_GAUSSIAN = KindSpec(
 
 
 def _swor_pld(m: SampledWithoutReplacementGaussian, *, step: float, pessimistic: bool):
-    return repeat(
-        pld_lib.from_gaussian_mechanism(
-            m.noise_multiplier * m.sensitivity,
-            sensitivity=m.sensitivity,
-            pessimistic_estimate=pessimistic,
-            value_discretization_interval=step,
-            sampling_prob=m.sampling_rate,
-            use_connect_dots=pessimistic,
-            neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE,
-        ),
-        m.steps,
+    return pld_lib.from_gaussian_mechanism(
+        m.noise_multiplier * m.sensitivity,
+        sensitivity=m.sensitivity,
+        pessimistic_estimate=pessimistic,
+        value_discretization_interval=step,
+        sampling_prob=m.sampling_rate,
+        use_connect_dots=pessimistic,
+        neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE,
     )
 
 
@@ -239,17 +236,14 @@ def _truncated_pld(m: TruncatedSubsampledGaussian, *, step: float, pessimistic: 
             "dp_accounting's truncated subsampled Gaussian PLD is an upper bound with no optimistic construction: "
             "lower ends are unavailable"
         )
-    return repeat(
-        pld_lib.from_truncated_subsampled_gaussian_mechanism(
-            dataset_size=m.dataset_size,
-            sampling_probability=m.sampling_rate,
-            truncated_batch_size=m.truncated_batch_size,
-            noise_multiplier=m.noise_multiplier,
-            value_discretization_interval=step,
-            use_connect_dots=True,
-            neighboring_relation=_DPA_RELATION[m.neighbouring],
-        ),
-        m.steps,
+    return pld_lib.from_truncated_subsampled_gaussian_mechanism(
+        dataset_size=m.dataset_size,
+        sampling_probability=m.sampling_rate,
+        truncated_batch_size=m.truncated_batch_size,
+        noise_multiplier=m.noise_multiplier,
+        value_discretization_interval=step,
+        use_connect_dots=True,
+        neighboring_relation=_DPA_RELATION[m.neighbouring],
     )
 
 

@@ -12,7 +12,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from gdpcore import closed_form
 from gdpcore.kinds import dp_events, formulas
-from gdpcore.kinds._common import log_uniform, relation, repeat
+from gdpcore.kinds._common import log_uniform, relation
 from gdpcore.kinds.dp_events import record_bound_factor
 from gdpcore.kinds.registry import KindSpec, Unsupported
 from gdpcore.mechanisms import DiscreteLaplace, Laplace, SubsampledDiscreteLaplace, SubsampledLaplace
@@ -103,16 +103,13 @@ SUBSAMPLED_LAPLACE = KindSpec(
         steps=int(rng.integers(1, 30)),
         sensitivity=float(rng.choice([1.0, 0.5])),
     ),
-    pld=lambda m, *, step, pessimistic: repeat(
-        pld_lib.from_laplace_mechanism(
-            m.scale,
-            sensitivity=m.sensitivity,
-            pessimistic_estimate=pessimistic,
-            value_discretization_interval=step,
-            sampling_prob=m.sampling_rate,
-            use_connect_dots=pessimistic,
-        ),
-        m.steps,
+    pld=lambda m, *, step, pessimistic: pld_lib.from_laplace_mechanism(
+        m.scale,
+        sensitivity=m.sensitivity,
+        pessimistic_estimate=pessimistic,
+        value_discretization_interval=step,
+        sampling_prob=m.sampling_rate,
+        use_connect_dots=pessimistic,
     ),
     **_amplified_pure_hooks(_sl_eps0),
     to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(
@@ -138,16 +135,13 @@ SUBSAMPLED_DISCRETE_LAPLACE = KindSpec(
         steps=int(rng.integers(1, 30)),
         sensitivity=int(rng.integers(1, 3)),
     ),
-    pld=lambda m, *, step, pessimistic: repeat(
-        pld_lib.from_discrete_laplace_mechanism(
-            m.noise_parameter,
-            sensitivity=m.sensitivity,
-            pessimistic_estimate=pessimistic,
-            value_discretization_interval=step,
-            sampling_prob=m.sampling_rate,
-            use_connect_dots=pessimistic,
-        ),
-        m.steps,
+    pld=lambda m, *, step, pessimistic: pld_lib.from_discrete_laplace_mechanism(
+        m.noise_parameter,
+        sensitivity=m.sensitivity,
+        pessimistic_estimate=pessimistic,
+        value_discretization_interval=step,
+        sampling_prob=m.sampling_rate,
+        use_connect_dots=pessimistic,
     ),
     **_amplified_pure_hooks(_sdl_eps0),
     to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(

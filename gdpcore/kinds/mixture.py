@@ -12,7 +12,7 @@ from dp_accounting.pld import privacy_loss_mechanism
 from scipy import special
 
 from gdpcore.kinds import dp_events
-from gdpcore.kinds._common import NOT_PURE, floats_text, log_uniform, repeat
+from gdpcore.kinds._common import NOT_PURE, floats_text, log_uniform
 from gdpcore.kinds.registry import KindSpec, Unsupported
 from gdpcore.mechanisms import MixtureOfGaussians, float_list
 
@@ -98,7 +98,7 @@ def _mog_pld(m: MixtureOfGaussians, *, step: float, pessimistic: bool) -> pld_li
     pld = pld_lib.PrivacyLossDistribution(
         single(privacy_loss_mechanism.AdjacencyType.REMOVE), single(privacy_loss_mechanism.AdjacencyType.ADD)
     )
-    return repeat(pld, m.steps)
+    return pld
 
 
 def _mog_draw(rng: np.random.Generator) -> MixtureOfGaussians:

@@ -9,7 +9,6 @@ only the hooks it implements or refuses with a reason of its own; required hooks
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -267,12 +266,18 @@ def _combine_rdp(parts: list[tuple[np.ndarray, str]]) -> tuple[np.ndarray, str]:
     return np.sum([v for v, _ in parts], axis=0), label
 
 
+_ONE_STEP = (
+    "a kind's pld hook builds one step's dp_accounting PLD: compose the single steps (single_steps) with "
+    "gdpcore.fast_pld, as the engine does"
+)
+
+
+def _one_step_only(*_: Any) -> Any:
+    raise UnsupportedMechanismError(_ONE_STEP)
+
+
 PROPERTIES: dict[str, _Property] = {
-    "pld": _Property(
-        "the privacy loss distribution",
-        repeat=lambda p, n: p.self_compose(n) if n > 1 else p,
-        combine=lambda ps: functools.reduce(lambda a, b: a.compose(b), ps),
-    ),
+    "pld": _Property("the privacy loss distribution of one step", repeat=_one_step_only, combine=_one_step_only),
     "pure_epsilon": _Property("the pure-DP epsilon", repeat=lambda e, n: n * e, combine=lambda es: float(sum(es))),
     "rdp": _Property("the RDP curve", repeat=lambda v, n: (n * v[0], v[1]), combine=_combine_rdp),
     "rho": _Property(
@@ -436,7 +441,15 @@ def supports(kind: str | Mechanism, what: str) -> bool:
 
 # -- public property functions ----------------------------------------------------------------------------------------
 def pld(mechanism: Mechanism, *, step: float, pessimistic: bool) -> pld_lib.PrivacyLossDistribution:
-    """The dp_accounting PLD (connect-the-dots if pessimistic, rounded-down privacy buckets otherwise)."""
+    """The dp_accounting PLD of one step (connect-the-dots if pessimistic, rounded-down privacy buckets otherwise).
+
+    ``mechanism`` must be a single step (an item of :func:`single_steps`): a composition, or a leaf whose
+    ``steps_param`` exceeds 1, raises :class:`UnsupportedMechanismError`. Composition carries a round-off bound in
+    :mod:`gdpcore.fast_pld`; dp_accounting's own ``compose`` / ``self_compose`` serve as an oracle in the tests only.
+    """
+    spec = get(mechanism)
+    if spec.composite or (spec.steps_param is not None and getattr(mechanism, spec.steps_param) != 1):
+        raise UnsupportedMechanismError(f"{mechanism.kind} with more than one step: {_ONE_STEP}")
     return evaluate(mechanism, "pld", step=step, pessimistic=pessimistic)
 
 

@@ -1,4 +1,4 @@
-"""Grid specs over any registered kind and over compositions (issue 14, item 6): templates, paths, validation.
+"""Grid specs over any registered kind and over compositions: templates, paths, validation.
 
 Prefect-free: every case loads a spec (or runs the CLI up to its validation) and checks the cells it expands to or
 the error it raises (file, key and value named; exit 2; nothing written)."""
