@@ -29,6 +29,7 @@ def dp_accounting_pld(mechanism: Mechanism, *, step: float, pessimistic: bool) -
         parts = [dp_accounting_pld(m, step=step, pessimistic=pessimistic) for m in mechanism.mechanisms]
         return functools.reduce(lambda a, b: a.compose(b), parts)
     name = kinds.get(mechanism).steps_param
-    steps = 1 if name is None else int(getattr(mechanism, name))
-    one = mechanism if steps == 1 else dataclasses.replace(mechanism, **{name: 1})
-    return _repeat(kinds.pld(one, step=step, pessimistic=pessimistic), steps)
+    if name is None:
+        return kinds.pld(mechanism, step=step, pessimistic=pessimistic)
+    one = dataclasses.replace(mechanism, **{name: 1})
+    return _repeat(kinds.pld(one, step=step, pessimistic=pessimistic), int(getattr(mechanism, name)))
