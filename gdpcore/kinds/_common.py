@@ -22,3 +22,9 @@ def relation(rng: np.random.Generator) -> str:
 def floats_text(values: Any) -> str:
     """A list of numbers as a :class:`~gdpcore.mechanisms.FloatList` parameter's text."""
     return ",".join(repr(float(x)) for x in values)
+
+
+def dpa_discretisation(step: float, pessimistic: bool) -> dict[str, Any]:
+    """The keywords every dp_accounting PLD constructor here takes alike: connect-the-dots on the pessimistic side,
+    privacy buckets rounded down on the optimistic side, at discretisation ``step``."""
+    return {"pessimistic_estimate": pessimistic, "value_discretization_interval": step, "use_connect_dots": pessimistic}

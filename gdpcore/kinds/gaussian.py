@@ -10,7 +10,7 @@ import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from gdpcore.kinds import dp_events, formulas
-from gdpcore.kinds._common import NOT_PURE, log_uniform, relation
+from gdpcore.kinds._common import NOT_PURE, dpa_discretisation, log_uniform, relation
 from gdpcore.kinds.dp_events import record_bound_factor
 from gdpcore.kinds.registry import KindSpec, Unsupported, UnsupportedMechanismError
 from gdpcore.mechanisms import (
@@ -44,9 +44,7 @@ GAUSSIAN = KindSpec(
     pld=lambda m, *, step, pessimistic: pld_lib.from_gaussian_mechanism(
         m.noise_multiplier * m.sensitivity,
         sensitivity=m.sensitivity,
-        pessimistic_estimate=pessimistic,
-        value_discretization_interval=step,
-        use_connect_dots=pessimistic,
+        **dpa_discretisation(step, pessimistic),
     ),
     pure_epsilon=lambda m: NOT_PURE,
     rdp=lambda m, t: (t / (2.0 * m.noise_multiplier**2), "exact"),
@@ -63,10 +61,8 @@ def _sg_pld(m: SubsampledGaussian, *, step: float, pessimistic: bool) -> pld_lib
     single = pld_lib.from_gaussian_mechanism(
         m.noise_multiplier * m.sensitivity,
         sensitivity=m.sensitivity,
-        pessimistic_estimate=pessimistic,
-        value_discretization_interval=step,
+        **dpa_discretisation(step, pessimistic),
         sampling_prob=m.sampling_rate,
-        use_connect_dots=pessimistic,
     )
     return single
 
@@ -128,9 +124,7 @@ DISCRETE_GAUSSIAN = KindSpec(
     pld=lambda m, *, step, pessimistic: pld_lib.from_discrete_gaussian_mechanism(
         m.sigma,
         sensitivity=m.sensitivity,
-        pessimistic_estimate=pessimistic,
-        value_discretization_interval=step,
-        use_connect_dots=pessimistic,
+        **dpa_discretisation(step, pessimistic),
     ),
     pure_epsilon=lambda m: NOT_PURE,
     # Upper bound: the discrete Gaussian is (Delta^2/(2 sigma^2))-zCDP (Canonne, Kamath, Steinke 2020).
@@ -147,10 +141,8 @@ def _swor_pld(m: SampledWithoutReplacementGaussian, *, step: float, pessimistic:
     return pld_lib.from_gaussian_mechanism(
         m.noise_multiplier * m.sensitivity,
         sensitivity=m.sensitivity,
-        pessimistic_estimate=pessimistic,
-        value_discretization_interval=step,
+        **dpa_discretisation(step, pessimistic),
         sampling_prob=m.sampling_rate,
-        use_connect_dots=pessimistic,
         neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE,
     )
 
@@ -210,9 +202,7 @@ TREE_AGGREGATION = KindSpec(
     pld=lambda m, *, step, pessimistic: pld_lib.from_gaussian_mechanism(
         m.noise_multiplier,
         sensitivity=math.sqrt(m.depth),
-        pessimistic_estimate=pessimistic,
-        value_discretization_interval=step,
-        use_connect_dots=pessimistic,
+        **dpa_discretisation(step, pessimistic),
     ),
     pure_epsilon=lambda m: NOT_PURE,
     rdp=lambda m, t: (t * m.depth / (2.0 * m.noise_multiplier**2), "exact"),

@@ -12,7 +12,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from gdpcore import closed_form
 from gdpcore.kinds import dp_events, formulas
-from gdpcore.kinds._common import log_uniform, relation
+from gdpcore.kinds._common import dpa_discretisation, log_uniform, relation
 from gdpcore.kinds.dp_events import record_bound_factor
 from gdpcore.kinds.registry import KindSpec, Unsupported
 from gdpcore.mechanisms import DiscreteLaplace, Laplace, SubsampledDiscreteLaplace, SubsampledLaplace
@@ -29,9 +29,7 @@ LAPLACE = KindSpec(
     pld=lambda m, *, step, pessimistic: pld_lib.from_laplace_mechanism(
         m.scale,
         sensitivity=m.sensitivity,
-        pessimistic_estimate=pessimistic,
-        value_discretization_interval=step,
-        use_connect_dots=pessimistic,
+        **dpa_discretisation(step, pessimistic),
     ),
     pure_epsilon=lambda m: m.sensitivity / m.scale,
     rdp=lambda m, t: (formulas.rdp_laplace(m.sensitivity / m.scale, t), "exact"),
@@ -72,9 +70,7 @@ DISCRETE_LAPLACE = KindSpec(
     pld=lambda m, *, step, pessimistic: pld_lib.from_discrete_laplace_mechanism(
         m.noise_parameter,
         sensitivity=m.sensitivity,
-        pessimistic_estimate=pessimistic,
-        value_discretization_interval=step,
-        use_connect_dots=pessimistic,
+        **dpa_discretisation(step, pessimistic),
     ),
     pure_epsilon=lambda m: m.noise_parameter * m.sensitivity,
     rdp=lambda m, t: (formulas.rdp_from_pure(m.noise_parameter * m.sensitivity, t), "upper"),
@@ -106,10 +102,8 @@ SUBSAMPLED_LAPLACE = KindSpec(
     pld=lambda m, *, step, pessimistic: pld_lib.from_laplace_mechanism(
         m.scale,
         sensitivity=m.sensitivity,
-        pessimistic_estimate=pessimistic,
-        value_discretization_interval=step,
+        **dpa_discretisation(step, pessimistic),
         sampling_prob=m.sampling_rate,
-        use_connect_dots=pessimistic,
     ),
     **_amplified_pure_hooks(_sl_eps0),
     to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(
@@ -138,10 +132,8 @@ SUBSAMPLED_DISCRETE_LAPLACE = KindSpec(
     pld=lambda m, *, step, pessimistic: pld_lib.from_discrete_laplace_mechanism(
         m.noise_parameter,
         sensitivity=m.sensitivity,
-        pessimistic_estimate=pessimistic,
-        value_discretization_interval=step,
+        **dpa_discretisation(step, pessimistic),
         sampling_prob=m.sampling_rate,
-        use_connect_dots=pessimistic,
     ),
     **_amplified_pure_hooks(_sdl_eps0),
     to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(

@@ -12,7 +12,7 @@ from dp_accounting.pld import privacy_loss_mechanism
 from scipy import special
 
 from gdpcore.kinds import dp_events
-from gdpcore.kinds._common import NOT_PURE, floats_text, log_uniform
+from gdpcore.kinds._common import NOT_PURE, dpa_discretisation, floats_text, log_uniform
 from gdpcore.kinds.registry import KindSpec, Unsupported
 from gdpcore.mechanisms import MixtureOfGaussians, float_list
 
@@ -92,7 +92,7 @@ def _mog_pld(m: MixtureOfGaussians, *, step: float, pessimistic: bool) -> pld_li
             adjacency_type=adjacency,
         )
         return pld_lib._create_pld_pmf_from_monotone_privacy_loss(  # noqa: SLF001 - dp_accounting's own builder
-            loss, pessimistic_estimate=pessimistic, value_discretization_interval=step, use_connect_dots=pessimistic
+            loss, **dpa_discretisation(step, pessimistic)
         )
 
     pld = pld_lib.PrivacyLossDistribution(
