@@ -1,11 +1,10 @@
 """Adapter from gdpcore mechanisms to Google ``dp_accounting`` privacy-loss distributions (PLDs).
 
 dp_accounting builds each kind's PLD (connect-the-dots or privacy-buckets discretisation, tail truncation); this
-module builds the PLD for a mechanism description and exposes its PMFs as plain arrays. The engine reads it for
-*single steps* only (:func:`gdpcore.engine.generic_parts`) and composes them with :mod:`gdpcore.fast_pld`, whose FFT
-compositions carry a round-off bound; :func:`build_pld` of a composition (dp_accounting's ``compose`` /
-``self_compose``, no round-off bound) remains what tests compare against at a finer step.
-The notes below are about dp_accounting's *composed* PMFs.
+module builds the PLD of one step of a mechanism description and exposes its PMFs as plain arrays. The engine
+composes the single steps (:func:`gdpcore.kinds.single_steps`) with :mod:`gdpcore.fast_pld`, whose FFT compositions
+carry a round-off bound; dp_accounting's own ``compose`` / ``self_compose`` (no round-off bound) is what the tests
+compare against at a finer step (``tests/pld_oracle.py``). The notes below are about dp_accounting's *composed* PMFs.
 
 Why only the remove PMF is read (measured; docs/references.md M-1, asserted in tests/test_report.py and tests/test_fast_pld.py):
 
@@ -43,10 +42,11 @@ ACCOUNTANT_NAME = "dp_accounting.pld"
 def build_pld(
     mechanism: Mechanism, *, discretization: float = DEFAULT_DISCRETIZATION, pessimistic: bool = True
 ) -> pld_lib.PrivacyLossDistribution:
-    """The dp_accounting PLD of ``mechanism`` (connect-the-dots if pessimistic, rounded-down buckets otherwise).
+    """The dp_accounting PLD of one step ``mechanism`` (connect-the-dots if pessimistic, rounded-down buckets
+    otherwise).
 
-    Each kind's construction is declared in the kind registry (:func:`gdpcore.kinds.pld`); compositions are composed
-    there. A kind without one raises :class:`gdpcore.kinds.UnsupportedMechanismError`.
+    Each kind's construction is declared in the kind registry (:func:`gdpcore.kinds.pld`); a composition or a
+    multi-step leaf, or a kind without a construction, raises :class:`gdpcore.kinds.UnsupportedMechanismError`.
     """
     if not isinstance(mechanism, Mechanism):
         raise ValueError(f"mechanism must be a gdpcore mechanism, got {mechanism!r}")

@@ -1,4 +1,4 @@
-"""Training-run adapters: what Opacus and TF-Privacy record about a DP-SGD run, as a gdpcore mechanism (issue 14).
+"""Training-run adapters: what Opacus and TF-Privacy record about a DP-SGD run, as a gdpcore mechanism.
 
 Pure functions (no file I/O: ``tasks.training_runs`` reads accountant files). Each returns a :class:`TrainingRun`: the
 gdpcore mechanism, the *sampler* the batches were drawn with, the neighbouring relation, the step count and where it
@@ -46,7 +46,14 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dp_accounting import dp_event as ev
+from scipy import stats
+
+from gdpcore import kinds
+from gdpcore.events import from_dp_event
+from gdpcore.kinds import UnsupportedMechanismError
 from gdpcore.mechanisms import NEIGHBOURING_RELATIONS, Composed, Mechanism, SubsampledGaussian
+from gdpcore.report import analyze
 
 __all__ = [
     "FIXED_REASON",
@@ -56,8 +63,11 @@ __all__ = [
     "TrainingRunReport",
     "from_opacus_history",
     "from_opacus_state_dict",
+    "composed",
+    "dpsgd_mechanism",
     "fixed_batch_mechanism",
     "from_tf_privacy",
+    "mechanism_caveat",
     "sampler_caveat",
     "tf_privacy_steps",
 ]
@@ -82,6 +92,17 @@ def sampler_caveat(sampler: str, *, exact_fixed: bool = False) -> str | None:
     if sampler == "shuffle":
         return SHUFFLE_REASON
     if sampler == "fixed" and not exact_fixed:
+        return FIXED_REASON
+    return None
+
+
+def mechanism_caveat(mechanism: Mechanism, sampler: str | None) -> str | None:
+    """The reason the numbers of a run described directly by ``mechanism`` (a gdpcore mechanism or a DpEvent) are an
+    estimate under ``sampler``, or None: shuffled batches always; fixed-size batches when the mechanism accounts them
+    as Poisson sampling (:func:`gdpcore.kinds.accounts_poisson_sampling`)."""
+    if sampler == "shuffle":
+        return SHUFFLE_REASON
+    if sampler == "fixed" and kinds.accounts_poisson_sampling(mechanism):
         return FIXED_REASON
     return None
 
@@ -133,8 +154,6 @@ class TrainingRun:
 
     def analyze(self, **kwargs: Any) -> TrainingRunReport:
         """:func:`gdpcore.analyze` of :attr:`mechanism` (same keyword arguments), labelled for this run's sampler."""
-        from gdpcore.report import analyze
-
         return TrainingRunReport(run=self, report=analyze(self.mechanism, **kwargs))
 
 
@@ -220,8 +239,14 @@ def _history_phases(history: Any) -> list[tuple[float, float, int]]:
     return phases
 
 
-def _dpsgd_mechanism(phases: Sequence[tuple[float, float, int]]) -> Mechanism:
-    parts = [SubsampledGaussian(noise_multiplier=s, sampling_rate=q, steps=t) for s, q, t in phases]
+def dpsgd_mechanism(phases: Sequence[tuple[float, float, int]]) -> Mechanism:
+    """DP-SGD phases [(noise multiplier, sampling rate, steps), ...] as Poisson-subsampled Gaussians (sensitivity 1,
+    add/remove): one phase as is, several composed."""
+    return composed([SubsampledGaussian(noise_multiplier=s, sampling_rate=q, steps=t) for s, q, t in phases])
+
+
+def composed(parts: Sequence[Mechanism]) -> Mechanism:
+    """The sequential composition of ``parts``: the one part itself when there is one."""
     return parts[0] if len(parts) == 1 else Composed(mechanisms=tuple(parts))
 
 
@@ -252,7 +277,7 @@ def from_opacus_history(
     acct = f"{mechanism.upper()}Accountant" if mechanism else "accountant"
     source = f"Opacus {acct} history, {len(phases)} phase(s) of (noise_multiplier, sample_rate, steps)"
     return TrainingRun(
-        mechanism=_dpsgd_mechanism(phases),
+        mechanism=dpsgd_mechanism(phases),
         sampler=sampler,
         neighbouring="add_remove",
         steps=sum(t for _, _, t in phases),
@@ -371,7 +396,7 @@ def from_tf_privacy(
                 steps=steps,
                 source=source + "; fixed-size batches sampled without replacement, replace-one adjacency",
             )
-    mech = _dpsgd_mechanism([(effective, q, steps)])
+    mech = dpsgd_mechanism([(effective, q, steps)])
     return TrainingRun(
         mechanism=mech,
         sampler=sampler,
@@ -384,9 +409,6 @@ def from_tf_privacy(
 
 def _from_event(event: Any, neighbouring: str) -> Mechanism | None:
     """The registered kind describing a dp_accounting event, or None when no kind does (yet)."""
-    from gdpcore.events import from_dp_event
-    from gdpcore.kinds import UnsupportedMechanismError
-
     try:
         return from_dp_event(event, neighboring_relation=neighbouring)
     except UnsupportedMechanismError:
@@ -403,18 +425,11 @@ def fixed_batch_mechanism(
 
 
 def _fixed_batch_mechanism(sigma: float, n: int, b: int, steps: int) -> Mechanism | None:
-    from dp_accounting import dp_event as ev
-
     event = ev.SelfComposedDpEvent(ev.SampledWithoutReplacementDpEvent(n, b, ev.GaussianDpEvent(sigma)), steps)
     return _from_event(event, "replace_one")
 
 
 def _user_level_mechanism(sigma: float, q: float, steps: int, k: int) -> Mechanism:
-    from dp_accounting import dp_event as ev
-    from scipy import stats
-
-    from gdpcore.kinds import UnsupportedMechanismError
-
     weights = [float(w) for w in stats.binom.pmf(range(k + 1), k, q)]
     event = ev.SelfComposedDpEvent(ev.MixtureOfGaussiansDpEvent(sigma, list(range(k + 1)), weights), steps)
     mech = _from_event(event, "add_remove")

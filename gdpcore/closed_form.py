@@ -11,6 +11,7 @@ cancels catastrophically for large eps; it is evaluated in log space with ``log_
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import optimize, special, stats
@@ -23,13 +24,17 @@ __all__ = [
     "get_beta_from_gdp",
     "get_beta_from_laplace",
     "get_beta_from_randomized_response",
+    "epsilon_delta_profile",
+    "get_delta_from_epsilon_delta",
     "get_delta_from_gdp",
     "get_delta_from_laplace",
     "get_delta_from_randomized_response",
+    "get_delta_from_rdp",
     "get_epsilon_from_gdp",
     "get_log_delta_from_gdp",
     "get_mu_from_epsilon_delta",
     "get_mu_from_pure_dp",
+    "log_delta_mu",
 ]
 
 
@@ -40,15 +45,21 @@ def _log_sub_exp(log_a: np.ndarray, log_b: np.ndarray) -> np.ndarray:
         return np.where(np.isneginf(log_a), -np.inf, log_a + np.log1p(-np.exp(diff)))
 
 
+def log_delta_mu(mu: np.ndarray | float, epsilon: np.ndarray | float) -> np.ndarray:
+    """log delta_mu(eps) without argument checks, broadcast over ``mu`` (> 0) and ``epsilon``: the one formula behind
+    :func:`get_log_delta_from_gdp`, for inner loops that vary mu (the GDPT bisection, seed 003 Alg. 0/1)."""
+    mu = np.asarray(mu, dtype=float)
+    eps = np.asarray(epsilon, dtype=float)
+    return _log_sub_exp(special.log_ndtr(-eps / mu + mu / 2), eps + special.log_ndtr(-eps / mu - mu / 2))
+
+
 def get_log_delta_from_gdp(*, mu: float, epsilon: np.ndarray | float) -> np.ndarray:
     """log delta_mu(eps) of mu-GDP, stable for large eps. eps may be any real (negative eps is fine)."""
     mu = check_positive("mu", mu)
     eps = np.asarray(epsilon, dtype=float)
     if np.isnan(eps).any():
         raise ValueError(f"epsilon must not contain NaN, got {epsilon!r}")
-    log_a = special.log_ndtr(-eps / mu + mu / 2)
-    log_b = eps + special.log_ndtr(-eps / mu - mu / 2)
-    return _log_sub_exp(log_a, log_b)
+    return log_delta_mu(mu, eps)
 
 
 def get_delta_from_gdp(*, mu: float, epsilon: np.ndarray | float) -> np.ndarray | float:
@@ -132,6 +143,34 @@ def get_beta_from_epsilon_delta(*, epsilon: float, delta: float, alpha: np.ndarr
     return float(out) if np.ndim(alpha) == 0 else out
 
 
+def epsilon_delta_profile(epsilon0: float, delta0: float, epsilon: np.ndarray | float) -> np.ndarray:
+    """The tight profile of an (eps0, delta0)-DP statement without argument checks (``epsilon0 = inf`` gives 1):
+    delta(eps) = delta0 + (1 - delta0)(e^eps0 - e^eps)_+ / (1 + e^eps0), eps >= 0 (seed 003 Thm 3.1 / Cor. 3.2)."""
+    e = np.asarray(epsilon, dtype=float)
+    if math.isinf(epsilon0):
+        return np.ones_like(e)
+    c = math.exp(epsilon0)
+    with np.errstate(over="ignore"):
+        return delta0 + (1.0 - delta0) * np.clip(c - np.exp(np.minimum(e, epsilon0)), 0.0, None) / (1.0 + c)
+
+
+def get_delta_from_epsilon_delta(
+    *, epsilon0: float, delta0: float, at_epsilon: np.ndarray | float
+) -> np.ndarray | float:
+    """Tight profile implied by (eps0, delta0)-DP (seed 003 Cor. 3.2, exact):
+    delta(eps) = delta0 + (1 - delta0)(e^eps0 - e^eps)_+ / (1 + e^eps0), eps >= 0; the profile form of
+    :func:`get_beta_from_epsilon_delta`."""
+    e0 = check_real("epsilon0", epsilon0)
+    if e0 < 0:
+        raise ValueError(f"epsilon0 must be >= 0, got {epsilon0!r}")
+    d0 = check_probability("delta0", delta0, low_open=False, high_open=True)
+    e = np.asarray(at_epsilon, float)
+    if np.isnan(e).any() or (e < 0).any():
+        raise ValueError(f"at_epsilon must be >= 0, got {at_epsilon!r}")
+    out = epsilon_delta_profile(e0, d0, e)
+    return float(out) if out.ndim == 0 else out
+
+
 def get_beta_from_randomized_response(*, epsilon: float, alpha: np.ndarray | float) -> np.ndarray | float:
     """Binary randomized response has trade-off exactly f_{eps,0}."""
     return get_beta_from_epsilon_delta(epsilon=check_positive("epsilon", epsilon), delta=0.0, alpha=alpha)
@@ -167,3 +206,36 @@ def get_delta_from_laplace(
         raise ValueError(f"at_epsilon must be >= 0, got {at_epsilon!r}")
     out = np.where(e < eps, -np.expm1((np.minimum(e, eps) - eps) / 2), 0.0)
     return float(out) if np.ndim(at_epsilon) == 0 else out
+
+
+def get_delta_from_rdp(
+    *, orders: Sequence[float] | np.ndarray, rdp: Sequence[float] | np.ndarray, epsilon: np.ndarray | float
+) -> np.ndarray | float:
+    """delta(eps) = min_t min(1, exp((t-1)(eps_t - eps + log(1 - 1/t)) - log t)): the RDP curve's implied profile
+    (Canonne, Kamath, Steinke 2020 Prop. 12 v4; seed 000 App. C.2). An upper bound on the mechanism's profile for
+    every order grid; vectorised over eps."""
+    try:
+        t = np.asarray(orders, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise ValueError(f"orders must be an array of numbers > 1, got {orders!r}") from None
+    if t.size == 0 or not np.isfinite(t).all() or (t <= 1).any():
+        raise ValueError(f"orders must be finite and > 1, got {orders!r}")
+    r = np.asarray(rdp, dtype=float)
+    if r.shape != t.shape:
+        raise ValueError(f"rdp must have one value per order ({t.size}), got shape {r.shape}")
+    if (r < 0).any() or np.isnan(r).any():
+        raise ValueError(f"rdp must be >= 0, got {r[(r < 0) | np.isnan(r)][0]!r}")
+    e = np.asarray(epsilon, dtype=float)
+    ee = np.atleast_1d(e)
+    out = np.empty(ee.shape)
+    c = np.log1p(-1.0 / t)
+    lt = np.log(t)
+    chunk = max(1, 2_000_000 // t.size)
+    flat = ee.ravel()
+    res = out.ravel()
+    for s in range(0, flat.size, chunk):
+        block = flat[s : s + chunk, None]
+        logd = (t - 1.0) * (r - block + c) - lt
+        res[s : s + chunk] = np.exp(np.minimum(logd.min(axis=1), 0.0))
+    out = res.reshape(ee.shape)
+    return float(out[0]) if e.ndim == 0 else out

@@ -36,6 +36,7 @@ import math
 import numpy as np
 from scipy import special
 
+from gdpcore._certified import refine_cells
 from gdpcore._validation import check_open_unit_array
 from gdpcore.closed_form import get_log_delta_from_gdp
 
@@ -237,37 +238,17 @@ class SymmetricCurve:
         vert = K - np.arange(k_used)  # cell j uses steep vertex K - j
         num = grid_d_mu - self.delta[: k_used + 1]  # exact at grid points: delta_f(eps_j) = delta_j
         upper_cells = _cell_upper(num[:-1], num[1:], lo, hi)
-        n_sub, batch = 8, 4096
-        frac = np.linspace(0.0, 1.0, n_sub + 1)
-        for _ in range(max_iter):
-            if upper_cells.max() <= lower + tol:
-                break
-            # Refine the cells with the largest upper bounds; the others keep their (valid) bounds.
-            m = min(batch, upper_cells.size)
-            top = np.argpartition(upper_cells, -m)[-m:]
-            top = top[upper_cells[top] > lower + tol]
-            pts = lo[top, None] + (hi[top] - lo[top])[:, None] * frac[None, :]
-            v = vert[top]
+
+        def refine(pts: np.ndarray, v: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+            assert v is not None  # the steep vertex of each cell is its payload
             d_mu = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=pts))
             d_f = np.clip(self.tail[v][:, None] - np.exp(pts) * self.alpha[v][:, None], 0.0, 1.0)
-            lower = max(lower, float(((d_mu - d_f) / (1.0 + np.exp(pts))).max()))
             n_pts = d_mu - d_f
-            sub_upper = _cell_upper(n_pts[:, :-1], n_pts[:, 1:], pts[:, :-1], pts[:, 1:])
-            keep = np.ones(upper_cells.size, dtype=bool)
-            keep[top] = False
-            lo = np.concatenate([lo[keep], pts[:, :-1].ravel()])
-            hi = np.concatenate([hi[keep], pts[:, 1:].ravel()])
-            vert = np.concatenate([vert[keep], np.repeat(v, n_sub)])
-            upper_cells = np.concatenate([upper_cells[keep], sub_upper.ravel()])
-            # Cells that cannot beat the best value found by more than tol are done (their bound is kept).
-            alive = upper_cells > lower + tol
-            if not alive.all():
-                dead = max(dead, float(upper_cells[~alive].max()))
-            lo, hi, vert, upper_cells = lo[alive], hi[alive], vert[alive], upper_cells[alive]
-            if upper_cells.size == 0:
-                break
-        upper = float(max(lower, dead, upper_cells.max() if upper_cells.size else 0.0))
-        return lower, upper
+            return n_pts / (1.0 + np.exp(pts)), _cell_upper(n_pts[:, :-1], n_pts[:, 1:], pts[:, :-1], pts[:, 1:])
+
+        out = refine_cells(lo, hi, upper_cells, lower, refine, tol=tol, max_iter=max_iter, payload=vert)
+        upper = float(max(out.lower, dead, out.dead, out.live.max() if out.live.size else 0.0))
+        return out.lower, upper
 
 
 def _cell_upper(n_lo: np.ndarray, n_hi: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -34,9 +34,11 @@ from gdpcore.report import PrivacyReport, analyze
 from gdpcore.representations import _TAIL_EPS, certified_sup, mechanism_profile
 
 __all__ = [
+    "BLACKWELL_TOL",
     "WEIGHTS",
     "DivergenceResult",
     "DominanceResult",
+    "blackwell_verdict",
     "delta_divergence",
     "get_bayes_risk",
     "get_delta_divergence",
@@ -238,8 +240,24 @@ def delta_divergence(m1: Any, m2: Any, *, weight: str | None = None, symmetric: 
     return get_delta_divergence(m1, m2, weight=weight, symmetric=symmetric).value
 
 
+BLACKWELL_TOL = 1e-6
+"""Default tolerance of the Blackwell verdict (:func:`blackwell_verdict`): the accountant's resolution."""
+
+
+def blackwell_verdict(divergence: DivergenceResult, *, tol: float = BLACKWELL_TOL) -> bool | None:
+    """The Blackwell verdict read off a computed Delta(M2 || M1) (seed 002 Thm 1: M1 is uniformly at least as
+    private as M2 iff Delta(M2 || M1) = 0): True if its certified upper end is <= ``tol``, False if its lower end
+    exceeds ``tol``, None (undecided within the accountant's resolution) otherwise."""
+    check_positive("tol", tol)
+    if divergence.upper <= tol:
+        return True
+    if divergence.lower > tol:
+        return False
+    return None
+
+
 def is_at_least_as_private(
-    m1: Any, m2: Any, *, tol: float = 1e-6, discretization: float | None = None
+    m1: Any, m2: Any, *, tol: float = BLACKWELL_TOL, discretization: float | None = None
 ) -> DominanceResult:
     """Blackwell test (seed 002 Thm 1): is M1 uniformly at least as private as M2, i.e. f1 >= f2 for all alpha,
     delta1 <= delta2 for all eps, R1 >= R2 for all priors? Equivalent to Delta(M2 || M1) = 0.
@@ -250,15 +268,8 @@ def is_at_least_as_private(
     check_positive("tol", tol)
     r1, r2 = _pair(m1, m2, discretization)
     res = get_delta_divergence(r2, r1)
-    verdict: bool | None
-    if res.upper <= tol:
-        verdict = True
-    elif res.lower > tol:
-        verdict = False
-    else:
-        verdict = None
     return DominanceResult(
-        at_least_as_private=verdict,
+        at_least_as_private=blackwell_verdict(res, tol=tol),
         divergence_upper=res.upper,
         divergence_lower=res.lower,
         tolerance=float(tol),

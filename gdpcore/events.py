@@ -40,6 +40,7 @@ import attr
 import dp_accounting
 from dp_accounting import dp_event as _dp_event_module
 
+from gdpcore import kinds
 from gdpcore.mechanisms import NEIGHBOURING_RELATIONS, Mechanism
 
 __all__ = [
@@ -113,8 +114,6 @@ def from_dp_event(event: dp_accounting.DpEvent, *, neighboring_relation: Any = "
     ``NonPrivateDpEvent``, Poisson subsampling under replace-one), ``ValueError`` for a non-event or an unknown
     relation. See the module docstring for the noise convention under replace-one.
     """
-    from gdpcore import kinds  # local: the registry imports gdpcore.mechanisms, as this module does
-
     relation = relation_name(neighboring_relation)
     return kinds.mechanism_from_dp_event(event, neighbouring=relation)
 

@@ -30,6 +30,10 @@ from scipy import special
 
 from gdpcore import closed_form, kinds
 from gdpcore._validation import check_count, check_positive, check_probability, check_real
+from gdpcore.closed_form import (  # get_delta_from_epsilon_delta stays importable from here (its former home)
+    get_delta_from_epsilon_delta,
+    log_delta_mu,
+)
 from gdpcore.mechanisms import Mechanism
 
 __all__ = [
@@ -47,16 +51,6 @@ __all__ = [
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 
 
-def _log_delta_mu(mu: np.ndarray | float, eps: np.ndarray | float) -> np.ndarray:
-    """log delta_mu(eps), vectorised over both arguments (stable in log space; seed 003 Alg. 0)."""
-    mu = np.asarray(mu, float)
-    eps = np.asarray(eps, float)
-    la = special.log_ndtr(-eps / mu + mu / 2)
-    lb = eps + special.log_ndtr(-eps / mu - mu / 2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(la > lb, la + np.log1p(-np.exp(np.minimum(lb - la, 0.0))), -np.inf)
-
-
 def _bisect(x: np.ndarray, y: np.ndarray, mu_max: float, tol: float) -> tuple[np.ndarray, np.ndarray]:
     """Seed 003 Alg. 1, vectorised: lo <= mu_GDP(x, y) <= hi with hi - lo <= tol; hi = inf if above mu_max."""
     x = np.asarray(x, float)
@@ -67,10 +61,10 @@ def _bisect(x: np.ndarray, y: np.ndarray, mu_max: float, tol: float) -> tuple[np
         log_y = np.log(y)
     while np.any(hi - lo > tol):
         mid = 0.5 * (lo + hi)
-        above = _log_delta_mu(mid, x) > log_y  # delta_mid(x) > y  =>  mu_GDP < mid
+        above = log_delta_mu(mid, x) > log_y  # delta_mid(x) > y  =>  mu_GDP < mid
         hi = np.where(above, mid, hi)
         lo = np.where(above, lo, mid)
-    over = _log_delta_mu(np.full(lo.shape, float(mu_max)), x) < log_y
+    over = log_delta_mu(np.full(lo.shape, float(mu_max)), x) < log_y
     hi = np.where(over | (y >= 1), np.inf, hi)
     lo = np.where(y >= 1, np.inf, lo)
     zero = y <= 0
@@ -179,20 +173,20 @@ def bracket_mu(
         for i in rng.permutation(n):
             xi, di = x[i], d[i]
             # Lower end: bisect G(x_i) only if delta_L(x_i) < delta(x_i), i.e. G(x_i) > L.
-            if di > 0 and (lower <= 0 or _log_delta_mu(lower, xi) < math.log(di)):
+            if di > 0 and (lower <= 0 or log_delta_mu(lower, xi) < math.log(di)):
                 lo_i, _ = _bisect(np.array([xi]), np.array([di]), mu_max, tol)
                 lower = max(lower, float(lo_i[0]))
                 n_bis += 1
             if i < n - 1:
                 xn = x[i + 1]
                 # Upper end: bisect G+(x_i) = mu_GDP(x_{i+1}, delta(x_i)) only if it can exceed U.
-                if di > 0 and (upper <= 0 or _log_delta_mu(upper, xn) < math.log(di)):
+                if di > 0 and (upper <= 0 or log_delta_mu(upper, xn) < math.log(di)):
                     _, hi_i = _bisect(np.array([xn]), np.array([di]), mu_max, tol)
                     upper = max(upper, float(hi_i[0]))
                     n_bis += 1
         upper = max(upper, lower) if math.isfinite(upper) else upper
     upper = max(upper, lower)
-    tail = float(np.exp(_log_delta_mu(upper, eps_h))) if 0 < upper < math.inf else (0.0 if upper == 0 else 1.0)
+    tail = float(np.exp(log_delta_mu(upper, eps_h))) if 0 < upper < math.inf else (0.0 if upper == 0 else 1.0)
     return MuBracket(
         lower=float(lower),
         upper=float(upper),
@@ -272,22 +266,6 @@ def get_gdp_upper_bound(mechanism: Mechanism) -> tuple[float, str]:
     """
     mu, label = kinds.evaluate(mechanism, "gdp_upper_bound")
     return float(mu), str(label)
-
-
-def get_delta_from_epsilon_delta(
-    *, epsilon0: float, delta0: float, at_epsilon: np.ndarray | float
-) -> np.ndarray | float:
-    """Tight profile implied by (eps0, delta0)-DP (seed 003 Cor. 3.2, exact):
-    delta(eps) = delta0 + (1 - delta0)(e^eps0 - e^eps)_+ / (1 + e^eps0), eps >= 0."""
-    e0 = check_real("epsilon0", epsilon0)
-    if e0 < 0:
-        raise ValueError(f"epsilon0 must be >= 0, got {epsilon0!r}")
-    d0 = check_probability("delta0", delta0, low_open=False, high_open=True)
-    e = np.asarray(at_epsilon, float)
-    if np.isnan(e).any() or (e < 0).any():
-        raise ValueError(f"at_epsilon must be >= 0, got {at_epsilon!r}")
-    out = d0 + (1.0 - d0) * np.clip(math.exp(e0) - np.exp(np.minimum(e, e0)), 0.0, None) / (1.0 + math.exp(e0))
-    return float(out) if out.ndim == 0 else out
 
 
 def implies(*, epsilon0: float, delta0: float, epsilon: float, delta: float) -> bool:

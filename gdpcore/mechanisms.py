@@ -14,6 +14,10 @@ Conventions, stated once and carried as explicit fields (never hidden assumption
   one record). For additive-noise mechanisms the trade-off curve depends on the relation only through the
   sensitivity the user states for it. Randomized response is defined for ``"replace_one"`` (one respondent's bit).
   Poisson subsampling (:class:`SubsampledGaussian`) is analysed under ``"add_remove"`` only.
+
+Size: over 600 lines because it holds every kind's class (16 short declarations) beside the machinery they share
+(:func:`param`, :class:`Mechanism`, :func:`mechanism_from_dict`); kept in one module so the conventions above are
+stated once next to every parameter that follows them. Everything a kind *does* lives in :mod:`gdpcore.kinds`.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ __all__ = [
     "Laplace",
     "Mechanism",
     "Param",
+    "ParameterError",
     "RandomizedResponse",
     "SelfComposed",
     "SubsampledGaussian",
@@ -53,6 +58,27 @@ __all__ = [
 ]
 
 NEIGHBOURING_RELATIONS: tuple[str, ...] = ("add_remove", "replace_one")
+
+
+class ParameterError(ValueError):
+    """A mechanism description with a value its kind refuses, as ``"{path} ({kind}): {reason}"``: ``path`` is where the
+    mechanism sits ("mechanism.mechanisms[0]"), ``field`` the parameter to blame (None when no single one is)."""
+
+    def __init__(self, path: str, kind: str, field: str | None, reason: str) -> None:
+        super().__init__(f"{path} ({kind}): {reason}")
+        self.path, self.kind, self.field, self.reason = path, kind, field, reason
+
+    @property
+    def key(self) -> str | None:
+        """The blamed parameter as a path below the top mechanism ("mechanisms[0].noise_multiplier"), or None."""
+        if self.field is None:
+            return None
+        where = self.path.removeprefix("mechanism").removeprefix(".")
+        return f"{where}.{self.field}" if where else self.field
+
+
+_CLASSES: dict[str, type[Mechanism]] = {}
+"""{kind: class}, filled by :meth:`Mechanism.__init_subclass__` in definition order."""
 
 # Bumped whenever the serialised form of a mechanism changes meaning; part of every content hash.
 _SCHEMA_VERSION = 1
@@ -139,6 +165,13 @@ class Mechanism:
 
     kind: ClassVar[str] = ""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every subclass with a ``kind`` is known to :func:`mechanism_from_dict` from its definition on: the JSON
+        round trip needs no registry (which imports this module, not the other way round)."""
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("kind"):
+            _CLASSES[cls.kind] = cls
+
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             meta = f.metadata.get(_PARAM_KEY)
@@ -175,25 +208,6 @@ class Mechanism:
         if not isinstance(value, str):
             raise TypeError(f"mechanism kind {self.kind!r} declares no 'neighbouring' parameter")
         return value
-
-    def to_dp_event(self) -> Any:
-        """The dp_accounting ``DpEvent`` describing this mechanism (noise relative to one record's norm bound; see
-        :mod:`gdpcore.events`), dispatched through the kind registry (:func:`gdpcore.kinds.to_dp_event`).
-        :class:`gdpcore.kinds.UnsupportedMechanismError` for a kind dp_accounting has no event for."""
-        from gdpcore import kinds  # local: the registry imports this module
-
-        return kinds.to_dp_event(self)
-
-    def gaussian_mu(self) -> float | None:
-        """Exact mu-GDP parameter if the mechanism is a composition of plain Gaussians, else None.
-
-        A Gaussian whose noise std is noise_multiplier x sensitivity is exactly (1/noise_multiplier)-GDP, and mu_i-GDP
-        mechanisms compose to sqrt(sum mu_i^2)-GDP (Dong et al. 2022, Cor. 3.3); seed 000 Sec. 5 "Other algorithms".
-        Dispatched through the kind registry (:func:`gdpcore.kinds.exact_mu`).
-        """
-        from gdpcore import kinds  # local: the registry imports this module
-
-        return kinds.exact_mu(self)
 
 
 _SENSITIVITY_DOC = "sensitivity of the released query under the neighbouring relation (noise is in units of it)"
@@ -598,17 +612,14 @@ class SelfComposed(Mechanism):
 def mechanism_from_dict(data: Mapping[str, Any], *, _path: str = "mechanism") -> Mechanism:
     """Inverse of :meth:`Mechanism.to_dict`. Unknown kinds and fields raise ``ValueError`` naming the path.
 
-    Kinds are looked up in the registry (:mod:`gdpcore.kinds`), so every registered kind round-trips.
+    Kinds are looked up by the ``kind`` every :class:`Mechanism` subclass declares, so every kind round-trips.
     """
-    from gdpcore import kinds  # local: the registry imports this module
-
     if not isinstance(data, Mapping):
         raise ValueError(f"{_path} must be a mapping with a 'kind' key, got {data!r}")
     kind = data.get("kind")
-    names = kinds.kind_names()
-    if not (isinstance(kind, str) and kind in names):
-        raise ValueError(f"{_path}.kind must be one of {', '.join(map(repr, sorted(names)))}, got {kind!r}")
-    cls = kinds.get(kind).cls
+    if not (isinstance(kind, str) and kind in _CLASSES):
+        raise ValueError(f"{_path}.kind must be one of {', '.join(map(repr, sorted(_CLASSES)))}, got {kind!r}")
+    cls = _CLASSES[kind]
     field_names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(data) - field_names - {"kind"}
     if unknown:
@@ -628,6 +639,10 @@ def mechanism_from_dict(data: Mapping[str, Any], *, _path: str = "mechanism") ->
     try:
         return cls(**kwargs)
     except TypeError as exc:  # a required field is missing
-        raise ValueError(f"{_path} ({kind}): {exc}") from None
+        raise ParameterError(_path, kind, None, str(exc)) from None
     except ValueError as exc:
-        raise ValueError(f"{_path} ({kind}): {exc}") from None
+        # Every check of a field value (the constraints of param() and the kinds' own __post_init__) starts its
+        # message with the name of the field it blames.
+        reason = str(exc)
+        first = reason.split(" ", 1)[0]
+        raise ParameterError(_path, kind, first if first in field_names else None, reason) from None

@@ -66,7 +66,9 @@ from typing import Any
 import numpy as np
 
 from gdpcore import closed_form, kinds
+from gdpcore._certified import refine_cells
 from gdpcore._validation import check_choice, check_positive, check_probability
+from gdpcore.closed_form import get_delta_from_rdp  # re-exported: its public home before closed_form
 from gdpcore.mechanisms import Mechanism
 
 __all__ = [
@@ -158,35 +160,21 @@ def certified_sup(
     up = cell_bound(a_vals, b_vals, w_vals, denom)
     alive = up > lower + tol
     lo, hi, up = lo[alive], hi[alive], up[alive]
-    n_sub, batch = 8, 4096
-    frac = np.linspace(0.0, 1.0, n_sub + 1)
-    for _ in range(max_iter):
-        if up.size == 0:
-            break
-        m = min(batch, up.size)
-        top = np.argpartition(up, -m)[-m:]
-        pts = lo[top, None] + (hi[top] - lo[top])[:, None] * frac[None, :]
+
+    def refine(pts: np.ndarray, _: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         flat = pts.ravel()
         av = np.asarray(A(flat), dtype=float).reshape(pts.shape)
         bv = np.asarray(B(flat), dtype=float).reshape(pts.shape)
         wv = np.asarray(w(flat), dtype=float).reshape(pts.shape)
         with np.errstate(over="ignore"):
             dv = 1.0 + np.exp(pts)
-        vals = wv * (av - bv) / dv
-        j = int(np.argmax(vals))
-        if vals.flat[j] > lower:
-            lower = float(vals.flat[j])
-            arg = float(flat[j])
-        sub_up = cell_bound(av, bv, wv, dv)
-        keep = np.ones(up.size, dtype=bool)
-        keep[top] = False
-        lo = np.concatenate([lo[keep], pts[:, :-1].ravel()])
-        hi = np.concatenate([hi[keep], pts[:, 1:].ravel()])
-        up = np.concatenate([up[keep], sub_up.ravel()])
-        alive = up > lower + tol
-        lo, hi, up = lo[alive], hi[alive], up[alive]
-    upper = max(lower, float(up.max()) if up.size else lower) + tail
-    return lower, upper, arg
+        return wv * (av - bv) / dv, cell_bound(av, bv, wv, dv)
+
+    # Cells set aside here and in the refinement are at most lower + tol: the bracket is narrower than tol, as stated.
+    out = refine_cells(lo, hi, up, lower, refine, tol=tol, max_iter=max_iter)
+    arg = out.arg if out.arg is not None else arg
+    upper = max(out.lower, float(out.live.max()) if out.live.size else out.lower) + tail
+    return out.lower, upper, arg
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -260,39 +248,6 @@ def _rho_parts(mechanism: Mechanism) -> list[tuple[float, str, str]]:
     return kinds.evaluate(mechanism, "rho")
 
 
-def get_delta_from_rdp(
-    *, orders: Sequence[float] | np.ndarray, rdp: Sequence[float] | np.ndarray, epsilon: np.ndarray | float
-) -> np.ndarray | float:
-    """delta(eps) = min_t min(1, exp((t-1)(eps_t - eps + log(1 - 1/t)) - log t)): the RDP curve's implied profile
-    (Canonne, Kamath, Steinke 2020 Prop. 12 v4; seed 000 App. C.2). An upper bound on the mechanism's profile for
-    every order grid; vectorised over eps."""
-    try:
-        t = np.asarray(orders, dtype=float).ravel()
-    except (TypeError, ValueError):
-        raise ValueError(f"orders must be an array of numbers > 1, got {orders!r}") from None
-    if t.size == 0 or not np.isfinite(t).all() or (t <= 1).any():
-        raise ValueError(f"orders must be finite and > 1, got {orders!r}")
-    r = np.asarray(rdp, dtype=float)
-    if r.shape != t.shape:
-        raise ValueError(f"rdp must have one value per order ({t.size}), got shape {r.shape}")
-    if (r < 0).any() or np.isnan(r).any():
-        raise ValueError(f"rdp must be >= 0, got {r[(r < 0) | np.isnan(r)][0]!r}")
-    e = np.asarray(epsilon, dtype=float)
-    ee = np.atleast_1d(e)
-    out = np.empty(ee.shape)
-    c = np.log1p(-1.0 / t)
-    lt = np.log(t)
-    chunk = max(1, 2_000_000 // t.size)
-    flat = ee.ravel()
-    res = out.ravel()
-    for s in range(0, flat.size, chunk):
-        block = flat[s : s + chunk, None]
-        logd = (t - 1.0) * (r - block + c) - lt
-        res[s : s + chunk] = np.exp(np.minimum(logd.min(axis=1), 0.0))
-    out = res.reshape(ee.shape)
-    return float(out[0]) if e.ndim == 0 else out
-
-
 # ---------------------------------------------------------------------------------------------------------------------
 # Regret of one representation
 # ---------------------------------------------------------------------------------------------------------------------
@@ -345,18 +300,8 @@ def mechanism_profile(report: Any) -> Callable[[np.ndarray], np.ndarray]:
     return lambda e: np.asarray(curve.delta_at(np.asarray(e, float)))
 
 
-def _profile_from_pair(eps0: float, delta0: float) -> Callable[[np.ndarray], np.ndarray]:
-    # Seed 003 Thm 3.1 / Cor 3.2: the tight profile of an (eps0, delta0)-DP statement.
-    if math.isinf(eps0):
-        return lambda e: np.ones_like(np.asarray(e, float))
-    c = math.exp(eps0)
-
-    def prof(e: np.ndarray) -> np.ndarray:
-        e = np.asarray(e, float)
-        with np.errstate(over="ignore"):
-            return delta0 + (1.0 - delta0) * np.clip(c - np.exp(np.minimum(e, eps0)), 0.0, None) / (1.0 + c)
-
-    return prof
+def _pair_profile(eps0: float, delta0: float) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda e: closed_form.epsilon_delta_profile(eps0, delta0, e)
 
 
 def get_regret(
@@ -419,12 +364,12 @@ def get_regret(
                 regret_bound="exact",
                 note="not pure DP: delta(eps) > 0 for every eps",
             )
-        rep = _profile_from_pair(eps0, 0.0)
+        rep = _pair_profile(eps0, 0.0)
         name, param, plabel = "epsilon", eps0, "exact"
     elif representation == "epsilon_delta":
         assert delta is not None  # checked above
         eps0 = float(report.epsilon(delta))
-        rep = _profile_from_pair(eps0, float(delta))
+        rep = _pair_profile(eps0, float(delta))
         name, param, plabel = "epsilon", eps0, param_label
     elif representation == "zcdp":
         rho, rlabel = get_rho_from_mechanism(mech)

@@ -58,13 +58,24 @@ import math
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator
 
 from gdpcore import kinds as _kinds
-from gdpcore.mechanisms import Param, nested_fields
+from gdpcore.mechanisms import ParameterError
+from gdpcore.representations import REPRESENTATIONS  # the names PrivacyReport.regret(representation) accepts
+from tasks.spec_paths import (
+    axis_param,
+    brief,
+    is_integer,
+    node_kind,
+    parse_path,
+    set_path,
+    template_value,
+    walk_nodes,
+)
 
 __all__ = [
     "GRID_KINDS",
@@ -80,8 +91,6 @@ __all__ = [
 # Mechanism kinds that can be named by a string (every parameter a scalar), and their integer parameters: derived from
 # gdpcore's kind registry. Every other registered kind (composed, self_composed, ...) is swept through a template.
 GRID_KINDS: tuple[str, ...] = _kinds.flat_kinds()
-# gdpcore issue 3 contract: PrivacyReport.regret(representation, delta=...).
-REPRESENTATIONS: tuple[str, ...] = ("gdp", "epsilon_delta", "zcdp", "rdp", "pure_dp")
 DEFAULT_MAX_CELLS = 100_000
 HARD_MAX_CELLS = 2_000_000
 """Not even ``--force`` plans more cells than this in one spec (planning holds every cell: ~0.6 kB each)."""
@@ -101,7 +110,7 @@ class _Strict(BaseModel):
 def _check_name(v: str) -> str:
     if not _NAME_RE.fullmatch(v):
         raise ValueError(
-            f"must be 1-100 of letters, digits, '.', '_', '-' (not starting with one of '._-'), got {_brief(v)}"
+            f"must be 1-100 of letters, digits, '.', '_', '-' (not starting with one of '._-'), got {brief(v)}"
         )
     return v
 
@@ -136,6 +145,10 @@ class PlotSpec(_Strict):
 class _GridAxes:
     """Derived views shared by the grid-shaped specs (fields ``mechanism`` and ``grid``)."""
 
+    if TYPE_CHECKING:  # the pydantic fields of GridSpec / CalibrationSpec, declared there
+        mechanism: str | dict[str, Any]
+        grid: Mapping[Any, Any]
+
     @property
     def template(self) -> dict[str, Any]:
         """The mechanism template as a gdpcore mechanism dict (a flat kind's name: ``{"kind": name}``)."""
@@ -151,7 +164,7 @@ class _GridAxes:
     def axes(self) -> dict[str, list[Any]]:
         """Each grid key with its expanded list of values (spec order)."""
         template = self.template
-        return {key: _expand_axis(_is_integer(template, key), key, value) for key, value in self.grid.items()}
+        return {key: _expand_axis(is_integer(template, key), key, value) for key, value in self.grid.items()}
 
     @property
     def n_cells(self) -> int:
@@ -165,7 +178,7 @@ class GridSpec(_GridAxes, _Strict):
     grid: dict[str, AxisSpec] = Field(min_length=1)
     deltas: Annotated[list[Number], Field(min_length=1)] = [1e-5, 1e-6, 1e-9]
     fprs: Annotated[list[Number], Field(min_length=1)] = [1e-4, 1e-3, 1e-2, 1e-1]
-    representations: Annotated[list[Literal[REPRESENTATIONS]], Field(min_length=1)] = ["gdp"]  # type: ignore[valid-type]
+    representations: Annotated[list[Literal[REPRESENTATIONS]], Field(min_length=1)] = ["gdp"]  # type: ignore[valid-type]  # a Literal built from the tuple: pydantic reads it, mypy cannot
     # None: gdpcore.analyze_grid picks the PLD discretisation per cell to its epsilon tolerance.
     # gdpcore accepts (0, 0.1]; below 1e-6 the PLD grid needs more memory than any machine has.
     discretization: Annotated[float, Field(ge=1e-6, le=0.1)] | None = None
@@ -217,14 +230,14 @@ class GridSpec(_GridAxes, _Strict):
         keys = list(axes)
         template = self.template
         flat = not any(isinstance(v, dict | list) for v in template.values())
-        paths = [_parse_path(k) for k in keys]
+        paths = [parse_path(k) for k in keys]
         for combo in itertools.product(*axes.values()):
             if flat:  # a flat kind: {"kind": ..., **fixed, **swept} (the common, large case: no deep copy)
                 yield {**template, **dict(zip(keys, combo, strict=True))}, combo
                 continue
             cell = copy.deepcopy(template)
             for path, value in zip(paths, combo, strict=True):
-                _set_path(cell, path, value)
+                set_path(cell, path, value)
             yield cell, combo
 
     @property
@@ -233,7 +246,7 @@ class GridSpec(_GridAxes, _Strict):
 
 
 class CalibrationTarget(_Strict):
-    """Exactly one attack-aware target for ``gdpcore.calibrate_noise`` (issue 4 keyword names)."""
+    """Exactly one attack-aware target for ``gdpcore.calibrate_noise`` (the keyword names of gdpcore.calibration.api)."""
 
     advantage: Annotated[float, Field(gt=0, lt=1)] | None = None
     tpr: Annotated[float, Field(gt=0, lt=1)] | None = None
@@ -293,107 +306,6 @@ class CalibrationSpec(_GridAxes, _Strict):
         return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
 
 
-# -- paths into a template ------------------------------------------------------------------------------------------------
-_SEGMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d{1,6})\])?")
-Path_ = tuple[tuple[str, int | None], ...]
-
-
-def _parse_path(key: str) -> Path_:
-    """``"mechanisms[0].noise_multiplier"`` -> ``(("mechanisms", 0), ("noise_multiplier", None))``."""
-    if not isinstance(key, str) or not key or len(key) > 300:
-        raise ValueError(
-            f"a grid key must be a parameter name or a path such as mechanisms[0].noise_multiplier, got {_brief(key)}"
-        )
-    out = []
-    for part in key.split("."):
-        m = _SEGMENT.fullmatch(part)
-        if m is None:
-            raise ValueError(
-                f"{_brief(key)} is not a parameter path (names joined by '.', a list item as name[i], "
-                "e.g. mechanisms[0].noise_multiplier)"
-            )
-        out.append((m.group(1), None if m.group(2) is None else int(m.group(2))))
-    return tuple(out)
-
-
-def _node_kind(node: Any, where: str) -> _kinds.KindSpec:
-    if not isinstance(node, Mapping):
-        raise ValueError(f"{where} must be a mechanism mapping with a 'kind' key, got {_brief(node)}")
-    kind = node.get("kind")
-    if not (isinstance(kind, str) and kind in _kinds.kind_names()):
-        raise ValueError(f"{where}.kind = {_brief(kind)}: must be one of {', '.join(_kinds.kind_names())}")
-    return _kinds.get(kind)
-
-
-def axis_param(template: Mapping[str, Any], key: str) -> tuple[str, Param]:
-    """(path of the mechanism node holding it, the registry's :class:`~gdpcore.mechanisms.Param`) of grid key ``key``
-    in ``template``; ``ValueError`` saying what is wrong (an unknown name, a missing list item, not a scalar)."""
-    path = _parse_path(key)
-    node: Any = template
-    where = "mechanism"
-    for name, index in path[:-1]:
-        spec = _node_kind(node, where)
-        nested = nested_fields(spec.cls)
-        if name not in nested:
-            raise ValueError(
-                f"{spec.name} at {where} has no nested mechanism field {name!r} "
-                f"(nested fields: {', '.join(nested) or 'none'})"
-            )
-        child = node.get(name)
-        if nested[name] == "many":
-            if index is None:
-                raise ValueError(f"{where}.{name} is a list of mechanisms: pick one as {name}[i]")
-            if not isinstance(child, list) or index >= len(child):
-                n = len(child) if isinstance(child, list) else 0
-                raise ValueError(f"{where}.{name}[{index}] does not exist in the template ({n} item(s))")
-            node, where = child[index], f"{where}.{name}[{index}]"
-        else:
-            if index is not None:
-                raise ValueError(f"{where}.{name} is one mechanism, not a list: drop [{index}]")
-            if child is None:
-                raise ValueError(f"{where}.{name} is not given in the template")
-            node, where = child, f"{where}.{name}"
-    spec = _node_kind(node, where)
-    name, index = path[-1]
-    params = {p.name: p for p in spec.params}
-    if name not in params or index is not None:
-        at = "" if where == "mechanism" else f" at {where.removeprefix('mechanism.')}"
-        raise ValueError(f"not a parameter of {spec.name}{at} (parameters: {', '.join(sorted(params)) or 'none'})")
-    return where, params[name]
-
-
-def _is_integer(template: Mapping[str, Any], key: str) -> bool:
-    try:
-        return axis_param(template, key)[1].type is int
-    except ValueError:
-        return False  # reported by validation
-
-
-def _set_path(cell: dict[str, Any], path: Path_, value: Any) -> None:
-    node: Any = cell
-    for name, index in path[:-1]:
-        node = node[name] if index is None else node[name][index]
-    node[path[-1][0]] = value
-
-
-def _walk_nodes(node: Any, where: str = "mechanism") -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Every mechanism node of a template (where, node), root first; malformed nodes are reported by gdpcore."""
-    if (
-        not isinstance(node, Mapping)
-        or not isinstance(node.get("kind"), str)
-        or node["kind"] not in _kinds.kind_names()
-    ):
-        return
-    yield where, node
-    for name, many in nested_fields(_kinds.get(node["kind"]).cls).items():
-        child = node.get(name)
-        if many == "many" and isinstance(child, list):
-            for i, c in enumerate(child):
-                yield from _walk_nodes(c, f"{where}.{name}[{i}]")
-        elif many == "one":
-            yield from _walk_nodes(child, f"{where}.{name}")
-
-
 # -- axis expansion ------------------------------------------------------------------------------------------------------
 def _round(x: float, integer: bool) -> float | int:
     return int(round(x)) if integer else float(f"{x:.12g}")
@@ -418,18 +330,6 @@ def _expand_axis(integer: bool, key: str, value: Any) -> list[Any]:
     return [value]
 
 
-def _brief(value: Any) -> str:
-    """A bounded repr for error messages: a YAML alias bomb (9 lists of 9 lists ... nine deep) or a megabyte string
-    must not be expanded in full (the plain repr of the former is 387 million items: it never finishes)."""
-    import reprlib
-
-    r = reprlib.Repr()
-    r.maxlevel = 3
-    r.maxlist = r.maxtuple = r.maxdict = r.maxset = 8
-    r.maxstring = r.maxother = r.maxlong = 120
-    return r.repr(value)
-
-
 # -- loading ------------------------------------------------------------------------------------------------------------
 def _read_yaml(path: Path) -> Mapping[str, Any]:
     from tasks.safe_yaml import load_yaml_file
@@ -437,7 +337,7 @@ def _read_yaml(path: Path) -> Mapping[str, Any]:
     data = load_yaml_file(path)  # YamlError (a ValueError) names the file, and the line where there is one
     if not isinstance(data, Mapping):
         raise ValueError(
-            f"{path}: a spec must be a YAML mapping with keys name, mechanism, grid, ...; got {_brief(data)}"
+            f"{path}: a spec must be a YAML mapping with keys name, mechanism, grid, ...; got {brief(data)}"
         )
     return data
 
@@ -476,10 +376,10 @@ def _format_validation_error(path: Path, data: Mapping[str, Any], exc: Validatio
         if err["type"] == "missing":
             line = f"{key}: required key is missing"
         elif err["type"] == "extra_forbidden":
-            line = f"{key} = {_brief(value)}: unknown key"
+            line = f"{key} = {brief(value)}: unknown key"
         else:
             # Capped: a message may quote what the user wrote (the registry's kind list alone is ~300 characters).
-            line = f"{key} = {_brief(value)}: {msg[:1000]}"
+            line = f"{key} = {brief(value)}: {msg[:1000]}"
         by_key.setdefault(key, line)  # a value failing every member of a union: keep the first reason
     return f"{path}: invalid spec: " + "; ".join(by_key.values())
 
@@ -489,7 +389,7 @@ def _check_template(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str
     every mechanism node is given in the template or swept."""
     template = spec.template
     try:
-        _node_kind(template, "mechanism")
+        node_kind(template, "mechanism")
     except ValueError as exc:
         raise ValueError(f"{path}: invalid spec: {exc}") from None
     for key in spec.grid:
@@ -498,16 +398,16 @@ def _check_template(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str
         except ValueError as exc:
             raise ValueError(f"{path}: invalid spec: grid.{key}: {exc}") from None
         node: Any = template
-        for name, index in _parse_path(key)[:-1]:
+        for name, index in parse_path(key)[:-1]:
             node = node[name] if index is None else node[name][index]
         if param.name in node:
             raise ValueError(
                 f"{path}: invalid spec: grid.{key}: also set in the mechanism template ({where}.{param.name} = "
-                f"{_brief(node[param.name])}); give it in one place"
+                f"{brief(node[param.name])}); give it in one place"
             )
     swept = {(axis_param(template, k)[0], axis_param(template, k)[1].name) for k in spec.grid}
     swept |= {("mechanism", k) for k in base}
-    for where, node in _walk_nodes(template):
+    for where, node in walk_nodes(template):
         kind = _kinds.get(node["kind"])
         missing = sorted(
             p.name for p in kind.params if p.required and p.name not in node and (where, p.name) not in swept
@@ -520,52 +420,13 @@ def _check_template(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str
             )
 
 
-def _blamed_key(message: str) -> str | None:
-    """The parameter path a gdpcore error names ("mechanism.mechanisms[0] (gaussian): noise_multiplier must be ..."
-    -> "mechanisms[0].noise_multiplier"), or None."""
-    head, _, msg = message.partition("): ")
-    if not msg:
-        return None
-    where = head.rsplit(" (", 1)[0].removeprefix("mechanism").removeprefix(".")
-    param_name = msg.split(" ", 1)[0]
-    return f"{where}.{param_name}" if where else param_name
-
-
-def _template_value(template: Mapping[str, Any], key: str) -> tuple[bool, Any]:
-    """(True, value) when the parameter path ``key`` is set in the template itself."""
-    try:
-        path = _parse_path(key)
-        node: Any = template
-        for name, index in path[:-1]:
-            node = node[name] if index is None else node[name][index]
-        return (True, node[path[-1][0]]) if isinstance(node, Mapping) and path[-1][0] in node else (False, None)
-    except (ValueError, KeyError, IndexError, TypeError):
-        return False, None
-
-
 def _unsupported(mechanism: Any, representations: tuple[str, ...]) -> str | None:
     """Why ``mechanism`` cannot be swept (a leaf kind declares a needed property unsupported), or None."""
-    whats = ["analyze_grid", *(f"regret.{r}" for r in representations if r != "gdp")]
-    for what in whats:
-        if _kinds.supports(mechanism, what):
-            continue
-        for need in _kinds.PRODUCERS.get(what, (what,)):
-            for leaf in _leaf_kinds(mechanism):
-                hook = _kinds.get(leaf).hook(need)
-                if not callable(hook) or isinstance(hook, _kinds.Unsupported):
-                    reason = hook.reason if isinstance(hook, _kinds.Unsupported) else "not declared"
-                    return f"{what} needs {need}, which {leaf} does not support ({reason})"
-        return f"{what} is not supported for this mechanism"
+    for what in ("analyze_grid", *(f"regret.{r}" for r in representations if r != "gdp")):
+        refusal = _kinds.why_unsupported(mechanism, what)
+        if refusal is not None:
+            return str(refusal)
     return None
-
-
-def _leaf_kinds(mechanism: Any) -> list[str]:
-    out = []
-    for name, many in nested_fields(type(mechanism)).items():
-        value = getattr(mechanism, name)
-        for child in value if many == "many" else (value,):
-            out += _leaf_kinds(child)
-    return out or [mechanism.kind]
 
 
 def _validate_mechanism_values(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str, Any]) -> None:
@@ -584,36 +445,36 @@ def _validate_mechanism_values(path: Path, spec: GridSpec | CalibrationSpec, bas
         for i, value in enumerate(values):
             if isinstance(value, int | float) and not isinstance(value, bool) and not abs(value) <= MAX_INTEGER_PARAM:
                 raise ValueError(
-                    f"{path}: invalid spec: grid.{key}[{i}] = {_brief(value)}: must be at most {MAX_INTEGER_PARAM:,}"
+                    f"{path}: invalid spec: grid.{key}[{i}] = {brief(value)}: must be at most {MAX_INTEGER_PARAM:,}"
                 )
     first = {k: v[0] for k, v in axes.items()}
-    paths = {k: _parse_path(k) for k in axes}
+    paths = {k: parse_path(k) for k in axes}
     mechanism = None
     for key, values in axes.items():
         for i, value in enumerate(values):
             cell = copy.deepcopy(template)
             for k, v in {**base, **first, key: value}.items():
-                _set_path(cell, paths.get(k) or _parse_path(k), v)
+                set_path(cell, paths.get(k) or parse_path(k), v)
             try:
                 mechanism = mechanism_from_dict(cell)
             except ValueError as exc:
-                text = str(exc)
-                msg = text.split("): ", 1)[1] if "): " in text else text
-                blamed = _blamed_key(text)
+                # A ParameterError names the parameter to blame; other errors (unknown kind or field) blame none.
+                msg = exc.reason if isinstance(exc, ParameterError) else str(exc)
+                blamed = exc.key if isinstance(exc, ParameterError) else None
                 if blamed is not None and blamed != key and blamed in axes:  # another axis's first value is bad
                     key, i, value = blamed, 0, axes[blamed][0]
                 elif blamed is not None and blamed not in axes:
-                    fixed, bad = _template_value(template, blamed)
+                    fixed, bad = template_value(template, blamed)
                     if fixed:  # a value written in the template itself
                         raise ValueError(
-                            f"{path}: invalid spec: mechanism.{blamed} = {_brief(bad)}: {msg[:300]}"
+                            f"{path}: invalid spec: mechanism.{blamed} = {brief(bad)}: {msg[:300]}"
                         ) from None
-                raise ValueError(f"{path}: invalid spec: grid.{key}[{i}] = {_brief(value)}: {msg[:300]}") from None
+                raise ValueError(f"{path}: invalid spec: grid.{key}[{i}] = {brief(value)}: {msg[:300]}") from None
     if mechanism is not None:
         why = _unsupported(mechanism, tuple(getattr(spec, "representations", ())))
         if why is not None:
             shown = spec.mechanism if isinstance(spec.mechanism, str) else spec.kind
-            raise ValueError(f"{path}: invalid spec: mechanism = {_brief(shown)}: cannot be accounted: {why}")
+            raise ValueError(f"{path}: invalid spec: mechanism = {brief(shown)}: cannot be accounted: {why}")
 
 
 def _axis_size(value: Any) -> int:
@@ -626,10 +487,11 @@ def _axis_size(value: Any) -> int:
 
 def _check_size(path: Path, spec: GridSpec | CalibrationSpec, force: bool) -> None:
     """Checked on the declared sizes, before any axis is expanded (10^9 cells must not allocate anything)."""
-    sizes = {k: _axis_size(v) for k, v in spec.grid.items()}
+    grid: Mapping[Any, Any] = spec.grid
+    sizes = {k: _axis_size(v) for k, v in grid.items()}
     for key, size in sizes.items():
         if size < 1:
-            raise ValueError(f"{path}: invalid spec: grid.{key} = {_brief(spec.grid[key])}: the axis has no values")
+            raise ValueError(f"{path}: invalid spec: grid.{key} = {brief(grid[key])}: the axis has no values")
     n = math.prod(sizes.values())
     if n > HARD_MAX_CELLS:
         shape = " x ".join(f"{k}:{s}" for k, s in sizes.items())

@@ -1,4 +1,4 @@
-"""Read training-run files (issue 14): an Opacus accountant saved as JSON or with ``torch.save``; a DpEvent as JSON.
+"""Read training-run files: an Opacus accountant saved as JSON or with ``torch.save``; a DpEvent as JSON.
 
 * **JSON** (no torch needed): an accountant ``state_dict()`` (``{"history": [[sigma, q, steps], ...], "mechanism":
   "rdp"}``) or a bare ``history`` list, e.g. written with ``json.dump(accountant.state_dict(), f, default=...)`` or
@@ -210,10 +210,10 @@ def read_opacus_state(path: str | Path, *, use_torch: bool | None = None) -> Any
             raise TrainingRunFileError(f"{path}: not valid JSON ({exc})") from None
     if path.suffix.lower() not in (".pt", ".pth"):
         raise TrainingRunFileError(f"{path}: expected a .json or .pt (torch.save) accountant file")
-    torch = None
+    torch: Any = None
     if use_torch is not False:
         try:
-            import torch
+            import torch  # type: ignore[no-redef]  # optional extra, imported only for .pt files (None when absent)
         except ImportError:
             if use_torch:
                 raise TrainingRunFileError(

@@ -16,7 +16,7 @@ from dp_accounting import dp_event as ev
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 import gdpcore
-from gdpcore import adapters
+from gdpcore import adapters, kinds
 from gdpcore.adapters import from_opacus_history, from_opacus_state_dict, from_tf_privacy
 
 TWO_PHASE = [(1.1, 256 / 60000, 4688), (0.9, 512 / 60000, 586)]
@@ -24,7 +24,7 @@ TWO_PHASE = [(1.1, 256 / 60000, 4688), (0.9, 512 / 60000, 586)]
 
 def _dp_accounting_pld(mechanism, delta, step):
     acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=step)
-    return acc.compose(mechanism.to_dp_event()).get_epsilon(delta)
+    return acc.compose(kinds.to_dp_event(mechanism)).get_epsilon(delta)
 
 
 def _bracket(run, delta, **kw):
@@ -114,7 +114,7 @@ def test_tf_privacy_user_level_is_the_mixture_of_gaussians():
     assert one.mechanism == from_tf_privacy(**kw).mechanism and one.privacy_unit == "example"
     run = from_tf_privacy(**kw, max_examples_per_user=2)
     assert run.privacy_unit == "user" and run.neighbouring == "add_remove" and run.steps == 79
-    event = run.mechanism.to_dp_event()  # microbatching halves sigma = 2 -> 1; q = 64 / 10,000 = 0.0064
+    event = kinds.to_dp_event(run.mechanism)  # microbatching halves sigma = 2 -> 1; q = 64 / 10,000 = 0.0064
     assert event.count == 79 and event.event.standard_deviation == 1.0 and list(event.event.sensitivities) == [0, 1, 2]
     q = 0.0064
     assert list(event.event.sampling_probs) == pytest.approx([(1 - q) ** 2, 2 * q * (1 - q), q**2], rel=1e-12)
@@ -229,5 +229,5 @@ def test_dp_event_round_trip_of_an_adapter_mechanism():
     """The adapters' mechanisms are dp_accounting's events (what TF-Privacy composes), both ways."""
     run = from_tf_privacy(number_of_examples=10_000, batch_size=64, num_epochs=5.0, noise_multiplier=2.0)
     event = ev.SelfComposedDpEvent(ev.PoissonSampledDpEvent(64 / 10_000, ev.GaussianDpEvent(1.0)), 782)
-    assert run.mechanism.to_dp_event() == event
+    assert kinds.to_dp_event(run.mechanism) == event
     assert gdpcore.from_dp_event(event, neighboring_relation="add_remove") == run.mechanism

@@ -28,11 +28,11 @@ import numpy as np
 import pytest
 from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
+from pld_oracle import dp_accounting_pld  # dp_accounting's own composition (tests/pld_oracle.py)
 
 import gdpcore as g
 from gdpcore import kinds
 from gdpcore._validation import Choice, Positive
-from gdpcore.accounting import build_pld
 from gdpcore.bayes_security import get_bayes_security_from_report
 from gdpcore.divergence import (
     get_bayes_risk,
@@ -70,11 +70,10 @@ def _draws(kind: str) -> list[Mechanism]:
 
 CASES = [(kind, i, m) for kind in kinds.kind_names() for i, m in enumerate(_draws(kind))]
 IDS = [f"{kind}-{i}" for kind, i, _ in CASES]
-# Cells whose invariant is known to fail on this branch, fixed by the single-curve-producer work (issue 13 item 1);
-# strict: the marker must be removed when the fix lands.
+# Cells whose invariant is known to fail (strict xfail: the marker must be removed when a fix lands).
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    # Found by the kinds of issue 14 (seed 002 Lemma 5, TV/2 + R*(1/2) = 1/2, read two ways off one curve), for the
-    # curve module's owner: the two reads disagree beyond the 1e-12 slack on these compositions.
+    # Seed 002 Lemma 5 (TV/2 + R*(1/2) = 1/2, read two ways off one curve): the two reads disagree beyond the 1e-12
+    # slack on these compositions.
     ("self_composed-1", "divergence"): (
         "SelfComposed(KaryRandomizedResponse(p=0.2587, k=6, q=0.535), 3): sum = 0.4999986 (conservative: the Bayes "
         "risk read below (1 - TV)/2)"
@@ -238,8 +237,9 @@ def test_to_dp_event_round_trip_or_declared_unsupported(kind, i, m):
     )
     assert get_epsilon_from_mechanism(back) == pytest.approx(get_epsilon_from_mechanism(m), rel=1e-12)
     for d in (1e-3, 1e-6):
-        eps_back = kinds.pld(back, step=1e-3, pessimistic=True).get_epsilon_for_delta(d)
-        assert eps_back == pytest.approx(kinds.pld(m, step=1e-3, pessimistic=True).get_epsilon_for_delta(d), rel=1e-9)
+        eps_back = dp_accounting_pld(back, step=1e-3, pessimistic=True).get_epsilon_for_delta(d)
+        eps = dp_accounting_pld(m, step=1e-3, pessimistic=True).get_epsilon_for_delta(d)
+        assert eps_back == pytest.approx(eps, rel=1e-9)
     relation = (
         dp_accounting.NeighboringRelation.REPLACE_ONE
         if m.neighbouring_relation == "replace_one"
@@ -499,7 +499,7 @@ def _le(a: float, b: float, slack: float = TRUNCATION) -> bool:
 
 def _reference_pld(m: Mechanism, step: float, pessimistic: bool):
     """dp_accounting's own event -> PLD path where its PLD accountant takes the event, else dp_accounting's PLD of
-    the kind's construction (:func:`gdpcore.accounting.build_pld`)."""
+    the kind's construction composed by dp_accounting (tests/pld_oracle.py)."""
     looser = any(leaf.kind in ACCOUNTANT_LOOSER_THAN_CONNECT_DOTS for leaf in kinds._leaves(m))
     if pessimistic and kinds.supports(m, "to_dp_event") and not looser:
         relation = (
@@ -512,7 +512,7 @@ def _reference_pld(m: Mechanism, step: float, pessimistic: bool):
         if acc.supports(event):
             acc.compose(event)
             return acc._pld
-    return build_pld(m, discretization=step, pessimistic=pessimistic)
+    return dp_accounting_pld(m, step=step, pessimistic=pessimistic)
 
 
 def _excess_mass(pld) -> float:
@@ -543,7 +543,7 @@ def test_upper_ends_never_below_dp_accounting_at_a_finer_step(kind, i, m):
             assert _le(pess.get_delta_for_epsilon(hi), delta, slack), (delta, hi, pess.get_delta_for_epsilon(hi))
         assert _le(pess.get_delta_for_epsilon(0.0), r.advantage, slack)
         return
-    opt = build_pld(m, discretization=step, pessimistic=False)
+    opt = dp_accounting_pld(m, step=step, pessimistic=False)
     for delta in REFERENCE_DELTAS:
         hi = float(r.epsilon(delta))
         lo = _lower_eps(r, delta)
@@ -615,7 +615,7 @@ def test_meta_required_hook_cannot_be_declared_unsupported(required):
 def test_dp_event_no_kind_describes_is_refused():
     with pytest.raises(UnsupportedMechanismError):
         kinds.mechanism_from_dp_event(
-            dp_accounting.dp_event.RepeatAndSelectDpEvent(g.Gaussian(noise_multiplier=1.0).to_dp_event(), 2.0, 1.0)
+            dp_accounting.dp_event.RepeatAndSelectDpEvent(kinds.to_dp_event(g.Gaussian(noise_multiplier=1.0)), 2.0, 1.0)
         )
     with pytest.raises(UnsupportedMechanismError, match="DiscreteLaplaceDpEvent"):  # dp_accounting: add/remove only
         kinds.mechanism_from_dp_event(dp_accounting.dp_event.DiscreteLaplaceDpEvent(1.0, 1), neighbouring="replace_one")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pld_oracle import dp_accounting_pld  # dp_accounting's own composition (tests/pld_oracle.py)
 
 import gdpcore as g
 from gdpcore import kinds
-from gdpcore.accounting import build_pld
 
 TRUNCATION = 1e-14
 """dp_accounting moves up to 1e-15 of tail mass per composition to +inf (``tail_mass_truncation``)."""
@@ -52,8 +52,8 @@ def test_mixed_composition_bracket_contains_dp_accounting_at_a_finer_step(delta)
     assert r.provenance.engine == "fast_pld" and r.status == "ok"
     assert "fast_pld" in r.provenance.accountant
     step = r.discretization / 10.0
-    pess = build_pld(MIXED, discretization=step, pessimistic=True)
-    opt = build_pld(MIXED, discretization=step, pessimistic=False)
+    pess = dp_accounting_pld(MIXED, step=step, pessimistic=True)
+    opt = dp_accounting_pld(MIXED, step=step, pessimistic=False)
     hi, lo = float(r.epsilon(delta)), float(r.epsilon(delta, side="optimistic"))
     assert 0.0 < lo <= hi
     assert _le(pess.get_delta_for_epsilon(hi), delta, TRUNCATION + _excess_mass(pess))

@@ -6,6 +6,7 @@ import math
 import pytest
 
 import gdpcore as g
+from gdpcore import kinds
 
 EXAMPLES = [
     g.Gaussian(noise_multiplier=1.5),
@@ -112,9 +113,9 @@ def test_from_dict_rejects_malformed_specs(data, needle):
 
 
 def test_gaussian_mu_closed_form_for_gaussian_compositions():
-    assert g.Gaussian(noise_multiplier=4.0).gaussian_mu() == 0.25
+    assert kinds.exact_mu(g.Gaussian(noise_multiplier=4.0)) == 0.25
     comp = g.Composed(mechanisms=[g.Gaussian(noise_multiplier=2.0), g.Gaussian(noise_multiplier=2.0)])
-    assert comp.gaussian_mu() == pytest.approx(math.sqrt(0.5))
-    assert g.SelfComposed(mechanism=g.Gaussian(noise_multiplier=2.0), count=4).gaussian_mu() == pytest.approx(1.0)
-    assert g.SubsampledGaussian(noise_multiplier=2.0, sampling_rate=1.0, steps=9).gaussian_mu() == pytest.approx(1.5)
-    assert g.SubsampledGaussian(noise_multiplier=2.0, sampling_rate=0.5, steps=9).gaussian_mu() is None
+    assert kinds.exact_mu(comp) == pytest.approx(math.sqrt(0.5))
+    assert kinds.exact_mu(g.SelfComposed(mechanism=g.Gaussian(noise_multiplier=2.0), count=4)) == pytest.approx(1.0)
+    assert kinds.exact_mu(g.SubsampledGaussian(noise_multiplier=2.0, sampling_rate=1.0, steps=9)) == pytest.approx(1.5)
+    assert kinds.exact_mu(g.SubsampledGaussian(noise_multiplier=2.0, sampling_rate=0.5, steps=9)) is None

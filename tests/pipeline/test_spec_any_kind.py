@@ -1,4 +1,4 @@
-"""Grid specs over any registered kind and over compositions (issue 14, item 6): templates, paths, validation.
+"""Grid specs over any registered kind and over compositions: templates, paths, validation.
 
 Prefect-free: every case loads a spec (or runs the CLI up to its validation) and checks the cells it expands to or
 the error it raises (file, key and value named; exit 2; nothing written)."""
@@ -198,7 +198,7 @@ def test_a_kind_registered_later_is_swept_with_no_edit(write_spec, dummy_kind):
     )
     m = gdpcore.mechanism_from_dict(next(nested.iter_cells()))
     assert m.mechanisms[0].dummy_sigma == 1.0
-    assert m.gaussian_mu() == pytest.approx((1.0 + 1.0 / 9.0) ** 0.5)  # exact: sqrt(1/1^2 + 1/3^2)
+    assert kinds.exact_mu(m) == pytest.approx((1.0 + 1.0 / 9.0) ** 0.5)  # exact: sqrt(1/1^2 + 1/3^2)
 
 
 def test_a_kind_that_cannot_be_accounted_is_refused_at_validation(write_spec, tmp_path, capsys, monkeypatch):

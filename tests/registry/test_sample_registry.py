@@ -81,7 +81,7 @@ def test_de_et_al_table4_rows(sample_audit):
 
 
 def test_table4_epsilons_through_gdp_sql(sample_audit, capsys):
-    """Issue 7 "Done means": each Table 4 row's eps at delta = 1e-5 within 0.05 of the paper's eps, queried with
+    """The sample registry's acceptance check: each Table 4 row's eps at delta = 1e-5 within 0.05 of the paper's eps, queried with
     ``gdp sql``. The paper's eps are RDP numbers: the audit reproduces them with the claim's own accountant
     (``claim_reproduced_epsilon``) and reports the tight PLD upper bound (``epsilon``) beside them."""
     import json

@@ -1,0 +1,242 @@
+"""The DpEvent mapping: each leaf kind's ``from_dp_event`` hook and :func:`mechanism_from_dp_event`, its inverse walk.
+
+DpEvents state noise relative to one record's norm bound and carry no neighbouring relation (see
+:mod:`gdpcore.events`); :data:`RECORD_FACTOR` converts between the two conventions. The ``to_dp_event`` direction is a
+one-liner beside each kind's declaration.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import dp_accounting
+
+from gdpcore.kinds._common import floats_text
+from gdpcore.kinds.registry import Unsupported, UnsupportedMechanismError, get, leaf_kinds
+from gdpcore.mechanisms import (
+    ZCDP,
+    Composed,
+    DiscreteLaplace,
+    Gaussian,
+    KaryRandomizedResponse,
+    Laplace,
+    Mechanism,
+    MixtureOfGaussians,
+    RandomizedResponse,
+    SampledWithoutReplacementGaussian,
+    SelfComposed,
+    SubsampledDiscreteLaplace,
+    SubsampledGaussian,
+    SubsampledLaplace,
+    TreeAggregation,
+    TruncatedSubsampledGaussian,
+)
+
+RECORD_FACTOR = {"add_remove": 1.0, "replace_one": 2.0}
+"""Sensitivity of a sum of records with norm bound 1 under each relation: a DpEvent's noise is relative to one
+record's norm bound (dp_accounting's GaussianDpEvent / LaplaceDpEvent docstrings, and its PLD accountant, whose
+REPLACE_ONE Gaussian compares N(1, s^2) with N(-1, s^2)); a replaced record can move the sum from +C to -C."""
+
+
+def record_bound_factor(m: Mechanism) -> float:
+    """noise relative to the relation's sensitivity -> noise relative to one record's norm bound."""
+    return RECORD_FACTOR[m.neighbouring_relation]
+
+
+def self_composed(event: dp_accounting.DpEvent) -> tuple[dp_accounting.DpEvent, int]:
+    """(inner event, count) of a ``SelfComposedDpEvent``; (event, 1) otherwise."""
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        return event.event, event.count
+    return event, 1
+
+
+def gaussian_from_event(e: dp_accounting.DpEvent, rel: str) -> Gaussian | None:
+    if isinstance(e, dp_accounting.GaussianDpEvent) and e.noise_multiplier > 0:
+        return Gaussian(
+            noise_multiplier=e.noise_multiplier / RECORD_FACTOR[rel], sensitivity=RECORD_FACTOR[rel], neighbouring=rel
+        )
+    return None
+
+
+def laplace_from_event(e: dp_accounting.DpEvent, rel: str) -> Laplace | None:
+    if isinstance(e, dp_accounting.LaplaceDpEvent) and e.noise_multiplier > 0:
+        return Laplace(scale=e.noise_multiplier, sensitivity=RECORD_FACTOR[rel], neighbouring=rel)
+    return None
+
+
+def discrete_laplace_from_event(e: dp_accounting.DpEvent, rel: str) -> DiscreteLaplace | None:
+    if isinstance(e, dp_accounting.dp_event.DiscreteLaplaceDpEvent) and rel == "add_remove":
+        return DiscreteLaplace(noise_parameter=e.noise_parameter, sensitivity=e.sensitivity)
+    return None
+
+
+def zcdp_from_event(e: dp_accounting.DpEvent, rel: str) -> ZCDP | None:
+    if isinstance(e, dp_accounting.ZCDpEvent) and e.rho > 0:
+        return ZCDP(rho=e.rho, xi=e.xi, neighbouring=rel)
+    return None
+
+
+def subsampled_gaussian_from_event(event: dp_accounting.DpEvent, neighbouring: str) -> SubsampledGaussian | None:
+    steps = 1
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        event, steps = event.event, event.count
+    if (
+        neighbouring == "add_remove"
+        and isinstance(event, dp_accounting.PoissonSampledDpEvent)
+        and isinstance(event.event, dp_accounting.GaussianDpEvent)
+    ):
+        return SubsampledGaussian(
+            noise_multiplier=event.event.noise_multiplier, sampling_rate=event.sampling_probability, steps=steps
+        )
+    return None
+
+
+def randomized_response_from_event(event: dp_accounting.DpEvent, neighbouring: str) -> RandomizedResponse | None:
+    if (
+        neighbouring == "replace_one"
+        and isinstance(event, dp_accounting.RandomizedResponseDpEvent)
+        and event.num_buckets == 2
+        and 0 < event.noise_parameter < 1
+    ):
+        return RandomizedResponse(epsilon=math.log(2.0 / event.noise_parameter - 1.0), neighbouring=neighbouring)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The kinds
+def _subsampled_from_event(
+    base: type, build: Callable[[Any, float, int], Mechanism | None]
+) -> Callable[[dp_accounting.DpEvent, str], Mechanism | None]:
+    """The ``from_dp_event`` hook of a ``steps``-fold Poisson-subsampled kind whose base event type is ``base``."""
+
+    def hook(event: dp_accounting.DpEvent, neighbouring: str) -> Mechanism | None:
+        inner, steps = self_composed(event)
+        if (
+            neighbouring == "add_remove"
+            and isinstance(inner, dp_accounting.PoissonSampledDpEvent)
+            and isinstance(inner.event, base)
+        ):
+            return build(inner.event, inner.sampling_probability, steps)
+        return None
+
+    return hook
+
+
+subsampled_laplace_from_event = _subsampled_from_event(
+    dp_accounting.LaplaceDpEvent,
+    lambda e, q, steps: SubsampledLaplace(scale=e.noise_multiplier, sampling_rate=q, steps=steps),
+)
+subsampled_discrete_laplace_from_event = _subsampled_from_event(
+    dp_accounting.dp_event.DiscreteLaplaceDpEvent,
+    lambda e, q, steps: SubsampledDiscreteLaplace(
+        noise_parameter=e.noise_parameter, sensitivity=e.sensitivity, sampling_rate=q, steps=steps
+    ),
+)
+
+
+def kary_randomized_response_from_event(
+    event: dp_accounting.DpEvent, neighbouring: str
+) -> KaryRandomizedResponse | None:
+    if neighbouring != "replace_one":
+        return None
+    q = 1.0
+    if isinstance(event, dp_accounting.PoissonSampledDpEvent):
+        q, event = event.sampling_probability, event.event
+    if isinstance(event, dp_accounting.RandomizedResponseDpEvent) and 0 < event.noise_parameter < 1:
+        return KaryRandomizedResponse(
+            noise_parameter=event.noise_parameter, num_buckets=event.num_buckets, sampling_rate=q
+        )
+    return None
+
+
+def sampled_without_replacement_gaussian_from_event(
+    event: dp_accounting.DpEvent, neighbouring: str
+) -> SampledWithoutReplacementGaussian | None:
+    inner, steps = self_composed(event)
+    if (
+        neighbouring == "replace_one"
+        and isinstance(inner, dp_accounting.SampledWithoutReplacementDpEvent)
+        and isinstance(inner.event, dp_accounting.GaussianDpEvent)
+    ):
+        return SampledWithoutReplacementGaussian(
+            noise_multiplier=inner.event.noise_multiplier,
+            dataset_size=inner.source_dataset_size,
+            batch_size=inner.sample_size,
+            steps=steps,
+        )
+    return None
+
+
+def mixture_of_gaussians_from_event(event: dp_accounting.DpEvent, neighbouring: str) -> MixtureOfGaussians | None:
+    inner, steps = self_composed(event)
+    if neighbouring == "add_remove" and isinstance(inner, dp_accounting.dp_event.MixtureOfGaussiansDpEvent):
+        return MixtureOfGaussians(
+            standard_deviation=inner.standard_deviation,
+            sensitivities=floats_text(inner.sensitivities),
+            probabilities=floats_text(inner.sampling_probs),
+            steps=steps,
+        )
+    return None
+
+
+def tree_aggregation_from_event(event: dp_accounting.DpEvent, neighbouring: str) -> TreeAggregation | None:
+    if neighbouring == "add_remove" and isinstance(event, dp_accounting.SingleEpochTreeAggregationDpEvent):
+        counts = event.step_counts if isinstance(event.step_counts, list | tuple) else [event.step_counts]
+        if not counts or min(counts) < 0 or max(counts) < 1:
+            return None
+        return TreeAggregation(noise_multiplier=event.noise_multiplier, steps=int(max(counts)))
+    return None
+
+
+def truncated_subsampled_gaussian_from_event(
+    event: dp_accounting.DpEvent, neighbouring: str
+) -> TruncatedSubsampledGaussian | None:
+    inner, steps = self_composed(event)
+    if isinstance(inner, dp_accounting.dp_event.TruncatedSubsampledGaussianDpEvent):
+        return TruncatedSubsampledGaussian(
+            noise_multiplier=inner.noise_multiplier,
+            sampling_rate=inner.sampling_probability,
+            dataset_size=inner.dataset_size,
+            truncated_batch_size=inner.truncated_batch_size,
+            steps=steps,
+            neighbouring=neighbouring,
+        )
+    return None
+
+
+def mechanism_from_dp_event(event: dp_accounting.DpEvent, *, neighbouring: str = "add_remove") -> Mechanism:
+    """The mechanism a dp_accounting ``DpEvent`` describes (the inverse of :func:`to_dp_event`).
+
+    DpEvents state noise relative to one record's norm bound and carry no neighbouring relation (see
+    :mod:`gdpcore.events`): the result has the given ``neighbouring``. Each leaf kind recognises its own events first
+    (a ``SelfComposedDpEvent`` of a ``PoissonSampledDpEvent`` of a Gaussian is one :class:`SubsampledGaussian`); other
+    ``SelfComposedDpEvent`` / ``ComposedDpEvent`` become :class:`SelfComposed` / :class:`Composed` (``NoOpDpEvent``
+    parts dropped). An event no kind describes raises :class:`UnsupportedMechanismError` naming its type.
+    """
+    if not isinstance(event, dp_accounting.DpEvent):
+        raise ValueError(f"event must be a dp_accounting DpEvent, got {event!r}")
+    if neighbouring not in ("add_remove", "replace_one"):
+        raise ValueError(f"neighbouring must be 'add_remove' or 'replace_one', got {neighbouring!r}")
+    for name in leaf_kinds():
+        hook = get(name).from_dp_event
+        if callable(hook) and not isinstance(hook, Unsupported):
+            m = hook(event, neighbouring)
+            if m is not None:
+                return m
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        if isinstance(event.event, dp_accounting.NoOpDpEvent):
+            raise UnsupportedMechanismError("NoOpDpEvent: a release without privacy cost has no mechanism to report")
+        inner = mechanism_from_dp_event(event.event, neighbouring=neighbouring)
+        return SelfComposed(mechanism=inner, count=event.count)
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+        kept = [e for e in event.events if not isinstance(e, dp_accounting.NoOpDpEvent)]
+        if not kept:
+            raise UnsupportedMechanismError("ComposedDpEvent of NoOpDpEvents only: nothing to report")
+        parts = tuple(mechanism_from_dp_event(e, neighbouring=neighbouring) for e in kept)
+        return Composed(mechanisms=parts)
+    raise UnsupportedMechanismError(
+        f"{type(event).__name__} cannot be accounted for under {neighbouring!r}: no registered mechanism kind "
+        f"describes {event!r}"
+    )

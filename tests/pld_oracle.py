@@ -1,0 +1,35 @@
+"""dp_accounting's own composition of a mechanism's PLD: the oracle tests compare gdpcore's engine against.
+
+gdpcore builds one step's PLD per kind (:func:`gdpcore.kinds.pld`) and composes the steps itself with a round-off bound
+(:mod:`gdpcore.fast_pld`). This walks the mechanism tree the way dp_accounting's ``PLDAccountant`` walks a DpEvent:
+``self_compose`` for repeated steps (a kind's ``steps_param``, a ``SelfComposed`` count) and ``compose`` across the
+parts of a ``Composed``, with no round-off bound of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+from gdpcore import kinds
+from gdpcore.mechanisms import Composed, Mechanism, SelfComposed
+
+
+def _repeat(pld: pld_lib.PrivacyLossDistribution, n: int) -> pld_lib.PrivacyLossDistribution:
+    return pld.self_compose(n) if n > 1 else pld
+
+
+def dp_accounting_pld(mechanism: Mechanism, *, step: float, pessimistic: bool) -> pld_lib.PrivacyLossDistribution:
+    """The PLD of ``mechanism`` composed by dp_accounting (``step`` its discretisation)."""
+    if isinstance(mechanism, SelfComposed):
+        return _repeat(dp_accounting_pld(mechanism.mechanism, step=step, pessimistic=pessimistic), mechanism.count)
+    if isinstance(mechanism, Composed):
+        parts = [dp_accounting_pld(m, step=step, pessimistic=pessimistic) for m in mechanism.mechanisms]
+        return functools.reduce(lambda a, b: a.compose(b), parts)
+    name = kinds.get(mechanism).steps_param
+    if name is None:
+        return kinds.pld(mechanism, step=step, pessimistic=pessimistic)
+    one = dataclasses.replace(mechanism, **{name: 1})
+    return _repeat(kinds.pld(one, step=step, pessimistic=pessimistic), int(getattr(mechanism, name)))
