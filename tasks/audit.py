@@ -42,7 +42,6 @@ __all__ = [
     "read_audit",
 ]
 
-BLACKWELL_TOL = 1e-6  # gdpcore.is_at_least_as_private's default: the accountant's resolution
 GDP_COMPLETE_VERDICT = "GDP is a complete description"
 GDP_INCOMPLETE_VERDICT = "GDP is not a complete description: read the full trade-off curve"
 
@@ -335,7 +334,7 @@ def compute_comparison_row(
 ) -> dict[str, Any]:
     """Delta-divergence both ways and the Blackwell verdict of ``new`` vs ``old`` (seed 002 Thm 1/2)."""
     import gdpcore
-    from gdpcore.divergence import get_delta_divergence
+    from gdpcore.divergence import blackwell_verdict, get_delta_divergence
 
     cache = {} if cache is None else cache
 
@@ -349,8 +348,8 @@ def compute_comparison_row(
     r_new, r_old = report(new), report(old)
     fwd = get_delta_divergence(r_old, r_new)  # Delta(old || new): > 0 where new is more vulnerable than old
     back = get_delta_divergence(r_new, r_old)
-    # Blackwell test exactly as gdpcore.is_at_least_as_private(new, old), reusing Delta(old || new) computed above.
-    at_least: bool | None = True if fwd.upper <= BLACKWELL_TOL else (False if fwd.lower > BLACKWELL_TOL else None)
+    # The Blackwell verdict of gdpcore.is_at_least_as_private(new, old), read off Delta(old || new) computed above.
+    at_least = blackwell_verdict(fwd)
     if at_least is True:
         verdict = "uniformly at least as private"
     elif at_least is False:
