@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import reprlib
 from typing import Any, TypeVar
 
 import numpy as np
@@ -11,11 +12,13 @@ import numpy as np
 _T = TypeVar("_T")
 
 __all__ = [
+    "MAX_REPR_CHARS",
     "Choice",
     "Constraint",
     "Count",
     "Positive",
     "Probability",
+    "bounded_repr",
     "check_alpha_min",
     "check_choice",
     "check_count",
@@ -32,6 +35,31 @@ __all__ = [
 MAX_DISCRETIZATION = 0.1
 
 
+MAX_REPR_CHARS = 200
+"""How much of an offending value an error message shows (:func:`bounded_repr`)."""
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 60, 60, 60
+
+
+def bounded_repr(value: Any, limit: int = MAX_REPR_CHARS) -> str:
+    """``repr(value)`` for an error message, cut to about ``limit`` characters: ``'xxxx… (30,000,000 chars)``.
+
+    User input can be huge (a 30 MB string, a 10**100000 integer, a long list): an error names it without echoing it
+    whole. Never raises (an int too long for ``repr`` or a failing ``__repr__`` is described instead)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * limit:
+        return f"<int of about {int(value.bit_length() * 0.30103):,} digits>"
+    if isinstance(value, str | bytes | bytearray) and len(value) > limit:
+        text = repr(value[:limit])[:limit]  # repr of the head only: never builds the whole repr
+        return f"{text}… ({len(value):,} {'chars' if isinstance(value, str) else 'bytes'})"
+    try:
+        # containers through reprlib: a few items per level, a few levels (shared or self references never expand)
+        text = _REPR.repr(value) if isinstance(value, list | tuple | dict | set | frozenset) else repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} chars)"
+
+
 def _is_real_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
@@ -39,10 +67,13 @@ def _is_real_number(value: Any) -> bool:
 def check_real(name: str, value: Any) -> float:
     """A finite real number (bools, strings and NaN/inf are rejected)."""
     if not _is_real_number(value):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
-    out = float(value)
+        raise ValueError(f"{name} must be a real number, got {bounded_repr(value)}")
+    try:
+        out = float(value)
+    except OverflowError:  # an int beyond the float range (10**1000)
+        raise ValueError(f"{name} must be finite, got {bounded_repr(value)}") from None
     if not math.isfinite(out):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise ValueError(f"{name} must be finite, got {bounded_repr(value)}")
     return out
 
 
@@ -50,7 +81,7 @@ def check_positive(name: str, value: Any) -> float:
     """A finite real number > 0."""
     out = check_real(name, value)
     if out <= 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
+        raise ValueError(f"{name} must be > 0, got {bounded_repr(value)}")
     return out
 
 
@@ -61,23 +92,26 @@ def check_probability(name: str, value: Any, *, low_open: bool = True, high_open
     hi_ok = out < 1 if high_open else out <= 1
     if not (lo_ok and hi_ok):
         interval = ("(" if low_open else "[") + "0, 1" + (")" if high_open else "]")
-        raise ValueError(f"{name} must be in {interval}, got {value!r}")
+        raise ValueError(f"{name} must be in {interval}, got {bounded_repr(value)}")
     return out
 
 
 def check_count(name: str, value: Any, *, minimum: int = 1) -> int:
     """An integer >= minimum. Integral floats (2000.0) are accepted; 2000.5, True and '3' are not."""
     if isinstance(value, bool) or not _is_real_number(value):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {bounded_repr(value)}")
     if isinstance(value, numbers.Integral):
         out = int(value)
     else:
-        f = float(value)
+        try:
+            f = float(value)
+        except OverflowError:
+            f = math.inf
         if not math.isfinite(f) or f != math.floor(f):
-            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+            raise ValueError(f"{name} must be an integer >= {minimum}, got {bounded_repr(value)}")
         out = int(f)
     if out < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {bounded_repr(value)}")
     return out
 
 
@@ -85,7 +119,7 @@ def check_discretization(value: Any) -> float:
     """A privacy-loss lattice step in (0, ``MAX_DISCRETIZATION``]: the one rule every entry point applies."""
     out = check_positive("discretization", value)
     if out > MAX_DISCRETIZATION:
-        raise ValueError(f"discretization must be in (0, {MAX_DISCRETIZATION}], got {value!r}")
+        raise ValueError(f"discretization must be in (0, {MAX_DISCRETIZATION}], got {bounded_repr(value)}")
     return out
 
 
@@ -93,7 +127,7 @@ def check_alpha_min(value: Any) -> float:
     """The smallest FPR a report certifies: in (0, 0.5) (the symmetric curve's fixed point lies at or below 0.5)."""
     out = check_probability("alpha_min", value, high_open=True)
     if out >= 0.5:
-        raise ValueError(f"alpha_min must be < 0.5, got {value!r}")
+        raise ValueError(f"alpha_min must be < 0.5, got {bounded_repr(value)}")
     return out
 
 
@@ -101,14 +135,14 @@ def check_tolerance(value: Any) -> float:
     """A relative bracket width in (0, 0.5): wider than half the value is no longer a bracket anyone can use."""
     out = check_positive("tolerance", value)
     if out >= 0.5:
-        raise ValueError(f"tolerance must be < 0.5 (relative), got {value!r}")
+        raise ValueError(f"tolerance must be < 0.5 (relative), got {bounded_repr(value)}")
     return out
 
 
 def check_choice(name: str, value: Any, choices: tuple[_T, ...]) -> _T:
     """One of ``choices`` (compared with ==); the error lists them."""
     if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {bounded_repr(value)}")
     return value
 
 
@@ -117,16 +151,16 @@ def check_open_unit_array(name: str, value: Any, *, allow_zero: bool = False, al
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number or an array of numbers, got {value!r}") from None
+        raise ValueError(f"{name} must be a number or an array of numbers, got {bounded_repr(value)}") from None
     if arr.size and np.isnan(arr).any():
-        raise ValueError(f"{name} must not contain NaN, got {value!r}")
+        raise ValueError(f"{name} must not contain NaN, got {bounded_repr(value)}")
     lo_bad = arr < 0 if allow_zero else arr <= 0
     hi_bad = arr > 1 if allow_one else arr >= 1
     bad = lo_bad | hi_bad
     if bad.any():
         first = arr[bad].flat[0]
         interval = ("[" if allow_zero else "(") + "0, 1" + ("]" if allow_one else ")")
-        raise ValueError(f"{name} must be in {interval}, got {first!r}")
+        raise ValueError(f"{name} must be in {interval}, got {bounded_repr(first)}")
     return arr
 
 

@@ -50,6 +50,7 @@ from dp_accounting import dp_event as ev
 from scipy import stats
 
 from gdpcore import kinds
+from gdpcore._validation import bounded_repr
 from gdpcore.events import from_dp_event
 from gdpcore.kinds import UnsupportedMechanismError
 from gdpcore.mechanisms import NEIGHBOURING_RELATIONS, Composed, Mechanism, SubsampledGaussian
@@ -210,31 +211,40 @@ def _relabel_summary(node: Any, run: TrainingRun) -> Any:
 # -- Opacus --------------------------------------------------------------------------------------------------------
 def _number(where: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{where} must be a number, got {value!r}")
-    x = float(value)
+        raise ValueError(f"{where} must be a number, got {bounded_repr(value)}")
+    try:
+        x = float(value)
+    except OverflowError:  # an int such as 10**1000
+        x = math.inf
     if not math.isfinite(x):
-        raise ValueError(f"{where} must be finite, got {value!r}")
+        raise ValueError(f"{where} must be finite, got {bounded_repr(value)}")
     return x
 
 
 def _history_phases(history: Any) -> list[tuple[float, float, int]]:
     if isinstance(history, str | bytes | Mapping) or not isinstance(history, Sequence):
-        raise ValueError(f"history must be a list of (noise_multiplier, sample_rate, num_steps), got {history!r}")
+        raise ValueError(
+            f"history must be a list of (noise_multiplier, sample_rate, num_steps), got {bounded_repr(history)}"
+        )
     if not history:
         raise ValueError("history is empty: the accountant recorded no step")
     phases = []
     for i, entry in enumerate(history):
         if isinstance(entry, str | bytes | Mapping) or not isinstance(entry, Sequence) or len(entry) != 3:
-            raise ValueError(f"history[{i}] must be (noise_multiplier, sample_rate, num_steps), got {entry!r}")
+            raise ValueError(
+                f"history[{i}] must be (noise_multiplier, sample_rate, num_steps), got {bounded_repr(entry)}"
+            )
         sigma = _number(f"history[{i}][0] (noise_multiplier)", entry[0])
         q = _number(f"history[{i}][1] (sample_rate)", entry[1])
         steps = entry[2]
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-            raise ValueError(f"history[{i}][2] (num_steps) must be a positive integer, got {steps!r}")
+            raise ValueError(f"history[{i}][2] (num_steps) must be a positive integer, got {bounded_repr(steps)}")
+        if steps > 10**9:  # tasks.registry.MAX_STEPS: the accountant's float arithmetic overflows far beyond it
+            raise ValueError(f"history[{i}][2] (num_steps) must be at most 10**9, got {bounded_repr(steps)}")
         if sigma <= 0:
-            raise ValueError(f"history[{i}][0] (noise_multiplier) must be > 0, got {entry[0]!r}")
+            raise ValueError(f"history[{i}][0] (noise_multiplier) must be > 0, got {bounded_repr(entry[0])}")
         if not 0 < q <= 1:
-            raise ValueError(f"history[{i}][1] (sample_rate) must be in (0, 1], got {entry[1]!r}")
+            raise ValueError(f"history[{i}][1] (sample_rate) must be in (0, 1], got {bounded_repr(entry[1])}")
         phases.append((sigma, q, int(steps)))
     return phases
 
@@ -271,7 +281,7 @@ def from_opacus_history(
     sampler = _check_sampler(sampler if sampler is not None else ("poisson" if poisson_sampling else "shuffle"))
     if mechanism is not None and mechanism not in _OPACUS_MECHANISMS:
         raise ValueError(
-            f"mechanism must be one of {', '.join(_OPACUS_MECHANISMS)} (Opacus accountants), got {mechanism!r}"
+            f"mechanism must be one of {', '.join(_OPACUS_MECHANISMS)} (Opacus accountants), got {bounded_repr(mechanism)}"
         )
     phases = _history_phases(history)
     acct = f"{mechanism.upper()}Accountant" if mechanism else "accountant"
@@ -300,11 +310,11 @@ def from_opacus_state_dict(
     unknown = set(state) - {"history", "mechanism"}
     if unknown:
         raise ValueError(
-            f"unknown key {sorted(map(str, unknown))[0]!r} in an Opacus state_dict (expected history, mechanism)"
+            f"unknown key {bounded_repr(sorted(map(str, unknown))[0])} in an Opacus state_dict (expected history, mechanism)"
         )
     mech = state.get("mechanism")
     if mech is not None and mech not in _OPACUS_MECHANISMS:
-        raise ValueError(f"mechanism must be one of {', '.join(_OPACUS_MECHANISMS)}, got {mech!r}")
+        raise ValueError(f"mechanism must be one of {', '.join(_OPACUS_MECHANISMS)}, got {bounded_repr(mech)}")
     return from_opacus_history(state["history"], poisson_sampling=poisson_sampling, sampler=sampler, mechanism=mech)
 
 

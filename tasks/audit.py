@@ -166,7 +166,9 @@ def audit_key(manifest: ModelManifest) -> str:
 def audit_path(lake: Path, model: str, version: int, key: str) -> Path:
     """Where one audit row lives; ``model`` must be a valid name (a Parquet row of a crafted lake may say anything)."""
     if not is_valid_name(model) or isinstance(version, bool) or not isinstance(version, int):
-        raise ValueError(f"not a model version: {model!r}:{version!r}")
+        from gdpcore._validation import bounded_repr  # the error path only: gdpcore takes seconds to import
+
+        raise ValueError(f"not a model version: {bounded_repr(model)}:{bounded_repr(version)}")
     return safe_join(lake, "registry", "audits", f"model={model}", f"version={version}", f"audit-{key}.parquet")
 
 

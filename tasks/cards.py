@@ -50,7 +50,9 @@ def card_dir(root: str | Path, model: str, version: int) -> Path:
     from tasks.registry import is_valid_name
 
     if not is_valid_name(model) or isinstance(version, bool) or not isinstance(version, int):
-        raise ValueError(f"not a model version: {model!r}:{version!r}")
+        from gdpcore._validation import bounded_repr  # the error path only: gdpcore takes seconds to import
+
+        raise ValueError(f"not a model version: {bounded_repr(model)}:{bounded_repr(version)}")
     return safe_join(root, model, f"v{version}")
 
 

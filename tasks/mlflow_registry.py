@@ -152,7 +152,7 @@ _INT = re.compile(r"^[+]?\d+$")
 def _int(key: str, text: str) -> int:
     t = text.strip()
     if not _INT.match(t):
-        raise NotAuditable([key], f"{key}={text!r} is not an integer")
+        raise NotAuditable([key], f"{key}={_brief(text)} is not an integer")
     return int(t)
 
 
@@ -160,10 +160,17 @@ def _float(key: str, text: str) -> float:
     try:
         x = float(text.strip())
     except ValueError:
-        raise NotAuditable([key], f"{key}={text!r} is not a number") from None
+        raise NotAuditable([key], f"{key}={_brief(text)} is not a number") from None
     if not math.isfinite(x):
-        raise NotAuditable([key], f"{key}={text!r} is not a finite number")
+        raise NotAuditable([key], f"{key}={_brief(text)} is not a finite number")
     return x
+
+
+def _brief(text: str) -> str:
+    """A tag value (any size) for an error message, bounded."""
+    from gdpcore._validation import bounded_repr  # only on the error path: importing gdpcore takes seconds
+
+    return bounded_repr(text)
 
 
 def _json(key: str, text: str) -> Any:

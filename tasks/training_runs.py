@@ -23,14 +23,18 @@ Errors are :class:`TrainingRunFileError` (a ``ValueError``) naming the file and 
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import pickle
+import pickletools
 import zipfile
+import zlib
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from gdpcore._validation import MAX_REPR_CHARS, bounded_repr
 from gdpcore.adapters import TrainingRun, from_opacus_history, from_opacus_state_dict
 
 __all__ = [
@@ -45,6 +49,17 @@ __all__ = [
 MAX_FILE_BYTES = 64 * 2**20
 """Largest accountant / event file read (an accountant history is a few hundred bytes per phase)."""
 
+MAX_NODES = 10**6
+"""Most values an accountant state may hold, counting every reference to a shared value (a pickle's memo can make a
+few hundred bytes refer to 2**30 list nodes); an Opacus history holds one (sigma, q, steps) entry per phase."""
+
+MAX_DEPTH = 100
+"""Deepest nesting of lists / dicts in an accountant state (it has three levels)."""
+
+MAX_PICKLE_OPS = 2 * 10**6
+"""Most pickle operations a data.pkl may hold (an accountant's has about 30; a full checkpoint's about 20 per
+tensor): checked, with every length header, before anything is unpickled."""
+
 _OPACUS_CLASSES = {
     ("opacus.accountants.rdp", "RDPAccountant"): "rdp",
     ("opacus.accountants.prv", "PRVAccountant"): "prv",
@@ -56,38 +71,80 @@ class TrainingRunFileError(ValueError):
     """A training-run file that cannot be read; the message names the file."""
 
 
-class _AccountantName:
+class _Inert:
+    """Base of every object the restricted readers hand to a pickle (accountant placeholders, the getattr, tensor
+    markers): read-only, and a pickle's BUILD (``__setstate__``) on one is refused. They are made afresh for each
+    file (:func:`_load_globals`), so nothing one pickle does can change how another file is read."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{self!r} is read-only")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{self!r} is read-only")
+
+    def __setstate__(self, state: Any) -> None:
+        raise pickle.UnpicklingError(
+            f"refused to set the state of {self!r} (pickle BUILD): an accountant state_dict sets no object state"
+        )
+
+
+class _AccountantName(_Inert):
     """Inert stand-in for an Opacus accountant class found in a pickle (never instantiated)."""
 
+    __slots__ = ("mechanism",)
+    mechanism: str
+
     def __init__(self, mechanism: str):
-        self.mechanism = mechanism
+        object.__setattr__(self, "mechanism", mechanism)
+
+    def __repr__(self) -> str:
+        return f"<Opacus {self.mechanism} accountant class>"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise pickle.UnpicklingError("an Opacus accountant object (not its state_dict) cannot be read")
 
 
-_PLACEHOLDERS = {key: _AccountantName(name) for key, name in _OPACUS_CLASSES.items()}
-
-
-def _safe_getattr(obj: Any, name: str) -> Any:
+class _SafeGetattr(_Inert):
     """The only ``getattr`` a state_dict pickle needs: ``<Opacus accountant class>.mechanism``."""
-    if isinstance(obj, _AccountantName) and name == "mechanism":
-        return obj.mechanism
-    raise pickle.UnpicklingError(f"refused getattr({obj!r}, {name!r}): only <Opacus accountant>.mechanism is read")
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<getattr>"
+
+    def __call__(self, obj: Any, name: Any) -> Any:
+        if isinstance(obj, _AccountantName) and name == "mechanism":
+            return obj.mechanism
+        raise pickle.UnpicklingError(
+            f"refused getattr({bounded_repr(obj)}, {bounded_repr(name)}): only <Opacus accountant>.mechanism is read"
+        )
 
 
-class _Opaque:
+class _Opaque(_Inert):
     """A tensor (or storage) of a checkpoint, skipped unread: only the accountant's plain values are read."""
+
+    __slots__ = ()
 
     def __repr__(self) -> str:
         return "<tensor, not read>"
 
 
-_OPAQUE = _Opaque()
+class _TensorRebuild(_Inert):
+    """torch's tensor / storage names: every call gives the file's inert tensor marker."""
 
+    __slots__ = ("marker",)
+    marker: _Opaque
 
-def _opaque(*args: Any, **kwargs: Any) -> _Opaque:
-    return _OPAQUE
+    def __init__(self, marker: _Opaque):
+        object.__setattr__(self, "marker", marker)
+
+    def __repr__(self) -> str:
+        return "<torch tensor rebuild, not run>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _Opaque:
+        return self.marker
 
 
 # Names torch.save writes for tensors in a full checkpoint (PrivacyEngine.save_checkpoint: model and optimizer state
@@ -105,50 +162,112 @@ def _is_tensor_name(module: str, name: str) -> bool:
     return (module, name) in _TENSOR_NAMES or (module == "torch" and name.endswith("Storage") and name.isidentifier())
 
 
-_ALLOWED: dict[tuple[str, str], Any] = {
-    ("collections", "OrderedDict"): OrderedDict,
-    ("builtins", "getattr"): _safe_getattr,
-    ("__builtin__", "getattr"): _safe_getattr,  # torch.save pickles with protocol 2 (Python 2 module names)
-    **_PLACEHOLDERS,
-}
+def _load_globals() -> dict[tuple[str, str], Any]:
+    """The globals one file's pickle may name, made for that file alone: fresh placeholders, getattr and tensor
+    marker (read-only, BUILD refused), and ``OrderedDict`` (an immutable builtin type)."""
+    safe_getattr = _SafeGetattr()
+    return {
+        ("collections", "OrderedDict"): OrderedDict,
+        ("builtins", "getattr"): safe_getattr,
+        ("__builtin__", "getattr"): safe_getattr,  # torch.save pickles with protocol 2 (Python 2 module names)
+        **{key: _AccountantName(name) for key, name in _OPACUS_CLASSES.items()},
+    }
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
     """Builtin containers and scalars only (plus the Opacus names above); every other global is refused."""
 
+    def __init__(self, file: Any):
+        super().__init__(file)
+        self._globals = _load_globals()
+        self._opaque = _Opaque()
+        self._rebuild = _TensorRebuild(self._opaque)
+
     def find_class(self, module: str, name: str) -> Any:
         if _is_tensor_name(module, name):
-            return _opaque
+            return self._rebuild
         try:
-            return _ALLOWED[(module, name)]
+            return self._globals[(module, name)]
         except KeyError:
             raise pickle.UnpicklingError(
-                f"refused to load {module}.{name}: an accountant state_dict holds only lists, tuples, numbers and "
-                "strings"
+                f"refused to load {_clip(module)}.{_clip(name)}: an accountant state_dict "
+                "holds only lists, tuples, numbers and strings"
             ) from None
 
     def persistent_load(self, pid: Any) -> Any:
-        return _OPAQUE  # a tensor storage: never read
+        return self._opaque  # a tensor storage: never read
+
+
+def _clip(text: str) -> str:
+    """A name or message taken from the file (or a library's message about it), cut for an error line."""
+    return text if len(text) <= MAX_REPR_CHARS else f"{text[:MAX_REPR_CHARS]}… ({len(text):,} chars)"
+
+
+# Exceptions zipfile raises on a damaged or hostile archive besides BadZipFile: corrupt deflate (zlib.error), an
+# encrypted member (RuntimeError), an unknown compression method (NotImplementedError), truncated data (EOFError).
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    RuntimeError,
+    NotImplementedError,
+    EOFError,
+    OSError,
+    ValueError,
+    OverflowError,
+)
+
+
+def _check_opcodes(payload: bytes) -> None:
+    """Every opcode of the pickle parsed (not run) first: a length header declaring more bytes than remain (BINBYTES8
+    / BYTEARRAY8 of 2**60 bytes, which the unpickler would allocate before reading), an unknown opcode or a missing
+    STOP is refused here, and so is a pickle of more than :data:`MAX_PICKLE_OPS` operations."""
+    for n, _ in enumerate(pickletools.genops(payload)):
+        if n >= MAX_PICKLE_OPS:
+            raise ValueError(f"more than {MAX_PICKLE_OPS:,} operations (an accountant state_dict has a few dozen)")
 
 
 def _read_pt_without_torch(path: Path, data: bytes) -> Any:
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            pkls = [n for n in zf.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
-            if len(pkls) != 1:
-                raise TrainingRunFileError(f"{path}: not a torch.save file (expected one data.pkl, found {len(pkls)})")
-            info = zf.getinfo(pkls[0])
-            if info.file_size > MAX_FILE_BYTES:
-                raise TrainingRunFileError(f"{path}: data.pkl is {info.file_size:,} bytes (at most {MAX_FILE_BYTES:,})")
-            payload = zf.read(pkls[0])
-    except zipfile.BadZipFile:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except _ZIP_ERRORS:
         raise TrainingRunFileError(
             f"{path}: not a zip-format torch.save file (legacy torch files need torch installed)"
         ) from None
+    with zf:
+        pkls = [n for n in zf.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
+        if len(pkls) != 1:
+            raise TrainingRunFileError(f"{path}: not a torch.save file (expected one data.pkl, found {len(pkls)})")
+        info = zf.getinfo(pkls[0])
+        member = f"{path}: {_clip(pkls[0])}"
+        if info.file_size > MAX_FILE_BYTES:
+            raise TrainingRunFileError(f"{member} is {info.file_size:,} bytes (at most {MAX_FILE_BYTES:,})")
+        if info.flag_bits & 0x1:
+            raise TrainingRunFileError(f"{member} is encrypted (torch.save never encrypts)")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise TrainingRunFileError(
+                f"{member} uses zip compression method {info.compress_type} (torch.save stores members uncompressed)"
+            )
+        try:
+            payload = zf.read(pkls[0])
+        except _ZIP_ERRORS as exc:
+            raise TrainingRunFileError(f"{member} cannot be read from the zip: {_clip(str(exc))}") from None
+    try:
+        _check_opcodes(payload)
+    except ValueError as exc:
+        raise TrainingRunFileError(f"{path}: data.pkl is not a valid pickle: {_clip(str(exc))}") from None
     try:
         return _RestrictedUnpickler(io.BytesIO(payload)).load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError) as exc:
-        raise TrainingRunFileError(f"{path}: {exc}") from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError) as exc:
+        raise TrainingRunFileError(f"{path}: {_clip(str(exc) or type(exc).__name__)}") from None
+    except (MemoryError, OverflowError):
+        # the payload is at most MAX_FILE_BYTES and the memo shares references, so only a length header declaring
+        # more than the file holds (BINBYTES8 / BYTEARRAY8 of 2**60 bytes) asks for this much memory
+        raise TrainingRunFileError(
+            f"{path}: data.pkl declares an object far larger than the file ({len(payload):,} bytes): corrupt or hostile"
+        ) from None
+    except RecursionError:
+        raise TrainingRunFileError(f"{path}: data.pkl is nested too deeply to read") from None
 
 
 def _read_pt_with_torch(path: Path, torch: Any) -> Any:
@@ -156,13 +275,15 @@ def _read_pt_with_torch(path: Path, torch: Any) -> Any:
 
     # torch's weights_only unpickler resolves allow-listed globals by name; the placeholders make Opacus's classes
     # (and the getattr on them) inert, exactly as the restricted reader does.
-    safe = [(ph, f"{mod}.{cls}") for (mod, cls), ph in _PLACEHOLDERS.items()] + [(_safe_getattr, "builtins.getattr")]
+    allowed = _load_globals()  # this file's own placeholders and getattr
+    safe = [(obj, f"{mod}.{cls}") for (mod, cls), obj in allowed.items() if mod.startswith("opacus.")]
+    safe.append((allowed[("builtins", "getattr")], "builtins.getattr"))
     try:
         with serialization.safe_globals(safe):
             return torch.load(path, weights_only=True, map_location="cpu")
     except Exception as exc:  # torch raises UnpicklingError / RuntimeError with its own text
         raise TrainingRunFileError(
-            f"{path}: torch.load(weights_only=True) failed: {str(exc).splitlines()[0]}"
+            f"{path}: torch.load(weights_only=True) failed: {_clip((str(exc) or type(exc).__name__).splitlines()[0])}"
         ) from None
 
 
@@ -170,17 +291,83 @@ CHECKPOINT_KEY = "privacy_accountant_state_dict"
 """Where Opacus's ``PrivacyEngine.save_checkpoint`` puts the accountant's state_dict in a full checkpoint."""
 
 
-def _normalise(obj: Any, where: str = "state") -> Any:
+_SCALARS = (type(None), bool, int, float, str)
+
+
+class _Refused(Exception):
+    """A value refused by :func:`_normalise`; the keys leading to it are collected on the way out (only then)."""
+
+    def __init__(self, problem: str, *, here: bool = False):
+        super().__init__(problem)
+        self.problem = problem
+        self.here = here  # about the container being walked (its keys), not one of its values
+        self.path: list[Any] = []  # innermost key first
+
+    def where(self, outermost: int | None = None) -> str:
+        keys = self.path[::-1][:outermost]
+        text = "state" + "".join(f"[{k}]" if type(k) is int else f"[{bounded_repr(k)}]" for k in keys)
+        return text + ("..." if outermost is not None and len(self.path) > outermost else "")
+
+
+def _normalise(obj: Any) -> Any:
     """Plain dict / list / scalars (OrderedDicts and the history's tuples become JSON-like); anything else (a tensor
-    inside the accountant's state) is an error naming where it is."""
-    if isinstance(obj, dict):
-        return {str(k): _normalise(v, f"{where}[{k!r}]") for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_normalise(v, f"{where}[{i}]") for i, v in enumerate(obj)]
-    if obj is None or isinstance(obj, bool | int | float | str):
-        return obj
-    what = "tensor" if isinstance(obj, _Opaque) or type(obj).__name__ == "Tensor" else type(obj).__name__
-    raise ValueError(f"{where} is a {what}, not a number or string")
+    inside the accountant's state) is an error naming where it is. Bounded: at most :data:`MAX_NODES` values (every
+    reference to a shared value counted: a memo bomb is refused, not expanded), nested at most :data:`MAX_DEPTH`
+    deep; a container holding itself is refused."""
+    budget = [MAX_NODES]
+    on_path: set[int] = set()
+
+    def walk(obj: Any, depth: int) -> Any:
+        if type(obj) in _SCALARS:
+            return obj
+        if not isinstance(obj, dict | list | tuple):
+            what = "tensor" if isinstance(obj, _Opaque) or type(obj).__name__ == "Tensor" else type(obj).__name__
+            raise _Refused(f"is a {what}, not a number or string")
+        if depth >= MAX_DEPTH:
+            raise _Refused(f"is nested more than {MAX_DEPTH} levels deep: refused")
+        if id(obj) in on_path:
+            raise _Refused("contains itself: refused")
+        budget[0] -= len(obj) + 1
+        if budget[0] < 0:
+            raise _Refused(
+                f"holds more than {MAX_NODES:,} values (every reference to a shared value counted): refused, an "
+                "accountant state holds a few per training phase"
+            )
+        on_path.add(id(obj))
+        key: Any = None
+        try:
+            if isinstance(obj, dict):
+                out: dict[str, Any] = {}
+                for key, v in obj.items():
+                    if type(key) not in _SCALARS:
+                        raise _Refused(f"has a key that is a {type(key).__name__}, not a string", here=True)
+                    out[key if type(key) is str else _key_text(key)] = v if type(v) in _SCALARS else walk(v, depth + 1)
+                return out
+            items = []
+            for key in range(len(obj)):  # key: named in an error about this item
+                v = obj[key]
+                items.append(v if type(v) in _SCALARS else walk(v, depth + 1))
+            return items
+        except _Refused as exc:
+            if exc.here:
+                exc.here = False
+            else:
+                exc.path.append(key)
+            raise
+        finally:
+            on_path.discard(id(obj))
+
+    try:
+        return walk(obj, 0)
+    except _Refused as exc:
+        raise ValueError(f"{exc.where(outermost=6)} {exc.problem}") from None
+
+
+def _key_text(key: Any) -> str:
+    try:
+        return str(key)
+    except ValueError:  # an int key too long to print
+        raise _Refused(f"has a key that is {bounded_repr(key)}", here=True) from None
 
 
 def _accountant_part(obj: Any) -> Any:
@@ -205,15 +392,23 @@ def read_opacus_state(path: str | Path, *, use_torch: bool | None = None) -> Any
     data = path.read_bytes()
     if path.suffix.lower() == ".json":
         try:
-            return _accountant_part(json.loads(data.decode("utf-8")))
+            obj = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise TrainingRunFileError(f"{path}: not valid JSON ({exc})") from None
+            raise TrainingRunFileError(f"{path}: not valid JSON ({_clip(str(exc))})") from None
+        except RecursionError:
+            raise TrainingRunFileError(
+                f"{path}: JSON nested too deeply (an accountant state has three levels)"
+            ) from None
+        try:
+            return _normalise(_accountant_part(obj))
+        except ValueError as exc:
+            raise TrainingRunFileError(f"{path}: {exc}") from None
     if path.suffix.lower() not in (".pt", ".pth"):
         raise TrainingRunFileError(f"{path}: expected a .json or .pt (torch.save) accountant file")
     torch: Any = None
     if use_torch is not False:
         try:
-            import torch  # type: ignore[no-redef]  # optional extra, imported only for .pt files (None when absent)
+            torch = importlib.import_module("torch")
         except ImportError:
             if use_torch:
                 raise TrainingRunFileError(
@@ -253,7 +448,9 @@ def load_dp_event_file(path: str | Path) -> Any:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise TrainingRunFileError(f"{path}: not valid JSON ({exc})") from None
+        raise TrainingRunFileError(f"{path}: not valid JSON ({_clip(str(exc))})") from None
+    except RecursionError:
+        raise TrainingRunFileError(f"{path}: JSON nested too deeply") from None
     return dp_event_from_data(data, where=str(path))
 
 
