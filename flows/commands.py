@@ -431,6 +431,8 @@ def _demo(args: argparse.Namespace) -> int:
 # -- registry audits (issue 7) ----------------------------------------------------------------------------------------
 def _print_flags(s: Any) -> None:
     """What both audit summaries (manifest registry, MLflow registry) list under their count line."""
+    for x in getattr(s, "evidence_violations", []):  # hook (tasks.evidence): violations first
+        print(f"  EVIDENCE OF A VIOLATION: {x}")
     for msg in s.failed.values():
         print(f"  FAILED {msg}", file=sys.stderr)
     for x in s.less_private:

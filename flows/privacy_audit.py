@@ -74,6 +74,9 @@ class AuditSummary:
     # "name:version" -> why it cannot be audited, naming the missing dp.* key(s) (MLflow source)
     not_auditable: dict[str, str] = dataclasses.field(default_factory=dict)
     mlflow_tags_written: int = 0  # tag values changed in MLflow by this run (unchanged values are not rewritten)
+    # hook (tasks.evidence): versions whose canary scores violate the declared mechanism; versions with evidence
+    evidence_violations: list[str] = dataclasses.field(default_factory=list)
+    evidence_checked: list[str] = dataclasses.field(default_factory=list)
 
 
 AUDIT_DEADLINE = float(os.environ.get("GDP_AUDIT_DEADLINE", "1800"))
@@ -148,6 +151,7 @@ def privacy_audit(
     source: str = "manifests",
     models: list[str] | None = None,
     production_alias: str = "production",
+    evidence_level: float = 0.05,  # hook: audit-wide false-alarm level of the evidence checks (tasks.evidence)
 ) -> AuditSummary:
     """Audit ``registry`` (a folder of YAML manifests or one file; default the sample registry in data/registry), or
     with ``source="mlflow"`` the MLflow Model Registry at ``mlflow_uri`` (default ``$MLFLOW_TRACKING_URI``), all its
@@ -325,6 +329,13 @@ def privacy_audit(
                 f"{r['model']}:{r['version']} vs {r['against']} v{r['other_version']} (mu {r['mu_change']:+.3g})"
             )
 
+    # -- evidence (hook, tasks.evidence): canary scores vs the certified curve, Bonferroni over the versions ----------
+    from tasks.evidence import audit_evidence
+
+    evidence = audit_evidence(ok, rows, lake_p, label, run_id, family_level=evidence_level)
+    failed.update(evidence.failed)
+    evidence.attach(rows)  # rows[k]["evidence"]: read by the cards and the MLflow tags
+
     # -- cards ----------------------------------------------------------------------------------------------------
     from tasks.cards import card_dir, card_stamp, write_card
 
@@ -366,6 +377,8 @@ def privacy_audit(
         estimates=estimate_flags(rows),
         source=source,
         not_auditable=not_auditable,
+        evidence_violations=evidence.violations(),  # hook: evidence
+        evidence_checked=sorted(evidence.rows),  # hook: evidence
     )
     if mlflow_uri:
         from tasks.mlflow_tags import publish_to_mlflow
@@ -458,6 +471,8 @@ def _artifacts(s: AuditSummary, rows: dict[str, dict[str, Any]]) -> None:
         f"- report: `{s.report}` (views `models`, `model_privacy`, `model_comparisons`); cards: `{s.cards_dir}`",
         f"- at {dt.datetime.now(dt.UTC).isoformat()}",
     ]
+    if s.evidence_violations:  # hook (tasks.evidence): violations first
+        md[1:1] = ["", "## Evidence of a privacy violation", ""] + [f"- **{x}**" for x in s.evidence_violations]
     if s.failed:
         md += ["", "## Failed (not audited)", ""] + [f"- {msg}" for msg in s.failed.values()]
     if s.not_auditable:

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tasks.evidence_schema import EVIDENCE_VIEW_COMMENT  # hook: evidence view
 from tasks.lake import atomic_write_parquet, code_version, safe_join
 from tasks.registry import STANDARD_DELTAS, STANDARD_FPRS, ModelManifest, is_valid_name
 
@@ -403,6 +404,7 @@ VIEW_COMMENTS: dict[str, str] = {
     "claim_tight_epsilon (upper bound at the claimed delta) and claim_certified.",
     "model_comparisons": "Each model version vs its previous version and the production version: Delta-divergence "
     "both ways, Blackwell verdict, less_private flag, change in mu and TPR@FPR.",
+    "evidence": EVIDENCE_VIEW_COMMENT,  # hook: evidence view (tasks.evidence)
 }
 
 
@@ -417,6 +419,9 @@ def _registry_snapshot_id(lake: Path) -> str:
         h.update(hashlib.sha256(path.read_bytes()).digest())
     for path in sorted((lake / "registry" / "comparisons").glob("cmp-*.parquet")):
         h.update(path.name.encode())
+    from tasks.evidence import evidence_snapshot_digest  # hook: evidence keys are part of the snapshot
+
+    h.update(evidence_snapshot_digest(lake))
     return h.hexdigest()[:20]
 
 
@@ -464,6 +469,9 @@ def _build_registry_snapshot(lake: Path, snap: Path) -> None:
             "JOIN (SELECT audit_key AS other_audit_key FROM m) o USING (other_audit_key) "
             "ORDER BY c.model, c.version, c.against",
         }
+        from tasks.evidence import add_evidence_views  # hook: evidence view + model_privacy evidence columns
+
+        selects = add_evidence_views(con, lake, selects)
         for name, sel in selects.items():
             con.execute(f"COPY ({sel}) TO {_lit(tmp / (name + '.parquet'))} (FORMAT parquet, COMPRESSION zstd)")
         (tmp / "_SUCCESS").write_text(dt.datetime.now(dt.UTC).isoformat())

@@ -62,6 +62,7 @@ def strip_card(existing: str | None) -> str:
 
 def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run: str | None = None) -> dict[str, str]:
     from tasks.cards import DEFINITION, _sampling
+    from tasks.evidence_card import evidence_tags
 
     tags = {
         "privacy.status": "audited",
@@ -85,6 +86,7 @@ def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run
         "privacy.accountant": row["accountant"][:250],
         "privacy.discretization": "exact" if row["discretization"] is None else f"{row['discretization']:g}",
         **_claim_tags(row),
+        **evidence_tags(row),  # hook (tasks.evidence_card): privacy.evidence.*, {} without evidence
         "privacy.unit": row["privacy_unit"],
         "privacy.neighboring_relation": row["neighbouring"],
         "privacy.sampling": _sampling(row),
