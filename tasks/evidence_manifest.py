@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StrictInt, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
 __all__ = ["DEFAULT_THREAT_MODEL", "EvidenceSpec", "OneRunSpec", "SCORE_SUFFIXES", "resolve_scores_path"]
 
@@ -56,11 +56,12 @@ class EvidenceSpec(_Strict):
     description: StrictStr = ""
     one_run: OneRunSpec | None = None
 
-    @model_validator(mode="after")
-    def _suffix(self) -> EvidenceSpec:
-        if Path(self.scores).suffix.lower() not in SCORE_SUFFIXES:
-            raise ValueError(f"scores: {self.scores!r} is not one of {', '.join(SCORE_SUFFIXES)}")
-        return self
+    @field_validator("scores")
+    @classmethod
+    def _suffix(cls, v: str) -> str:
+        if Path(v).suffix.lower() not in SCORE_SUFFIXES:
+            raise ValueError(f"{v!r} is not a {', '.join(SCORE_SUFFIXES)} file")
+        return v
 
 
 def resolve_scores_path(manifest: Any) -> Path:

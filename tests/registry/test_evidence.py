@@ -1,0 +1,175 @@
+"""Audits with evidence (pipeline): score files, the manifest's evidence block through the audit flow, the evidence
+view and model_privacy columns, the card section, nothing recomputed on a re-run, CLI exit codes for bad files."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tasks.evidence import EvidenceError, family_confidence, read_scores
+from tasks.publish import query_report
+from tasks.registry import ManifestError, load_manifest_file
+
+from .conftest import SAMPLE_REGISTRY
+
+EVIDENCE_DIR = SAMPLE_REGISTRY / "evidence"
+
+MANIFEST = """\
+name: canary
+version: {version}
+dataset_size: 60000
+delta: 1.0e-5
+mechanism:
+  dpsgd: {{noise_multiplier: 1.0, sampling_rate: 0.02, steps: 100}}
+evidence: {{scores: {scores}, synthetic: true}}
+"""
+
+
+def _scores_registry(tmp_path: Path) -> Path:
+    reg = tmp_path / "registry"
+    (reg / "scores").mkdir(parents=True)
+    for v in (1, 2):
+        shutil.copy(EVIDENCE_DIR / f"canary-mlp-v{v}.npz", reg / "scores" / f"v{v}.npz")
+        (reg / f"v{v}.yaml").write_text(MANIFEST.format(version=v, scores=f"scores/v{v}.npz"))
+    return reg
+
+
+# -- score files --------------------------------------------------------------------------------------------------
+def _parquet(path: Path, score, member) -> Path:
+    pq.write_table(pa.table({"score": score, "is_member": member}), path)
+    return path
+
+
+def test_reads_parquet_csv_and_npz_alike(tmp_path):
+    rng = np.random.default_rng(0)
+    s, m = rng.normal(size=100), rng.random(100) < 0.5
+    a = read_scores(_parquet(tmp_path / "s.parquet", s, m))
+    (tmp_path / "s.csv").write_text("score,is_member\n" + "".join(f"{float(x)!r},{int(y)}\n" for x, y in zip(s, m)))
+    b = read_scores(tmp_path / "s.csv")
+    np.savez(tmp_path / "s.npz", member_scores=s[m], non_member_scores=s[~m])
+    c = read_scores(tmp_path / "s.npz")
+    for x in (b, c):
+        assert np.array_equal(x.member, a.member) and np.array_equal(x.non_member, a.non_member)
+    assert len(a.sha256) == 64
+
+
+@pytest.mark.parametrize(
+    ("make", "field", "words"),
+    [
+        (lambda p: _parquet(p / "x.parquet", [1.0, float("nan")], [True, False]), "score", "NaN or infinite"),
+        (lambda p: _parquet(p / "x.parquet", [1.0, float("inf")], [True, False]), "score", "NaN or infinite"),
+        (lambda p: _parquet(p / "x.parquet", [1.0, 2.0], [True, True]), "is_member", "one class only"),
+        (lambda p: _parquet(p / "x.parquet", ["a", "b"], [True, False]), "score", "numeric"),
+        (lambda p: _parquet(p / "x.parquet", [1.0, 2.0], [2, 0]), "is_member", "0/1"),
+        (lambda p: pq.write_table(pa.table({"score": [1.0]}), p / "x.parquet") or p / "x.parquet", "is_member", "missing"),
+        (lambda p: _parquet(p / "x.parquet", pa.array([], pa.float64()), pa.array([], pa.bool_())), "score", "no scores"),
+        (lambda p: (p / "x.csv").write_text("score,is_member\n1.0,1\n,0\n") and p / "x.csv", "score", "empty value"),
+        (lambda p: np.savez(p / "x.npz", member_scores=[1.0]) or p / "x.npz", "non_member_scores", "missing array"),
+        (
+            lambda p: np.savez(p / "x.npz", member_scores=np.zeros((2, 2)), non_member_scores=[1.0]) or p / "x.npz",
+            "member_scores",
+            "one-dimensional",
+        ),
+        (lambda p: (p / "x.npz").write_bytes(b"junk") and p / "x.npz", "", "not a readable NPZ"),
+    ],
+)
+def test_bad_score_files_name_file_and_field(tmp_path, make, field, words):
+    path = make(tmp_path)
+    with pytest.raises(EvidenceError) as exc:
+        read_scores(path)
+    assert exc.value.field == field and words in exc.value.message and str(path) in str(exc.value)
+
+
+def test_row_cap_is_checked_before_loading(tmp_path):
+    path = _parquet(tmp_path / "x.parquet", np.arange(11.0), [True] * 5 + [False] * 6)
+    with pytest.raises(EvidenceError, match="11 scores, more than the 10 allowed"):
+        read_scores(path, max_scores=10)
+    np.savez(tmp_path / "x.npz", member_scores=np.zeros(6), non_member_scores=np.ones(6))
+    with pytest.raises(EvidenceError, match="12 scores"):
+        read_scores(tmp_path / "x.npz", max_scores=10)
+
+
+def test_manifest_scores_path_must_stay_in_the_manifest_folder(tmp_path):
+    reg = _scores_registry(tmp_path)
+    (reg / "v1.yaml").write_text(MANIFEST.format(version=1, scores="../outside.npz"))
+    with pytest.raises(ManifestError) as exc:
+        load_manifest_file(reg / "v1.yaml")
+    assert exc.value.field == "evidence.scores" and "outside the manifest's folder" in exc.value.message
+    (reg / "v1.yaml").write_text(MANIFEST.format(version=1, scores="scores/none.npz"))
+    with pytest.raises(ManifestError, match="no such file"):
+        load_manifest_file(reg / "v1.yaml")
+    (reg / "v1.yaml").write_text(MANIFEST.format(version=1, scores="scores/v1.txt"))
+    with pytest.raises(ManifestError, match="evidence.scores"):
+        load_manifest_file(reg / "v1.yaml")
+
+
+def test_evidence_does_not_change_the_audit_key(tmp_path):
+    from tasks.audit import audit_key
+
+    reg = _scores_registry(tmp_path)
+    (with_ev,) = load_manifest_file(reg / "v1.yaml")
+    (reg / "plain.yaml").write_text(MANIFEST.format(version=1, scores="x").split("evidence:")[0])
+    (plain,) = load_manifest_file(reg / "plain.yaml")
+    assert audit_key(with_ev) == audit_key(plain)
+
+
+def test_family_confidence_is_bonferroni():
+    assert family_confidence(0.95, 0.05, 1) == 0.95
+    assert family_confidence(0.95, 0.05, 5) == pytest.approx(0.99)
+    assert family_confidence(0.999, 0.05, 5) == 0.999
+
+
+# -- through the audit flow ---------------------------------------------------------------------------------------
+@pytest.mark.usefixtures("prefect_server")
+def test_audit_flags_the_violation_and_recomputes_nothing(tmp_path):
+    from flows.privacy_audit import privacy_audit
+
+    reg = _scores_registry(tmp_path)
+    kw = dict(registry=str(reg), lake=str(tmp_path / "lake"), report=str(tmp_path / "r.duckdb"))
+    s1 = privacy_audit(**kw)
+    assert s1.failed == {} and s1.evidence_checked == ["canary:1", "canary:2"]
+    assert len(s1.evidence_violations) == 1 and s1.evidence_violations[0].startswith("canary:2: canary scores give")
+    files = {p: p.stat().st_mtime_ns for p in (tmp_path / "lake" / "registry" / "evidence").rglob("*.parquet")}
+    assert len(files) == 2
+
+    _, rows = query_report(
+        tmp_path / "r.duckdb",
+        "SELECT version, verdict, confidence, family_level, family_size, n_members, n_non_members, mu_lower, "
+        "certified_mu, detectable_mu, tightness, strongest_fpr, synthetic, method FROM evidence ORDER BY version",
+    )
+    (v1, v2) = rows
+    assert v1[1] == "consistent" and v2[1] == "violates_claim"
+    for r in rows:
+        assert r[2] == pytest.approx(0.975) and r[3] == 0.05 and r[4] == 2  # Bonferroni over the two versions
+        assert r[5] == r[6] == 20_000 and r[12] is True
+    assert v2[7] > v2[8] and v2[10] > 1 and 0 < v1[7] < v1[8]
+    _, mp = query_report(
+        tmp_path / "r.duckdb",
+        "SELECT version, evidence_verdict, evidence_mu_lower, evidence_confidence, evidence_synthetic "
+        "FROM model_privacy ORDER BY version",
+    )
+    assert [(r[0], r[1]) for r in mp] == [(1, "consistent"), (2, "violates_claim")]
+    assert mp[1][2] == v2[7] and mp[1][3] == pytest.approx(0.975) and mp[1][4] is True
+
+    md = (Path(s1.cards_dir) / "canary" / "v2" / "card.md").read_text()
+    assert "## Evidence (SYNTHETIC scores" in md and "VIOLATES THE CLAIM" in md
+    assert "can only flag a model whose true mu exceeds" in md
+    md1 = (Path(s1.cards_dir) / "canary" / "v1" / "card.md").read_text()
+    assert "no evidence of a violation, which is not proof of privacy" in md1
+
+    s2 = privacy_audit(**kw)  # same scores, same declaration: nothing recomputed or rewritten
+    assert s2.computed == [] and s2.cards_written == [] and s2.evidence_violations == s1.evidence_violations
+    assert {p: p.stat().st_mtime_ns for p in files} == files
+    assert len(list((tmp_path / "lake" / "registry" / "evidence").rglob("*.parquet"))) == 2
+
+    # a bad scores file fails that version's evidence only, naming the file and field; nothing written for it
+    np.savez(reg / "scores" / "v2.npz", member_scores=np.array([1.0, np.nan]), non_member_scores=np.zeros(3))
+    s3 = privacy_audit(**kw)
+    (msg,) = s3.failed.values()
+    assert "v2.npz: member_scores: 1 value(s) are NaN" in msg and s3.evidence_checked == ["canary:1"]
+    assert len(list((tmp_path / "lake" / "registry" / "evidence").rglob("*.parquet"))) == 2
