@@ -43,6 +43,19 @@ from gdpcore.events import (
     dp_event_to_json,
     from_dp_event,
 )
+from gdpcore.evidence import (
+    EvidenceCheck,
+    OneRunEvidence,
+    RegistryAudit,
+    ScoreEvidence,
+    audit_registry,
+    check_evidence,
+    detectable_mu,
+    evidence_from_scores,
+    one_run_epsilon_lower,
+    one_run_evidence,
+    registry_confidence,
+)
 from gdpcore.fast_pld import subsampled_gaussian_loss_pmf
 from gdpcore.gdpt import bracket_mu, get_delta_from_epsilon_delta, identify_gdp, implies
 from gdpcore.grid import analyze_grid
@@ -151,4 +164,15 @@ __all__ = [
     "is_at_least_as_private",
     "mechanism_from_dict",
     "subsampled_gaussian_loss_pmf",
+    "EvidenceCheck",
+    "OneRunEvidence",
+    "RegistryAudit",
+    "ScoreEvidence",
+    "audit_registry",
+    "check_evidence",
+    "detectable_mu",
+    "evidence_from_scores",
+    "one_run_epsilon_lower",
+    "one_run_evidence",
+    "registry_confidence",
 ]

@@ -1,0 +1,587 @@
+"""Audit evidence: attack results on canaries turned into *proven lower bounds*, held against certified upper bounds.
+
+Pure numerics (no file I/O). Three sources of evidence and one verdict:
+
+* :func:`evidence_from_scores` - attack scores on canaries that were trained on (members) and not (non-members),
+  higher = more likely member, one canary per independent training run. Output: the empirical trade-off region
+  (per threshold a Clopper-Pearson *upper* bound on the FPR and *lower* bound on the TPR, simultaneously valid at
+  the stated confidence), the mu-GDP lower bound, epsilon lower bounds at any delta, and the power of an audit of
+  this size (:meth:`ScoreEvidence.detectable_mu`).
+* :func:`one_run_epsilon_lower` - many canaries in *one* training run (Steinke, Nasr & Jagielski 2023, "Privacy
+  Auditing with One (1) Training Run", Theorem 3.1 for delta = 0 and its approximate-DP extension, Theorem 5.2 /
+  Proposition 5.7 there): an epsilon lower bound at delta from (canaries m, guesses r, correct v).
+* :func:`check_evidence` - the verdict against a declared mechanism's certified (pessimistic) curve:
+  ``violates_claim`` iff some empirical point lies strictly above the certified ROC.
+* :func:`audit_registry` / :func:`registry_confidence` - N versions audited with a family-wise error rate <= alpha
+  (Bonferroni: each version at confidence 1 - alpha / N).
+
+Coverage method of :func:`evidence_from_scores` (order-statistic thresholds, exact Beta / Clopper-Pearson, Bonferroni
+over 2K intervals). Proof sketch:
+
+1. Thresholds are order statistics of the non-member scores at a set of K ranks fixed by ``n_non_members`` alone
+   (:func:`threshold_ranks`: geometric in the number ``k`` of non-members above the threshold, 1, 2, 4, ... up to
+   n/2, mirrored towards n), never by the data. The test at threshold t says "member" iff score > t (strict).
+2. FPR. Let F be the non-member CDF and t = X_(r) the r-th smallest of the n non-member scores (k = n - r). For any
+   F (ties and atoms included) F(X) stochastically dominates U(0, 1) and F is non-decreasing, so
+   F(X_(r)) >=_st U_(r) ~ Beta(r, n - r + 1), hence FPR(t) = 1 - F(t) <=_st Beta(k + 1, n - k). Its (1 - a)
+   quantile is therefore an upper confidence bound on FPR(t) at level a; it equals the one-sided Clopper-Pearson
+   upper bound for k successes in n trials. Ties make it conservative, never invalid.
+3. TPR. Member scores are independent of the non-member scores (separate runs), so given t the number of members
+   with score > t is Binomial(n_members, TPR(t)); the Clopper-Pearson lower bound at level a is valid conditionally,
+   hence unconditionally.
+4. Bonferroni: a = (1 - confidence) / (2K) for each of the 2K intervals, so with probability >= confidence every
+   true point (FPR(t_j), TPR(t_j)) has FPR <= FPR_hi_j and TPR >= TPR_lo_j. Every true point lies on or below the
+   mechanism's ROC (post-processing), and every DP statement is monotone in (FPR, TPR), so each bound below holds
+   simultaneously at the stated confidence:
+
+   - mu-GDP implies TPR <= Phi(Phi^-1(FPR) + mu), so mu >= Phi^-1(TPR_lo) - Phi^-1(FPR_hi) at every threshold;
+     ``mu_lower`` is the max over thresholds (and >= 0).
+   - (eps, delta)-DP implies TPR <= e^eps FPR + delta and 1 - FPR <= e^eps (1 - TPR) + delta, so
+     eps >= max(log((TPR_lo - delta) / FPR_hi), log((1 - delta - FPR_hi) / (1 - TPR_lo))); max over thresholds,
+     >= 0.
+
+Why this and not all n thresholds with a Bonferroni split over n (jax_privacy's ``Bonferroni()`` strategy) or a
+held-out split: the data-independent ranks cost log(2K) ~ log(4 log2 n) in the quantile instead of log n, and keep
+every score (a split spends half of them on choosing one threshold). K grows with the sample size (two thresholds per
+doubling of n) but not with the data. The mirror side of the curve (thresholds at member order statistics) is not
+added: the ranks already reach FPR near 1 where the FNR is small, and for the symmetric curves of add/remove
+accounting it carries the same information at twice the Bonferroni cost.
+
+Threat models are attached to every result (``threat_model``): see :data:`THREAT_MODEL_INDEPENDENT` and
+:data:`THREAT_MODEL_ONE_RUN`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import optimize, special
+
+__all__ = [
+    "THREAT_MODEL_INDEPENDENT",
+    "THREAT_MODEL_ONE_RUN",
+    "EvidenceCheck",
+    "OneRunEvidence",
+    "RegistryAudit",
+    "ScoreEvidence",
+    "audit_registry",
+    "check_evidence",
+    "detectable_mu",
+    "evidence_from_scores",
+    "one_run_epsilon_lower",
+    "one_run_evidence",
+    "registry_confidence",
+    "threshold_ranks",
+]
+
+THREAT_MODEL_INDEPENDENT = (
+    "Each score comes from its own training run with one canary, included (member) or not (non-member), and the runs "
+    "are independent; the attack (scoring function) was fixed before the scores were seen. Under this model the "
+    "member scores are i.i.d. and independent of the i.i.d. non-member scores, which makes the Clopper-Pearson "
+    "intervals valid. Many canaries scored from ONE training run are not independent trials: use the one-run "
+    "analysis (one_run_epsilon_lower) for them."
+)
+THREAT_MODEL_ONE_RUN = (
+    "One training run with m canaries, each included independently with probability 1/2 by a fair coin the attacker "
+    "does not see; the attacker makes r guesses (membership or non-membership) after seeing the output and v of them "
+    "are correct. Valid for any (eps, delta)-DP training algorithm under add/remove of one canary (Steinke, Nasr & "
+    "Jagielski 2023, Theorem 3.1 and Section 5); it bounds (eps, delta), not the full trade-off curve."
+)
+CONSISTENT_TEXT = (
+    "consistent: no empirical point lies above the certified (pessimistic) ROC of the declared mechanism at this "
+    "confidence. This is no evidence of a violation; it is not a proof of privacy (a weak attack or a small audit "
+    "finds nothing)."
+)
+VIOLATION_TEXT = (
+    "violates_claim: at the stated confidence some empirical point (FPR upper bound, TPR lower bound) lies strictly "
+    "above the certified (pessimistic) ROC of the declared mechanism: the mechanism as run is less private than "
+    "declared (or the threat model of the evidence does not hold)."
+)
+_METHOD_SCORES = "order-statistic thresholds; exact Beta (Clopper-Pearson) intervals; Bonferroni over 2K intervals"
+_METHOD_ONE_RUN = "one-run audit (Steinke, Nasr & Jagielski 2023, Thm 3.1 / Sec. 5)"
+_MU_MAX = 40.0
+
+
+# -- validation --------------------------------------------------------------------------------------------------------
+def _scores(name: str, values: Any) -> np.ndarray:
+    if isinstance(values, (str, bytes)):
+        raise ValueError(f"{name} must be a sequence of finite numbers, got {values!r}")
+    try:
+        arr = np.asarray(values)
+    except Exception as exc:  # ragged nested sequences and the like
+        raise ValueError(f"{name} must be a sequence of finite numbers, got {values!r}") from exc
+    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise ValueError(f"{name} must be a sequence of finite numbers, got dtype {arr.dtype} ({_short(values)})")
+    arr = np.ravel(arr).astype(np.float64)
+    if np.ndim(values) > 1 and np.shape(values)[0] != arr.size:
+        raise ValueError(f"{name} must be one-dimensional, got shape {np.shape(values)}")
+    if arr.size == 0:
+        raise ValueError(f"{name} must not be empty, got {_short(values)}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name} must be finite, got {arr[i]!r} at index {i}")
+    return arr
+
+
+def _short(values: Any) -> str:
+    text = repr(values)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _confidence(value: Any) -> float:
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise ValueError(f"confidence must be a real number in (0, 1), got {value!r}")
+    out = float(value)
+    if not (0.0 < out < 1.0):
+        raise ValueError(f"confidence must be in (0, 1), got {value!r}")
+    return out
+
+
+def _delta(value: Any, *, allow_zero: bool = True) -> float:
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise ValueError(f"delta must be a real number in [0, 1), got {value!r}")
+    out = float(value)
+    low_ok = out >= 0.0 if allow_zero else out > 0.0
+    if not (low_ok and out < 1.0):
+        raise ValueError(f"delta must be in {'[' if allow_zero else '('}0, 1), got {value!r}")
+    return out
+
+
+def _count(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+    out = int(value)
+    if out < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return out
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+# -- thresholds and intervals ------------------------------------------------------------------------------------------
+def threshold_ranks(n_non_members: int) -> np.ndarray:
+    """The data-independent numbers k of non-members strictly above each threshold (sorted, distinct, in [0, n-1]).
+
+    k = 1, 2, 4, ... while k <= n / 2, then n - 1 - k for the same k (thresholds towards FPR 1, where the FNR is
+    small), plus k = 0 (the largest non-member score). K is about 2 log2(n): it grows with the sample size only.
+    """
+    n = _count("n_non_members", n_non_members, 1)
+    ks = [0]
+    k = 1
+    while k <= n / 2:
+        ks.append(k)
+        k *= 2
+    low = np.array(ks, dtype=np.int64)
+    out = np.unique(np.concatenate([low, n - 1 - low]))
+    return out[(out >= 0) & (out <= n - 1)]
+
+
+def _fpr_upper(k: np.ndarray, n: int, a: float) -> np.ndarray:
+    """Upper (1 - a) bound on 1 - F(X_(n-k)): the (1 - a) quantile of Beta(k + 1, n - k)."""
+    return special.betaincinv(k + 1.0, n - k, 1.0 - a)
+
+
+def _tpr_lower(tp: np.ndarray, n: int, a: float) -> np.ndarray:
+    """One-sided Clopper-Pearson lower bound at level a for tp successes of n (0 where tp = 0); tp may be real."""
+    tp = np.asarray(tp, dtype=float)
+    out = np.zeros_like(tp)
+    pos = tp > 0
+    out[pos] = special.betaincinv(tp[pos], n - tp[pos] + 1.0, a)
+    return out
+
+
+def _mu_points(fpr_hi: np.ndarray, tpr_lo: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mu = special.ndtri(tpr_lo) - special.ndtri(fpr_hi)
+    return np.where(np.isnan(mu), -np.inf, mu)
+
+
+def _epsilon_points(fpr_hi: np.ndarray, tpr_lo: np.ndarray, delta: float) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        upper = np.where(tpr_lo > delta, np.log(np.maximum(tpr_lo - delta, 0.0)) - np.log(fpr_hi), -np.inf)
+        tnr_lo = 1.0 - delta - fpr_hi
+        lower = np.where(tnr_lo > 0, np.log(np.maximum(tnr_lo, 0.0)) - np.log1p(-tpr_lo), -np.inf)
+    out = np.maximum(upper, lower)
+    return np.where(np.isnan(out), -np.inf, out)
+
+
+# -- evidence from scores ----------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class ScoreEvidence:
+    """Lower bounds from attack scores (:func:`evidence_from_scores`); every bound is a *lower* bound on the privacy
+    loss of the audited mechanism, simultaneously valid at ``confidence`` under ``threat_model``.
+
+    ``thresholds[j]``, ``fpr_upper[j]``, ``tpr_lower[j]``: the empirical trade-off region (test "score >
+    thresholds[j]"); ``fpr_upper`` are upper and ``tpr_lower`` lower confidence bounds.
+    """
+
+    mu_lower: float
+    confidence: float
+    method: str
+    n_members: int
+    n_non_members: int
+    thresholds: np.ndarray = dataclasses.field(repr=False)
+    fpr_upper: np.ndarray = dataclasses.field(repr=False)
+    tpr_lower: np.ndarray = dataclasses.field(repr=False)
+    alpha_per_interval: float
+    threat_model: str = dataclasses.field(default=THREAT_MODEL_INDEPENDENT, repr=False)
+    bound: str = "lower"
+
+    @property
+    def mu_lower_fpr(self) -> float | None:
+        """The FPR upper bound at the threshold giving ``mu_lower`` (None when mu_lower = 0 from no threshold)."""
+        mu = _mu_points(self.fpr_upper, self.tpr_lower)
+        j = int(np.argmax(mu))
+        return float(self.fpr_upper[j]) if mu[j] > 0 else None
+
+    def epsilon_lower(self, delta: float) -> float:
+        """Largest eps such that, at ``confidence``, the mechanism is not (eps', delta)-DP for any eps' < eps; >= 0."""
+        d = _delta(delta)
+        eps = _epsilon_points(self.fpr_upper, self.tpr_lower, d)
+        return max(0.0, float(np.max(eps))) if eps.size else 0.0
+
+    def detectable_mu(self, claim: float = 0.0) -> float:
+        """Power of an audit of this size: the smallest true mu whose *median* mu_lower (Gaussian scores N(mu, 1) vs
+        N(0, 1), expected counts) exceeds ``claim`` (:func:`detectable_mu`)."""
+        return detectable_mu(
+            n_members=self.n_members, n_non_members=self.n_non_members, confidence=self.confidence, claim=claim
+        )
+
+    def to_dict(self, *, deltas: Sequence[float] = (1e-5,)) -> dict[str, Any]:
+        """JSON-ready (no NaN or inf: None instead)."""
+        return {
+            "bound": self.bound,
+            "method": self.method,
+            "confidence": self.confidence,
+            "n_members": self.n_members,
+            "n_non_members": self.n_non_members,
+            "alpha_per_interval": self.alpha_per_interval,
+            "mu": {"value": self.mu_lower, "bound": "lower", "at_fpr": self.mu_lower_fpr},
+            "epsilon": [{"delta": float(d), "value": self.epsilon_lower(d), "bound": "lower"} for d in deltas],
+            "tradeoff_region": [
+                {"threshold": float(t), "fpr": float(f), "fpr_bound": "upper", "tpr": float(p), "tpr_bound": "lower"}
+                for t, f, p in zip(self.thresholds, self.fpr_upper, self.tpr_lower, strict=True)
+            ],
+            "threat_model": self.threat_model,
+        }
+
+
+def evidence_from_scores(member_scores: Any, non_member_scores: Any, *, confidence: float = 0.95) -> ScoreEvidence:
+    """Lower bounds (mu-GDP, eps at any delta, the empirical trade-off region) from membership scores of canaries.
+
+    Args:
+        member_scores: scores of canaries that were trained on; higher = more likely member.
+        non_member_scores: scores of canaries that were not.
+        confidence: simultaneous coverage of every reported bound (default 0.95).
+
+    The coverage method and its proof are in the module docstring; the threat model is in the result.
+    """
+    conf = _confidence(confidence)
+    members = _scores("member_scores", member_scores)
+    non = _scores("non_member_scores", non_member_scores)
+    n1, n0 = members.size, non.size
+    ks = threshold_ranks(n0)
+    a = (1.0 - conf) / (2 * ks.size)
+    order = n0 - 1 - ks  # 0-based index of the threshold in ascending order
+    thresholds = np.partition(non, order)[order] if n0 > 1 else non.copy()
+    members_sorted = np.sort(members)
+    tp = n1 - np.searchsorted(members_sorted, thresholds, side="right")  # members strictly above
+    fpr_hi = _fpr_upper(ks.astype(float), n0, a)
+    tpr_lo = _tpr_lower(tp.astype(float), n1, a)
+    mu = _mu_points(fpr_hi, tpr_lo)
+    mu_lower = max(0.0, float(np.max(mu)))
+    return ScoreEvidence(
+        mu_lower=mu_lower,
+        confidence=conf,
+        method=_METHOD_SCORES,
+        n_members=n1,
+        n_non_members=n0,
+        thresholds=thresholds,
+        fpr_upper=fpr_hi,
+        tpr_lower=tpr_lo,
+        alpha_per_interval=a,
+    )
+
+
+def _expected_mu_lower(mu: float, n1: int, n0: int, conf: float) -> float:
+    ks = threshold_ranks(n0).astype(float)
+    a = (1.0 - conf) / (2 * ks.size)
+    fpr_med = special.betaincinv(ks + 1.0, n0 - ks, 0.5)  # median true FPR at the order-statistic threshold
+    tp = n1 * special.ndtr(mu + special.ndtri(fpr_med))
+    return float(np.max(_mu_points(_fpr_upper(ks, n0, a), _tpr_lower(tp, n1, a))))
+
+
+def detectable_mu(*, n_members: int, n_non_members: int, confidence: float = 0.95, claim: float = 0.0) -> float:
+    """The smallest true mu that an audit of these sizes flags (median mu_lower > ``claim``), deterministically.
+
+    Model: Gaussian scores N(mu, 1) (members) vs N(0, 1) (non-members), the optimal attack for a mu-GDP mechanism.
+    The median of each order-statistic FPR and the expected member counts are plugged into the bounds of
+    :func:`evidence_from_scores`; the result is the mu at which that plug-in mu_lower equals ``claim``. "An audit of
+    this size can only flag a model whose true mu exceeds this."
+    """
+    n1 = _count("n_members", n_members, 1)
+    n0 = _count("n_non_members", n_non_members, 1)
+    conf = _confidence(confidence)
+    c = float(claim)
+    if not math.isfinite(c) or c < 0:
+        raise ValueError(f"claim must be a finite number >= 0, got {claim!r}")
+
+    def gap(mu: float) -> float:
+        return _expected_mu_lower(mu, n1, n0, conf) - c
+
+    if gap(_MU_MAX) <= 0:
+        return math.inf
+    if gap(c) > 0:
+        return c
+    return float(optimize.brentq(gap, c, _MU_MAX, xtol=1e-6))
+
+
+# -- one-run audit -----------------------------------------------------------------------------------------------------
+def _one_run_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
+    """Steinke, Nasr & Jagielski 2023: if the training algorithm is (eps, delta)-DP, P[W >= v] is at most
+    f(v) + 2 m delta max_{1<=i<=v} (f(v - i) - f(v)) / i, with f(u) = P[Binomial(r, e^eps / (1 + e^eps)) >= u]
+    (Theorem 3.1 for delta = 0; the delta term is their Section 5 extension). For i beyond the binomial's lower
+    tail the maximand is bounded by (1 - f(v)) / i0 (f <= 1), which can only raise the p-value (conservative)."""
+    p = special.expit(eps)
+    f_v = float(special.bdtrc(v - 1, r, p)) if v > 0 else 1.0
+    if delta == 0.0 or v == 0:
+        return min(1.0, f_v)
+    sd = math.sqrt(r * p * (1 - p))
+    u_low = max(0, math.floor(r * p - 40.0 * sd - 40.0))  # f(u) = 1 - (< 1e-300) below u_low
+    i0 = max(1, v - u_low)
+    i = np.arange(1, min(v, i0) + 1)
+    u = v - i - 1  # f(v - i) = P[X > v - i - 1]; 1 where v - i - 1 < 0
+    f_u = np.where(u >= 0, special.bdtrc(np.maximum(u, 0), r, p), 1.0)
+    term = float(np.max((f_u - f_v) / i))
+    if i0 < v:
+        term = max(term, (1.0 - f_v) / (i0 + 1))
+    return min(1.0, f_v + 2.0 * m * delta * term)
+
+
+def one_run_epsilon_lower(
+    *, canaries: int, guesses: int, correct: int, delta: float, confidence: float = 0.95
+) -> float:
+    """Epsilon lower bound at ``delta`` from a one-run audit: m ``canaries`` (each included w.p. 1/2), r ``guesses``,
+    v ``correct`` (Steinke, Nasr & Jagielski 2023). At ``confidence`` the training algorithm is not
+    (eps, delta)-DP for any eps below the returned value (0 when nothing is shown).
+
+    Valid although eps is searched: the rejection sets {W >= v} at each eps are upper sets in W, so the union over
+    eps >= eps_true is one such set whose probability the theorem bounds at some eps >= eps_true.
+    """
+    m = _count("canaries", canaries, 1)
+    r = _count("guesses", guesses, 0)
+    v = _count("correct", correct, 0)
+    if r > m:
+        raise ValueError(f"guesses must be <= canaries ({m}), got {guesses!r}")
+    if v > r:
+        raise ValueError(f"correct must be <= guesses ({r}), got {correct!r}")
+    d = _delta(delta)
+    conf = _confidence(confidence)
+    beta = 1.0 - conf
+    if v == 0:
+        return 0.0
+    # delta = 0 in closed form: f(v) = I_p(v, r - v + 1) <= beta  <=>  p <= betaincinv(v, r - v + 1, beta).
+    p0 = float(special.betaincinv(v, r - v + 1.0, beta))
+    eps0 = float(special.logit(p0)) if p0 < 1 else math.inf
+    if eps0 <= 0:
+        return 0.0
+    if d == 0.0:
+        return eps0
+    if _one_run_p_value(m, r, v, 0.0, d) > beta:
+        return 0.0
+    lo, hi = 0.0, eps0  # the delta term only raises the p-value, so eps_lower(delta) <= eps_lower(0)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if _one_run_p_value(m, r, v, mid, d) <= beta:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-9:
+            break
+    return lo
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class OneRunEvidence:
+    """A one-run audit's epsilon lower bound with its inputs (:func:`one_run_evidence`)."""
+
+    epsilon_lower: float
+    delta: float
+    canaries: int
+    guesses: int
+    correct: int
+    confidence: float
+    method: str = _METHOD_ONE_RUN
+    threat_model: str = dataclasses.field(default=THREAT_MODEL_ONE_RUN, repr=False)
+    bound: str = "lower"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bound": self.bound,
+            "method": self.method,
+            "confidence": self.confidence,
+            "canaries": self.canaries,
+            "guesses": self.guesses,
+            "correct": self.correct,
+            "epsilon": {"delta": self.delta, "value": _finite_or_none(self.epsilon_lower), "bound": "lower"},
+            "threat_model": self.threat_model,
+        }
+
+
+def one_run_evidence(
+    *, canaries: int, guesses: int, correct: int, delta: float, confidence: float = 0.95
+) -> OneRunEvidence:
+    """:func:`one_run_epsilon_lower` as a labelled, JSON-ready result."""
+    eps = one_run_epsilon_lower(canaries=canaries, guesses=guesses, correct=correct, delta=delta, confidence=confidence)
+    return OneRunEvidence(
+        epsilon_lower=eps,
+        delta=float(delta),
+        canaries=int(canaries),
+        guesses=int(guesses),
+        correct=int(correct),
+        confidence=float(confidence),
+    )
+
+
+# -- verdicts ----------------------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class EvidenceCheck:
+    """Evidence held against a declared mechanism's certified curve (:func:`check_evidence`)."""
+
+    verdict: str
+    tightness: float | None
+    """mu_lower / certified mu (the audit's lower bound over the accountant's upper bound); None if mu is 0 or inf."""
+    mu_lower: float
+    certified_mu: float
+    strongest_fpr: float
+    """FPR upper bound of the point closest to (or furthest above) the certified ROC: where the evidence is
+    strongest."""
+    margin: float
+    """max over points of TPR_lo - certified TPR(FPR_hi): > 0 iff ``violates_claim``."""
+    confidence: float
+    method: str
+    n_members: int
+    n_non_members: int
+    explanation: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "tightness": None if self.tightness is None else _finite_or_none(self.tightness),
+            "mu_lower": {"value": self.mu_lower, "bound": "lower"},
+            "certified_mu": {"value": _finite_or_none(self.certified_mu), "bound": "upper"},
+            "strongest_fpr": _finite_or_none(self.strongest_fpr),
+            "margin": _finite_or_none(self.margin),
+            "confidence": self.confidence,
+            "method": self.method,
+            "n_members": self.n_members,
+            "n_non_members": self.n_non_members,
+            "explanation": self.explanation,
+        }
+
+
+def _as_report(mechanism_or_report: Any) -> Any:
+    from gdpcore.mechanisms import Mechanism
+    from gdpcore.report import PrivacyReport, analyze
+
+    if isinstance(mechanism_or_report, PrivacyReport):
+        return mechanism_or_report
+    if isinstance(mechanism_or_report, Mechanism):
+        return analyze(mechanism_or_report)
+    raise ValueError(f"mechanism_or_report must be a gdpcore Mechanism or PrivacyReport, got {mechanism_or_report!r}")
+
+
+def check_evidence(mechanism_or_report: Any, evidence: ScoreEvidence) -> EvidenceCheck:
+    """Verdict of score evidence against the declared mechanism's certified *upper* (pessimistic) ROC.
+
+    ``violates_claim`` iff some empirical point (FPR upper bound, TPR lower bound) lies strictly above
+    ``report.tpr(fpr)`` (the highest TPR the accountant certifies at that FPR). If the claim holds, every true point
+    lies on or below that curve, and with probability >= ``evidence.confidence`` every empirical point lies below a
+    true one: the false-alarm probability is at most 1 - confidence. ``consistent`` is no evidence of a violation,
+    not a proof of privacy.
+    """
+    if not isinstance(evidence, ScoreEvidence):
+        raise ValueError(f"evidence must be a ScoreEvidence (from evidence_from_scores), got {evidence!r}")
+    report = _as_report(mechanism_or_report)
+    certified = np.asarray(report.tpr(np.clip(evidence.fpr_upper, 1e-300, 1.0 - 1e-16)), dtype=float)
+    margins = evidence.tpr_lower - certified
+    j = int(np.argmax(margins))
+    margin = float(margins[j])
+    violates = margin > 0.0
+    mu_cert = float(report.mu)
+    tight = evidence.mu_lower / mu_cert if (mu_cert > 0 and math.isfinite(mu_cert)) else None
+    return EvidenceCheck(
+        verdict="violates_claim" if violates else "consistent",
+        tightness=tight,
+        mu_lower=evidence.mu_lower,
+        certified_mu=mu_cert,
+        strongest_fpr=float(evidence.fpr_upper[j]),
+        margin=margin,
+        confidence=evidence.confidence,
+        method=evidence.method,
+        n_members=evidence.n_members,
+        n_non_members=evidence.n_non_members,
+        explanation=VIOLATION_TEXT if violates else CONSISTENT_TEXT,
+    )
+
+
+# -- registry (family-wise) --------------------------------------------------------------------------------------------
+def registry_confidence(n_versions: int, alpha: float = 0.05) -> float:
+    """Per-version confidence 1 - alpha / N (Bonferroni) so that auditing N versions raises a false
+    ``violates_claim`` on any of them with probability <= alpha (union bound; any dependence between versions)."""
+    n = _count("n_versions", n_versions, 1)
+    a = 1.0 - _confidence(1.0 - float(alpha)) if isinstance(alpha, numbers.Real) else None
+    if a is None:
+        raise ValueError(f"alpha must be a real number in (0, 1), got {alpha!r}")
+    return 1.0 - a / n
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RegistryAudit:
+    """Verdicts of N versions at family-wise error rate ``alpha`` (:func:`audit_registry`)."""
+
+    alpha: float
+    per_version_confidence: float
+    checks: tuple[EvidenceCheck, ...]
+    method: str = "Bonferroni: each version audited at confidence 1 - alpha / N"
+
+    @property
+    def verdicts(self) -> tuple[str, ...]:
+        return tuple(c.verdict for c in self.checks)
+
+    @property
+    def any_violation(self) -> bool:
+        """True iff some version ``violates_claim``; under all-consistent claims this has probability <= alpha."""
+        return any(v == "violates_claim" for v in self.verdicts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "alpha": self.alpha,
+            "per_version_confidence": self.per_version_confidence,
+            "method": self.method,
+            "any_violation": self.any_violation,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+
+def audit_registry(versions: Sequence[tuple[Any, Any, Any]], *, alpha: float = 0.05) -> RegistryAudit:
+    """Audit N versions ``(mechanism_or_report, member_scores, non_member_scores)`` with family-wise error <= alpha.
+
+    Bonferroni (each version at confidence 1 - alpha / N). Holm's step-down would need a p-value per version;
+    with one verdict per version at a fixed confidence, Bonferroni is the valid choice.
+    """
+    items = list(versions)
+    conf = registry_confidence(len(items), alpha)
+    checks = tuple(check_evidence(mech, evidence_from_scores(mem, non, confidence=conf)) for mech, mem, non in items)
+    return RegistryAudit(alpha=float(alpha), per_version_confidence=conf, checks=checks)
