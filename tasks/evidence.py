@@ -20,8 +20,8 @@ versions with evidence is audited at confidence ``max(declared, 1 - level / N)``
 *any* version whose claim holds is flagged is at most the level. Adding or removing a version with evidence changes
 N and therefore recomputes the (cheap) evidence rows, never the accounting.
 
-The numerics are gdpcore's (``gdpcore.evidence_from_scores``, ``gdpcore.check_evidence``); until those exist in the
-imported gdpcore a provisional stand-in (:mod:`tasks._evidence_numerics`) is used.
+The numerics are gdpcore's (:mod:`gdpcore.evidence`: ``evidence_from_scores``, ``check_evidence``,
+``one_run_epsilon_lower``, ``registry_confidence``); this module only reads files, keys, stores and publishes.
 """
 
 from __future__ import annotations
@@ -217,58 +217,41 @@ def read_scores(path: str | Path, *, max_scores: int | None = None) -> Scores:
     return Scores(member=member, non_member=non, sha256=file_sha256(path), path=str(path))
 
 
-# -- numerics (gdpcore's, else the provisional stand-in) ------------------------------------------------------------
-def numerics() -> Any:
-    """gdpcore when it has the evidence functions (branch h5), else :mod:`tasks._evidence_numerics`."""
+# -- numerics: gdpcore.evidence ------------------------------------------------------------------------------------
+def certified_report(audit_row: dict[str, Any]) -> Any:
+    """The audit's certified report again (same mechanism, discretisation and alpha_min as the stored row), for
+    :func:`gdpcore.check_evidence`: deterministic, so it is the curve the audit row and card show."""
     import gdpcore
 
-    if hasattr(gdpcore, "evidence_from_scores") and hasattr(gdpcore, "check_evidence"):
-        return gdpcore
-    from tasks import _evidence_numerics
-
-    return _evidence_numerics
-
-
-class RowReport:
-    """The certified curve of an audit row, as the report-like object the evidence check reads: TPR upper bound at
-    any FPR (the stored pessimistic curve, stepped up to the next grid FPR; the mu-GDP curve where mu certifies it)."""
-
-    def __init__(self, row: dict[str, Any]):
-        self.mu = float(row["mu"])
-        self.mu_cutoff = float(row.get("mu_cutoff") or 0.0)
-        self._fpr = np.asarray(row["curve_fpr"], dtype=float)
-        self._tpr = 1.0 - np.asarray(row["curve_fnr"], dtype=float)
-        self._tpr = np.maximum.accumulate(self._tpr)
-
-    def tpr(self, fpr: float) -> float:
-        from scipy.stats import norm
-
-        i = int(np.searchsorted(self._fpr, fpr, side="left"))
-        step = 1.0 if i >= len(self._fpr) else float(self._tpr[i])
-        if fpr >= self.mu_cutoff and 0 < fpr < 1:
-            step = min(step, float(norm.sf(norm.isf(fpr) - self.mu)))
-        return step
+    mech = gdpcore.mechanism_from_dict(json.loads(audit_row["mechanism_json"]))
+    return gdpcore.analyze(mech, discretization=audit_row["discretization"], alpha_min=audit_row["alpha_min"])
 
 
 def family_confidence(declared: float, level: float, n: int) -> float:
-    """Per-version confidence under Bonferroni over ``n`` versions at audit-wide level ``level`` (never below the
-    declared confidence)."""
+    """Per-version confidence under Bonferroni over ``n`` versions at audit-wide level ``level``
+    (:func:`gdpcore.registry_confidence`), never below the declared confidence."""
+    import gdpcore
+
     if not 0 < level < 1:
         raise ValueError(f"evidence level must be in (0, 1), got {level}")
-    return max(float(declared), 1.0 - level / max(n, 1))
+    return max(float(declared), gdpcore.registry_confidence(max(n, 1), level))
 
 
 def evidence_key(manifest: Any, scores_sha256: str, confidence: float, family_level: float) -> str:
-    one_run = manifest.evidence.one_run.model_dump_json() if manifest.evidence.one_run else ""
-    parts = ("evidence", scores_sha256, manifest.spec_hash(), repr(float(confidence)), repr(float(family_level)))
-    parts += (
+    ev = manifest.evidence
+    parts = [
+        "evidence",
+        scores_sha256,
+        manifest.spec_hash(),
+        repr(float(confidence)),
+        repr(float(family_level)),
         code_version(),
         EVIDENCE_FORMAT,
-        one_run,
-        manifest.evidence.threat_model,
-        str(manifest.evidence.synthetic),
-    )
-    parts += (manifest.evidence.description,)
+        ev.one_run.model_dump_json() if ev.one_run else "",
+        ev.threat_model,
+        str(ev.synthetic),
+        ev.description,
+    ]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
@@ -291,27 +274,34 @@ def _f(x: Any) -> float | None:
     return None if math.isnan(x) else x
 
 
-def _get(obj: Any, *names: str, default: Any = None) -> Any:
-    for n in names:
-        if hasattr(obj, n):
-            v = getattr(obj, n)
-            return v() if callable(v) and n in ("detectable_mu",) else v
-    return default
-
-
 def evaluate(
-    scores: Scores, audit_row: dict[str, Any], *, confidence: float, one_run: Any = None, delta: float | None = None
+    scores: Scores,
+    audit_row: dict[str, Any],
+    *,
+    confidence: float,
+    one_run: Any = None,
+    delta: float | None = None,
+    report: Any = None,
 ) -> dict[str, Any]:
-    """Evidence numbers of ``scores`` against an audit row's certified curve (no I/O): the row's numeric columns."""
-    num = numerics()
-    ev = num.evidence_from_scores(scores.member, scores.non_member, confidence=confidence)
-    check = num.check_evidence(RowReport(audit_row), ev)
+    """Evidence numbers of ``scores`` against an audit row's certified curve (no I/O): the row's numeric columns.
+    ``report``: the certified report if at hand (else re-derived from the row: :func:`certified_report`)."""
+    import gdpcore
+
+    ev = gdpcore.evidence_from_scores(scores.member, scores.non_member, confidence=confidence)
+    check = gdpcore.check_evidence(report if report is not None else certified_report(audit_row), ev)
     eps_deltas = [float(d) for d in audit_row["eps_deltas"]]
-    d = ev.to_dict()
+    cert = float(check.certified_mu)
+    detect = ev.detectable_mu(claim=cert) if math.isfinite(cert) else math.inf
+    # The empirical points (test "score > threshold"); each box spans point -> (FPR upper, TPR lower) bound corner.
+    thr = np.asarray(ev.thresholds, dtype=float)
+    fpr_emp = (len(scores.non_member) - np.searchsorted(np.sort(scores.non_member), thr, side="right")) / len(
+        scores.non_member
+    )
+    tpr_emp = (len(scores.member) - np.searchsorted(np.sort(scores.member), thr, side="right")) / len(scores.member)
     one = None
     if one_run is not None:
         one = float(
-            num.one_run_epsilon_lower(
+            gdpcore.one_run_epsilon_lower(
                 canaries=one_run.canaries,
                 guesses=one_run.guesses,
                 correct=one_run.correct,
@@ -325,21 +315,23 @@ def evaluate(
         "n_members": int(ev.n_members),
         "n_non_members": int(ev.n_non_members),
         "mu_lower": float(ev.mu_lower),
-        "certified_mu": float(audit_row["mu"]),
+        "certified_mu": cert,
         "eps_deltas": eps_deltas,
         "epsilon_lower": [float(ev.epsilon_lower(x)) for x in eps_deltas],
-        "detectable_mu": _f(_get(check, "detectable_mu", default=_get(ev, "detectable_mu"))),
+        "detectable_mu": _f(detect) if math.isfinite(detect) else None,
         "verdict": str(check.verdict),
         "tightness": _f(check.tightness),
-        "strongest_fpr": _f(_get(check, "strongest_fpr", "fpr_strongest", "strongest_at_fpr")),
+        "strongest_fpr": _f(check.strongest_fpr),
         "one_run_epsilon_lower": one,
-        "points_fpr": [float(x) for x in d.get("fpr", [])],
-        "points_tpr": [float(x) for x in d.get("tpr", [])],
-        "box_fpr_lo": [float(x) for x in d.get("fpr_lo", [])],
-        "box_fpr_hi": [float(x) for x in d.get("fpr_hi", [])],
-        "box_tpr_lo": [float(x) for x in d.get("tpr_lo", [])],
-        "box_tpr_hi": [float(x) for x in d.get("tpr_hi", [])],
-        "evidence_json": json.dumps(d, sort_keys=True, default=str, allow_nan=True),
+        "points_fpr": fpr_emp.tolist(),
+        "points_tpr": tpr_emp.tolist(),
+        "box_fpr_lo": fpr_emp.tolist(),
+        "box_fpr_hi": [float(x) for x in ev.fpr_upper],
+        "box_tpr_lo": [float(x) for x in ev.tpr_lower],
+        "box_tpr_hi": tpr_emp.tolist(),
+        "evidence_json": json.dumps(
+            {"evidence": ev.to_dict(deltas=eps_deltas), "check": check.to_dict()}, sort_keys=True, allow_nan=False
+        ),
     }
 
 
@@ -471,7 +463,7 @@ def audit_evidence(
     out = EvidenceResult()
     todo = [m for m in manifests if getattr(m, "evidence", None) is not None and m.key in rows]
     n = len(todo)
-    pending = {}
+    pending: dict[str, Any] = {}
     for m in todo:
         conf = family_confidence(m.evidence.confidence, family_level, n)
         try:

@@ -20,7 +20,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
 __all__ = ["DEFAULT_THREAT_MODEL", "EvidenceSpec", "OneRunSpec", "SCORE_SUFFIXES", "resolve_scores_path"]
 

@@ -82,7 +82,8 @@ EVIDENCE_COLUMNS: list[str] = (
 EVIDENCE_DOCS: dict[str, str] = {
     "evidence_key": "hash of the scores file's content, the declared mechanism's spec, the confidence, the "
     "family-wise level and the code version: identifies an evidence audit",
-    "method": "how the lower bound was computed (e.g. threshold-cp: Clopper-Pearson boxes at fixed order statistics)",
+    "method": "how the lower bounds were computed (gdpcore.evidence: order-statistic thresholds, exact "
+    "Clopper-Pearson intervals, Bonferroni over the thresholds)",
     "confidence": "confidence at which mu_lower and epsilon_lower hold (after family-wise correction)",
     "declared_confidence": "the confidence the manifest asked for",
     "family_level": "audit-wide false-alarm level (probability that any consistent version is flagged)",

@@ -49,7 +49,9 @@ def test_reads_parquet_csv_and_npz_alike(tmp_path):
     rng = np.random.default_rng(0)
     s, m = rng.normal(size=100), rng.random(100) < 0.5
     a = read_scores(_parquet(tmp_path / "s.parquet", s, m))
-    (tmp_path / "s.csv").write_text("score,is_member\n" + "".join(f"{float(x)!r},{int(y)}\n" for x, y in zip(s, m)))
+    (tmp_path / "s.csv").write_text(
+        "score,is_member\n" + "".join(f"{float(x)!r},{int(y)}\n" for x, y in zip(s, m, strict=True))
+    )
     b = read_scores(tmp_path / "s.csv")
     np.savez(tmp_path / "s.npz", member_scores=s[m], non_member_scores=s[~m])
     c = read_scores(tmp_path / "s.npz")
@@ -66,8 +68,16 @@ def test_reads_parquet_csv_and_npz_alike(tmp_path):
         (lambda p: _parquet(p / "x.parquet", [1.0, 2.0], [True, True]), "is_member", "one class only"),
         (lambda p: _parquet(p / "x.parquet", ["a", "b"], [True, False]), "score", "numeric"),
         (lambda p: _parquet(p / "x.parquet", [1.0, 2.0], [2, 0]), "is_member", "0/1"),
-        (lambda p: pq.write_table(pa.table({"score": [1.0]}), p / "x.parquet") or p / "x.parquet", "is_member", "missing"),
-        (lambda p: _parquet(p / "x.parquet", pa.array([], pa.float64()), pa.array([], pa.bool_())), "score", "no scores"),
+        (
+            lambda p: pq.write_table(pa.table({"score": [1.0]}), p / "x.parquet") or p / "x.parquet",
+            "is_member",
+            "missing",
+        ),
+        (
+            lambda p: _parquet(p / "x.parquet", pa.array([], pa.float64()), pa.array([], pa.bool_())),
+            "score",
+            "no scores",
+        ),
         (lambda p: (p / "x.csv").write_text("score,is_member\n1.0,1\n,0\n") and p / "x.csv", "score", "empty value"),
         (lambda p: np.savez(p / "x.npz", member_scores=[1.0]) or p / "x.npz", "non_member_scores", "missing array"),
         (
