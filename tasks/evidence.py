@@ -321,7 +321,9 @@ def evaluate(
         "detectable_mu": _f(detect) if math.isfinite(detect) else None,
         "verdict": str(check.verdict),
         "tightness": _f(check.tightness),
-        "strongest_fpr": _f(check.strongest_fpr),
+        # A violation: where the point lies furthest above the certified curve. Consistent: where mu_lower is attained
+        # (gdpcore's smallest-margin point then sits at FPR ~ 1, where every curve meets the diagonal's end).
+        "strongest_fpr": _f(check.strongest_fpr if check.verdict == "violates_claim" else ev.mu_lower_fpr),
         "one_run_epsilon_lower": one,
         "points_fpr": fpr_emp.tolist(),
         "points_tpr": tpr_emp.tolist(),

@@ -117,7 +117,9 @@ def add_evidence_panel(fig: Any, row: dict[str, Any]) -> None:
     pts = [(f, t) for f, t in zip(e["points_fpr"], e["points_tpr"], strict=True) if f > 0 and t > 0]
     if pts:
         ax.plot(*zip(*pts, strict=True), "o", color="C3", ms=3, label="canary attack (points)")
-    ax.plot([], [], "s", color="C3", alpha=0.3, label=f"{100 * e['confidence']:.4g}% boxes")
+    ax.plot(
+        [], [], "s", color="C3", alpha=0.3, label=f"point to its {100 * e['confidence']:.4g}% bounds (FPR up, TPR down)"
+    )
     if e.get("mu_lower", 0) > 0:
         import gdpcore
 

@@ -97,7 +97,8 @@ EVIDENCE_DOCS: dict[str, str] = {
     "detectable_mu": "an audit of this size can only flag a model whose true mu exceeds this (Gaussian scores)",
     "verdict": "consistent (no evidence of a violation, not proof of privacy) or violates_claim",
     "tightness": "mu_lower / certified_mu (1: the certified bound is attained by the attack)",
-    "strongest_fpr": "FPR of the empirical point where the evidence is strongest (NULL: none above chance)",
+    "strongest_fpr": "FPR (upper bound) where the evidence is strongest: furthest above the certified curve for a "
+    "violation, else where mu_lower is attained (NULL: no point above chance)",
     "one_run_epsilon_lower": "epsilon lower bound of the one-run audit at the declared delta (NULL: none declared)",
     "threat_model": "what the attacker saw (manifest evidence.threat_model)",
     "synthetic": "true when the scores are simulated, not measured on a trained model",

@@ -183,3 +183,36 @@ def test_audit_flags_the_violation_and_recomputes_nothing(tmp_path):
     (msg,) = s3.failed.values()
     assert "v2.npz: member_scores: 1 value(s) are NaN" in msg and s3.evidence_checked == ["canary:1"]
     assert len(list((tmp_path / "lake" / "registry" / "evidence").rglob("*.parquet"))) == 2
+
+
+# -- CLI ------------------------------------------------------------------------------------------------------------
+KIND = ["subsampled_gaussian", "--noise-multiplier", "1", "--sampling-rate", "0.02", "--steps", "100"]
+
+
+def test_cli_verdicts_and_labels(capsys):
+    from flows.cli import main
+
+    assert main(["evidence", "--scores", str(EVIDENCE_DIR / "canary-mlp-v2.npz"), *KIND]) == 3
+    out = capsys.readouterr().out
+    assert "mu lower bound (from the scores, 95% confidence)" in out and "mu upper bound (certified" in out
+    assert "method: order-statistic" in out and out.rstrip().endswith("allows") and "VIOLATES THE CLAIM" in out
+    assert main(["evidence", "--scores", str(EVIDENCE_DIR / "canary-mlp-v1.npz"), "--json", *KIND]) == 0
+    import json
+
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "consistent" and data["mu_lower_bound"] == "lower" and data["confidence"] == 0.95
+
+
+def test_cli_bad_files_exit_2_naming_file_and_field(tmp_path, capsys):
+    from flows.cli import main
+
+    bad = _parquet(tmp_path / "bad.parquet", [1.0, float("nan")], [True, False])
+    assert main(["evidence", "--scores", str(bad), *KIND]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"gdp evidence: error: {bad}: score: 1 value(s) are NaN or infinite (first at index 1)"]
+    assert main(["evidence", "--scores", str(tmp_path / "none.npz"), *KIND]) == 2
+    assert "none.npz: no such file" in capsys.readouterr().err
+    assert main(["evidence", *KIND]) == 2
+    assert "--scores FILE is required" in capsys.readouterr().err
+    assert main(["evidence", "--scores", str(bad), "--confidence", "1.5", *KIND]) == 2
+    assert "--confidence" in capsys.readouterr().err
