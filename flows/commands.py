@@ -473,7 +473,7 @@ def _audit(args: argparse.Namespace) -> int:
     _print_flags(s)
     if args.mlflow_uri:
         print(f"MLflow: tagged {len(s.mlflow_tagged)}, not registered: {', '.join(s.mlflow_missing) or 'none'}")
-    print(f"report: {s.report}   (views: models, model_privacy, model_comparisons)\ncards: {s.cards_dir}")
+    print(f"report: {s.report}   (views: models, model_privacy, model_comparisons, evidence)\ncards: {s.cards_dir}")
     return 1 if s.failed else 0
 
 
@@ -491,6 +491,7 @@ def _run_audit(args: argparse.Namespace, **source: Any) -> Any:
         allow_empty=args.allow_empty,
         report_uri=args.report_uri,
         progress=not args.no_progress,
+        evidence_level=getattr(args, "evidence_level", 0.05),  # hook (tasks.evidence)
     )
 
 
@@ -536,7 +537,7 @@ def _audit_mlflow(args: argparse.Namespace) -> int:
         print(f"  not auditable {key}: {why}")
     _print_flags(s)
     print(f"MLflow: {s.mlflow_tags_written} tag value(s) written on {len(s.mlflow_tagged)} audited version(s)")
-    print(f"report: {s.report}   (views: models, model_privacy, model_comparisons)\ncards: {s.cards_dir}")
+    print(f"report: {s.report}   (views: models, model_privacy, model_comparisons, evidence)\ncards: {s.cards_dir}")
     return 1 if s.failed else 0
 
 
@@ -564,6 +565,9 @@ def _card(args: argparse.Namespace) -> int:
     m, v, key = rows[0]
     lake = report.resolve().parent / lake_rows[0][0]  # relative to the report's folder (absolute in old reports)
     row = read_audit(audit_path(lake, m, v, key))
+    from tasks.evidence import attach_from_report  # hook (tasks.evidence): the card's Evidence section
+
+    row = attach_from_report(row, report, lake)
     uri = args.report_uri or os.environ.get("GDP_REPORT_URI") or None  # never a local path by default
     if args.hf_readme:
         print(merge_into_readme(args.hf_readme, row, report_uri=uri))
@@ -686,6 +690,13 @@ def _register() -> None:
             help="accept a registry with no valid model version (removes its models from the report)",
         )
         p.add_argument("--report-uri", help=_REPORT_URI_HELP)
+        p.add_argument(  # hook (tasks.evidence): family-wise level of the evidence checks
+            "--evidence-level",
+            type=float,
+            default=0.05,
+            help="audit-wide false-alarm level of the evidence checks: each of the N versions with canary scores is "
+            "checked at confidence 1 - level/N (Bonferroni; default 0.05)",
+        )
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.add_argument("-v", "--verbose", action="store_true", help="show Prefect's INFO logs")
         _add_store_args(p)

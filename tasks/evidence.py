@@ -61,6 +61,7 @@ __all__ = [
     "evidence_path",
     "evidence_snapshot_digest",
     "add_evidence_views",
+    "attach_from_report",
     "family_confidence",
     "read_scores",
 ]
@@ -505,6 +506,23 @@ def _make_task() -> Any:
 
 
 evidence_task = _make_task()
+
+
+def attach_from_report(row: dict[str, Any], report: str | Path, lake: str | Path) -> dict[str, Any]:
+    """``row`` (an audit row) with the evidence row the report's ``evidence`` view names for it (``gdp card``)."""
+    from tasks.publish import query_report
+
+    q = "SELECT evidence_key FROM evidence WHERE model = '{}' AND version = {} AND audit_key = '{}' LIMIT 1".format(
+        str(row["model"]).replace("'", "''"), int(row["version"]), str(row["audit_key"]).replace("'", "''")
+    )
+    try:
+        _, keys = query_report(report, q)
+    except Exception:  # a report published before the evidence view existed
+        return row
+    if not keys:
+        return row
+    path = evidence_path(Path(lake), row["model"], row["version"], keys[0][0])
+    return {**row, "evidence": read_evidence(path)} if path.exists() else row
 
 
 # -- report views (tasks.audit's registry snapshot) ----------------------------------------------------------------

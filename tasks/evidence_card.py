@@ -35,7 +35,7 @@ def violation_line(key: str, e: dict[str, Any]) -> str:
     """``name:v: mu >= X at C% (method) > certified mu Y`` (audit summary, CLI)."""
     syn = " [synthetic scores]" if e.get("synthetic") else ""
     return (
-        f"{key}: canary scores give mu >= {_g(e['mu_lower'])} at {_conf(e)} confidence ({e['method']}), above the "
+        f"{key}: canary scores give mu >= {_g(e['mu_lower'])} (lower bound, {_conf(e)} confidence), above the "
         f"certified curve of the declared mechanism (mu {_g(e['certified_mu'])}){syn}"
     )
 
