@@ -419,9 +419,9 @@ def _registry_snapshot_id(lake: Path) -> str:
         h.update(hashlib.sha256(path.read_bytes()).digest())
     for path in sorted((lake / "registry" / "comparisons").glob("cmp-*.parquet")):
         h.update(path.name.encode())
-    from tasks.evidence import evidence_snapshot_digest  # hook: evidence keys are part of the snapshot
+    from tasks.evidence import evidence_snapshot_fingerprint  # hook: evidence keys are part of the snapshot
 
-    h.update(evidence_snapshot_digest(lake))
+    h.update(evidence_snapshot_fingerprint(lake))
     return h.hexdigest()[:20]
 
 

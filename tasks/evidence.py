@@ -59,7 +59,7 @@ __all__ = [
     "compute_evidence_row",
     "evidence_key",
     "evidence_path",
-    "evidence_snapshot_digest",
+    "evidence_snapshot_fingerprint",
     "add_evidence_views",
     "attach_from_report",
     "family_confidence",
@@ -526,7 +526,7 @@ def attach_from_report(row: dict[str, Any], report: str | Path, lake: str | Path
 
 
 # -- report views (tasks.audit's registry snapshot) ----------------------------------------------------------------
-def evidence_snapshot_digest(lake: Path) -> bytes:
+def evidence_snapshot_fingerprint(lake: Path) -> bytes:
     """What the registry snapshot's evidence views depend on (the evidence members files' content)."""
     h = hashlib.sha256(b"evidence-views-v1")
     for path in sorted((Path(lake) / "registry" / "evidence_members").glob("registry=*/members.parquet")):
