@@ -4,7 +4,7 @@ Scores: members N(1, 1), non-members N(0, 1), 10^6 each (numpy default_rng(0)). 
 thread pools pinned to 1, median of ``reps``): ``evidence_from_scores`` (thresholds, trade-off region, mu lower
 bound), ``epsilon_lower`` at three deltas, ``detectable_mu`` (power), ``check_evidence`` against an already analysed
 report (the accounting itself is the report's cost, benchmarked elsewhere), and the one-run bound for 2 x 10^6
-canaries with 10^4 guesses (delta 1e-5). Target: each <= 2 s. jax_privacy (the peer) needs jax and is not installed
+canaries with 10^4 guesses (delta 1e-5) and its f-DP (Gaussian) version. Target: each <= 2 s. jax_privacy (the peer) needs jax and is not installed
 in the project environment; its numbers are compared in tests/test_evidence.py (docs/references.md E-1).
 """
 
@@ -39,14 +39,16 @@ def run(*, reps: int = 3) -> str:
     det, t_det = _cpu(lambda: ev.detectable_mu(), reps)
     chk, t_chk = _cpu(lambda: g.check_evidence(report, ev), reps)
     one, t_one = _cpu(lambda: g.one_run_epsilon_lower(canaries=2 * N, guesses=10**4, correct=9000, delta=1e-5), reps)
+    fdp, t_fdp = _cpu(lambda: g.one_run_mu_lower(canaries=2 * N, guesses=10**4, correct=9000), reps)
     rows = [
         ("evidence_from_scores (mu lower bound, trade-off region)", f"mu_lower = {ev.mu_lower:.4f}", t_ev),
         ("epsilon_lower at delta 1e-5, 1e-6, 1e-9", ", ".join(f"{e:.3f}" for e in eps), t_eps),
         ("detectable_mu (claim 0)", f"{det:.5f}", t_det),
         ("check_evidence vs Gaussian(sigma = 1)", f"{chk.verdict}, tightness {chk.tightness:.3f}", t_chk),
         ("one_run_epsilon_lower (m = 2e6, r = 1e4, v = 9000)", f"{one:.4f}", t_one),
+        ("one_run_mu_lower, f-DP one run (same counts)", f"{fdp:.4f}", t_fdp),
     ]
-    total = t_ev + t_eps + t_det + t_chk + t_one
+    total = t_ev + t_eps + t_det + t_chk + t_one + t_fdp
     lines = [
         "## Audit evidence (`gdpcore.evidence`), 10^6 scores per side",
         "",

@@ -45,15 +45,19 @@ from gdpcore.events import (
 )
 from gdpcore.evidence import (
     EvidenceCheck,
+    OneRunCheck,
     OneRunEvidence,
     RegistryAudit,
     ScoreEvidence,
     audit_registry,
     check_evidence,
+    check_one_run,
     detectable_mu,
     evidence_from_scores,
     one_run_epsilon_lower,
     one_run_evidence,
+    one_run_fdp_epsilon_lower,
+    one_run_mu_lower,
     registry_confidence,
 )
 from gdpcore.fast_pld import subsampled_gaussian_loss_pmf
@@ -174,5 +178,9 @@ __all__ = [
     "evidence_from_scores",
     "one_run_epsilon_lower",
     "one_run_evidence",
+    "one_run_fdp_epsilon_lower",
+    "one_run_mu_lower",
+    "OneRunCheck",
+    "check_one_run",
     "registry_confidence",
 ]

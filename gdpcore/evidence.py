@@ -8,8 +8,12 @@ Pure numerics (no file I/O). Three sources of evidence and one verdict:
   the stated confidence), the mu-GDP lower bound, epsilon lower bounds at any delta, and the power of an audit of
   this size (:meth:`ScoreEvidence.detectable_mu`).
 * :func:`one_run_epsilon_lower` - many canaries in *one* training run (Steinke, Nasr & Jagielski 2023, "Privacy
-  Auditing with One (1) Training Run", Theorem 3.1 for delta = 0 and its approximate-DP extension, Theorem 5.2 /
-  Proposition 5.7 there): an epsilon lower bound at delta from (canaries m, guesses r, correct v).
+  Auditing with One (1) Training Run": their main theorem for delta = 0 and its approximate-DP extension, as
+  computed by the paper's own p-value procedure): an epsilon lower bound at delta from (canaries m, guesses r, correct v).
+* :func:`one_run_mu_lower`, :func:`one_run_fdp_epsilon_lower`, :func:`check_one_run` - the f-DP one-run analysis
+  (Mahloujifar, Melis & Chaudhuri 2024, "Auditing f-Differential Privacy in One Run", Algorithm 3, the tail bound
+  with abstentions) evaluated on any trade-off curve: the Gaussian family (mu lower bound), the (eps, delta)-DP curve
+  itself (eps lower bound valid for every (eps, delta)-DP algorithm), or a declared mechanism's certified curve.
 * :func:`check_evidence` - the verdict against a declared mechanism's certified (pessimistic) curve:
   ``violates_claim`` iff some empirical point lies strictly above the certified ROC.
 * :func:`audit_registry` / :func:`registry_confidence` - N versions audited with a family-wise error rate <= alpha
@@ -75,6 +79,10 @@ __all__ = [
     "evidence_from_scores",
     "one_run_epsilon_lower",
     "one_run_evidence",
+    "one_run_fdp_epsilon_lower",
+    "one_run_mu_lower",
+    "OneRunCheck",
+    "check_one_run",
     "registry_confidence",
     "threshold_ranks",
 ]
@@ -90,7 +98,7 @@ THREAT_MODEL_ONE_RUN = (
     "One training run with m canaries, each included independently with probability 1/2 by a fair coin the attacker "
     "does not see; the attacker makes r guesses (membership or non-membership) after seeing the output and v of them "
     "are correct. Valid for any (eps, delta)-DP training algorithm under add/remove of one canary (Steinke, Nasr & "
-    "Jagielski 2023, Theorem 3.1 and Section 5); it bounds (eps, delta), not the full trade-off curve."
+    "Jagielski 2023, main theorem and its approximate-DP extension); it bounds (eps, delta), not the full trade-off curve."
 )
 CONSISTENT_TEXT = (
     "consistent: no empirical point lies above the certified (pessimistic) ROC of the declared mechanism at this "
@@ -103,7 +111,7 @@ VIOLATION_TEXT = (
     "declared (or the threat model of the evidence does not hold)."
 )
 _METHOD_SCORES = "order-statistic thresholds; exact Beta (Clopper-Pearson) intervals; Bonferroni over 2K intervals"
-_METHOD_ONE_RUN = "one-run audit (Steinke, Nasr & Jagielski 2023, Thm 3.1 / Sec. 5)"
+_METHOD_ONE_RUN = "one-run audit (Steinke, Nasr & Jagielski 2023, with delta)"
 _MU_MAX = 40.0
 
 
@@ -117,9 +125,9 @@ def _scores(name: str, values: Any) -> np.ndarray:
         raise ValueError(f"{name} must be a sequence of finite numbers, got {values!r}") from exc
     if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
         raise ValueError(f"{name} must be a sequence of finite numbers, got dtype {arr.dtype} ({_short(values)})")
-    arr = np.ravel(arr).astype(np.float64)
-    if np.ndim(values) > 1 and np.shape(values)[0] != arr.size:
-        raise ValueError(f"{name} must be one-dimensional, got shape {np.shape(values)}")
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    arr = arr.astype(np.float64)
     if arr.size == 0:
         raise ValueError(f"{name} must not be empty, got {_short(values)}")
     bad = ~np.isfinite(arr)
@@ -351,7 +359,7 @@ def detectable_mu(*, n_members: int, n_non_members: int, confidence: float = 0.9
 def _one_run_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
     """Steinke, Nasr & Jagielski 2023: if the training algorithm is (eps, delta)-DP, P[W >= v] is at most
     f(v) + 2 m delta max_{1<=i<=v} (f(v - i) - f(v)) / i, with f(u) = P[Binomial(r, e^eps / (1 + e^eps)) >= u]
-    (Theorem 3.1 for delta = 0; the delta term is their Section 5 extension). For i beyond the binomial's lower
+    (their main theorem for delta = 0; the delta term is their approximate-DP extension). For i beyond the binomial's lower
     tail the maximand is bounded by (1 - f(v)) / i0 (f <= 1), which can only raise the p-value (conservative)."""
     p = special.expit(eps)
     f_v = float(special.bdtrc(v - 1, r, p)) if v > 0 else 1.0
@@ -454,6 +462,148 @@ def one_run_evidence(
     )
 
 
+# -- one-run audit of an f-DP curve (Mahloujifar, Melis & Chaudhuri 2024) ----------------------------------------------
+def _fdp_rejects(roc_inverse: Any, m: int, r: int, v: int, beta: float) -> bool:
+    """Mahloujifar, Melis & Chaudhuri 2024, "Auditing f-Differential Privacy in One Run", the tail bound with
+    abstentions (their Algorithm 3): start from the masses a = beta v / m (correct) and b = beta (r - v) / m (wrong)
+    and walk i = v - 1, ..., 0, raising b to at least the least FPR compatible with TPR a under the claimed curve
+    (``roc_inverse``) and moving a by i / (r - i) of the increase; the claim is rejected at level beta iff the final
+    a + b exceeds r / m. ``roc_inverse(x)`` is the inverse ROC, the smallest FPR at which the curve allows TPR x
+    (for a symmetric trade-off curve f, f(1 - x))."""
+    if v == 0 or r == 0:
+        return False
+    a = beta * v / m
+    b = beta * (r - v) / m
+    for i in range(v - 1, -1, -1):
+        b_new = max(b, float(roc_inverse(min(a, 1.0))))
+        if b_new == b:  # neither a nor b can move again
+            break
+        a = min(1.0, a + i / (r - i) * (b_new - b)) if r > i else a
+        b = b_new
+    return a + b > r / m
+
+
+def _one_run_counts(canaries: Any, guesses: Any, correct: Any) -> tuple[int, int, int]:
+    m = _count("canaries", canaries, 1)
+    r = _count("guesses", guesses, 0)
+    v = _count("correct", correct, 0)
+    if r > m:
+        raise ValueError(f"guesses must be <= canaries ({m}), got {guesses!r}")
+    if v > r:
+        raise ValueError(f"correct must be <= guesses ({r}), got {correct!r}")
+    return m, r, v
+
+
+def _gaussian_roc_inverse(mu: float) -> Any:
+    return lambda x: float(special.ndtr(special.ndtri(x) - mu)) if x > 0 else 0.0
+
+
+def one_run_mu_lower(*, canaries: int, guesses: int, correct: int, confidence: float = 0.95) -> float:
+    """mu-GDP lower bound from a one-run audit (f-DP analysis of Mahloujifar et al. 2024 with f = G_mu): the largest
+    mu whose Gaussian trade-off curve the counts reject at ``confidence`` (0 if none). Rejection is monotone in mu
+    (a larger mu allows every TPR at a smaller FPR), so the sup is found by bisection; the union-over-mu argument
+    of :func:`one_run_epsilon_lower` applies."""
+    m, r, v = _one_run_counts(canaries, guesses, correct)
+    beta = 1.0 - _confidence(confidence)
+    if not _fdp_rejects(_gaussian_roc_inverse(0.0), m, r, v, beta):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while _fdp_rejects(_gaussian_roc_inverse(hi), m, r, v, beta):
+        lo, hi = hi, 2 * hi
+        if hi > _MU_MAX:
+            return lo
+    while hi - lo > 1e-7:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _fdp_rejects(_gaussian_roc_inverse(mid), m, r, v, beta) else (lo, mid)
+    return lo
+
+
+def one_run_fdp_epsilon_lower(
+    *, canaries: int, guesses: int, correct: int, delta: float, confidence: float = 0.95
+) -> float:
+    """Epsilon lower bound at ``delta`` from a one-run audit via the f-DP analysis (Mahloujifar et al. 2024) of the
+    (eps, delta)-DP trade-off curve itself, f(a) = max(0, 1 - delta - e^eps a, e^-eps (1 - delta - a)): valid for
+    every (eps, delta)-DP algorithm (jax_privacy's ``epsilon_one_run_fdp`` tests the Gaussian mechanism's curve at
+    (eps, delta) instead, a narrower family)."""
+    m, r, v = _one_run_counts(canaries, guesses, correct)
+    d = _delta(delta)
+    beta = 1.0 - _confidence(confidence)
+
+    def inverse(eps: float) -> Any:
+        e = math.exp(eps)
+        return lambda x: max(0.0, (x - d) / e, 1.0 - d - e * (1.0 - x))
+
+    if not _fdp_rejects(inverse(0.0), m, r, v, beta):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while _fdp_rejects(inverse(hi), m, r, v, beta):
+        lo, hi = hi, 2 * hi
+        if hi > 4 * _MU_MAX:
+            return lo
+    while hi - lo > 1e-7:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _fdp_rejects(inverse(mid), m, r, v, beta) else (lo, mid)
+    return lo
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class OneRunCheck:
+    """A one-run audit held against a declared mechanism's certified curve (:func:`check_one_run`)."""
+
+    verdict: str
+    canaries: int
+    guesses: int
+    correct: int
+    confidence: float
+    mu_lower: float
+    certified_mu: float
+    method: str
+    explanation: str
+    threat_model: str = dataclasses.field(default=THREAT_MODEL_ONE_RUN, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "canaries": self.canaries,
+            "guesses": self.guesses,
+            "correct": self.correct,
+            "confidence": self.confidence,
+            "mu_lower": {"value": self.mu_lower, "bound": "lower"},
+            "certified_mu": {"value": _finite_or_none(self.certified_mu), "bound": "upper"},
+            "method": self.method,
+            "explanation": self.explanation,
+            "threat_model": self.threat_model,
+        }
+
+
+def check_one_run(
+    mechanism_or_report: Any, *, canaries: int, guesses: int, correct: int, confidence: float = 0.95
+) -> OneRunCheck:
+    """Verdict of a one-run audit against the declared mechanism's certified (pessimistic) trade-off curve, with the
+    f-DP one-run analysis of Mahloujifar, Melis & Chaudhuri 2024 evaluated on that curve (not only the Gaussian
+    family). ``violates_claim`` iff the counts reject the certified curve at ``confidence``; if the mechanism
+    satisfies its certified curve this happens with probability <= 1 - confidence."""
+    m, r, v = _one_run_counts(canaries, guesses, correct)
+    conf = _confidence(confidence)
+    report = _as_report(mechanism_or_report)
+
+    def inverse(x: float) -> float:
+        return float(report.fnr(min(max(1.0 - x, 0.0), 1.0)))
+
+    violates = _fdp_rejects(inverse, m, r, v, 1.0 - conf)
+    return OneRunCheck(
+        verdict="violates_claim" if violates else "consistent",
+        canaries=m,
+        guesses=r,
+        correct=v,
+        confidence=conf,
+        mu_lower=one_run_mu_lower(canaries=m, guesses=r, correct=v, confidence=conf),
+        certified_mu=float(report.mu),
+        method="one-run f-DP audit (Mahloujifar, Melis & Chaudhuri 2024) on the certified pessimistic curve",
+        explanation=VIOLATION_TEXT if violates else CONSISTENT_TEXT,
+    )
+
+
 # -- verdicts ----------------------------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True, eq=False)
 class EvidenceCheck:
@@ -541,10 +691,9 @@ def registry_confidence(n_versions: int, alpha: float = 0.05) -> float:
     """Per-version confidence 1 - alpha / N (Bonferroni) so that auditing N versions raises a false
     ``violates_claim`` on any of them with probability <= alpha (union bound; any dependence between versions)."""
     n = _count("n_versions", n_versions, 1)
-    a = 1.0 - _confidence(1.0 - float(alpha)) if isinstance(alpha, numbers.Real) else None
-    if a is None:
+    if not isinstance(alpha, numbers.Real) or isinstance(alpha, bool) or not (0.0 < float(alpha) < 1.0):
         raise ValueError(f"alpha must be a real number in (0, 1), got {alpha!r}")
-    return 1.0 - a / n
+    return 1.0 - float(alpha) / n
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
