@@ -1,0 +1,56 @@
+"""Evidence read from MLflow (tasks.evidence_mlflow): a canary-scores artifact on the model version's source run is
+audited like a manifest's scores file; the version gets privacy.evidence.* tags. SQLite tracking store, no server."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.publish import query_report
+
+from .conftest import MLFLOW_ORM_WARNINGS, SAMPLE_REGISTRY
+
+pytestmark = [pytest.mark.usefixtures("prefect_server"), *MLFLOW_ORM_WARNINGS]
+
+DESC = {
+    "dp.noise_multiplier": "1.0",
+    "dp.sampling_rate": "0.02",
+    "dp.steps": "100",
+    "dp.dataset_size": "60000",
+    "dp.delta": "1e-5",
+}
+
+
+def test_scores_artifact_on_the_source_run_is_audited_and_tagged(tmp_path):
+    pytest.importorskip("mlflow")
+    from mlflow import MlflowClient
+
+    from flows.privacy_audit import privacy_audit
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    exp = client.create_experiment("canaries", artifact_location=(tmp_path / "artifacts").as_uri())
+    client.create_registered_model("canary-mlp")
+    for v in (1, 2):
+        run = client.create_run(exp)
+        for k, val in DESC.items():
+            client.log_param(run.info.run_id, k, val)
+        client.set_tag(run.info.run_id, "dp.evidence.synthetic", "true")
+        src = tmp_path / f"v{v}" / "canary_scores.npz"
+        src.parent.mkdir()
+        src.write_bytes((SAMPLE_REGISTRY / "evidence" / f"canary-mlp-v{v}.npz").read_bytes())
+        client.log_artifact(run.info.run_id, str(src), artifact_path="privacy")
+        client.set_terminated(run.info.run_id)
+        client.create_model_version("canary-mlp", source=run.info.artifact_uri, run_id=run.info.run_id)
+    kw = dict(source="mlflow", mlflow_uri=uri, lake=str(tmp_path / "lake"), report=str(tmp_path / "r.duckdb"))
+    s = privacy_audit(**kw)
+    assert s.failed == {} and s.evidence_checked == ["canary-mlp:1", "canary-mlp:2"]
+    assert len(s.evidence_violations) == 1 and s.evidence_violations[0].startswith("canary-mlp:2: ")
+    _, rows = query_report(tmp_path / "r.duckdb", "SELECT version, verdict, synthetic FROM evidence ORDER BY version")
+    assert rows == [(1, "consistent", True), (2, "violates_claim", True)]
+    tags = client.get_model_version("canary-mlp", "2").tags
+    assert tags["privacy.evidence.verdict"] == "violates_claim" and tags["privacy.evidence.synthetic"] == "true"
+    assert float(tags["privacy.evidence.mu_lower"]) > float(tags["privacy.mu"])
+    assert tags["privacy.evidence.confidence"] == "0.975" and tags["privacy.evidence.method"].startswith("order")
+    s2 = privacy_audit(**kw)  # the same artifacts again: nothing recomputed
+    assert s2.computed == [] and s2.evidence_violations == s.evidence_violations
+    assert len(list((tmp_path / "lake" / "registry" / "evidence").rglob("*.parquet"))) == 2
