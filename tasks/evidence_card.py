@@ -46,6 +46,12 @@ def evidence_stamp(row: dict[str, Any]) -> str:
     return f"evidence-{e['evidence_key']}" if e else ""
 
 
+def _threat_model() -> str:
+    from gdpcore.evidence import THREAT_MODEL_INDEPENDENT
+
+    return THREAT_MODEL_INDEPENDENT
+
+
 def evidence_section(row: dict[str, Any]) -> list[str]:
     """Markdown lines of the card's *Evidence* section ([] when the version has no evidence)."""
     e = row.get("evidence")
@@ -87,6 +93,15 @@ def evidence_section(row: dict[str, Any]) -> list[str]:
         ),
         "- **What this is.** The certified numbers above bound every attack; this section is one attack's measured "
         "success. `consistent` means no evidence of a violation, not proof of privacy.",
+        *(
+            [
+                "- **Against an estimate.** The certified curve of this run is itself only an estimate (see above), so "
+                "the verdict compares the attack with an estimate, not with a proven bound."
+            ]
+            if row.get("estimate_reason")
+            else []
+        ),
+        f"- **Validity.** The lower bounds hold under gdpcore's threat model for score evidence: {_threat_model()}",
         f"- Scores: `{e['scores_file']}` (sha256 {e['scores_sha256'][:16]}...)"
         + (f"; {e['evidence_description']}" if e.get("evidence_description") else ""),
     ]

@@ -135,6 +135,7 @@ def test_family_confidence_is_bonferroni():
 
 
 # -- through the audit flow ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # three audit runs, about 50 s on 2 cores
 @pytest.mark.usefixtures("prefect_server")
 def test_audit_flags_the_violation_and_recomputes_nothing(tmp_path):
     from flows.privacy_audit import privacy_audit
@@ -216,3 +217,25 @@ def test_cli_bad_files_exit_2_naming_file_and_field(tmp_path, capsys):
     assert "--scores FILE is required" in capsys.readouterr().err
     assert main(["evidence", "--scores", str(bad), "--confidence", "1.5", *KIND]) == 2
     assert "--confidence" in capsys.readouterr().err
+
+
+def test_one_run_block_and_estimate_caveat_reach_the_card(tmp_path):
+    import gdpcore
+    from tasks.audit import compute_audit_row
+    from tasks.cards import render_markdown
+    from tasks.evidence import compute_evidence_row
+
+    reg = _scores_registry(tmp_path)
+    text = MANIFEST.format(version=1, scores="scores/v1.npz").replace(
+        "synthetic: true}", "synthetic: true, one_run: {canaries: 1000, guesses: 100, correct: 90}}"
+    )
+    (reg / "v1.yaml").write_text(text + "sampler: shuffle\n")
+    (m,) = load_manifest_file(reg / "v1.yaml")
+    audit = compute_audit_row(m, "t")
+    row = compute_evidence_row(
+        m, audit, read_scores(reg / "scores" / "v1.npz"), confidence=0.95, family_level=0.05, family_size=1, run_id="t"
+    )
+    want = gdpcore.one_run_epsilon_lower(canaries=1000, guesses=100, correct=90, delta=1e-5, confidence=0.95)
+    assert row["one_run_epsilon_lower"] == want > 0
+    md = render_markdown({**audit, "evidence": row})
+    assert "one-run audit" in md and "Against an estimate" in md and "Validity." in md

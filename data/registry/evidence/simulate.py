@@ -7,6 +7,9 @@ strongest possible membership-inference attack on one canary would compute when 
   sampled at rate q, clipped to norm 1) the mixture (1 - q) N(0, sigma^2) + q N(1, sigma^2);
 * a canary's score is the summed log-likelihood ratio sum_t log(1 - q + q exp((2 x_t - 1) / (2 sigma^2))).
 
+Each canary stands for its own training run with one canary (the threat model of gdpcore.evidence_from_scores:
+independent member and non-member scores), which a simulation gives for free.
+
 Both versions declare sigma = 1.0, q = 0.02, T = 100 steps. Version 1's scores come from exactly that mechanism
 (consistent with its claim). Version 2's come from a run whose real sampling rate was 4x the declared one (q = 0.08,
 e.g. a data loader that drew batches four times as large as logged): its canaries leak more than the declared
