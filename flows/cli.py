@@ -575,8 +575,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
 def _register_pipeline_commands() -> None:
     """Pipeline commands register themselves into SUBCOMMANDS from flows/commands.py (imports stay lazy there)."""
-    import flows.commands
-    import flows.evidence_command  # noqa: F401  # hook: gdp evidence (issue "Audits with evidence")
+    import flows.commands  # noqa: F401
+    from flows import evidence_command  # noqa: F401  # hook: gdp evidence (issue "Audits with evidence")
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m flows.cli` (SUBCOMMANDS must live in flows.cli itself)
