@@ -14,6 +14,7 @@ __all__ = [
     "evidence_section",
     "evidence_stamp",
     "evidence_tags",
+    "stale_evidence_tags",
     "violation_line",
 ]
 
@@ -173,3 +174,8 @@ def evidence_tags(row: dict[str, Any]) -> dict[str, str]:
         "privacy.evidence.synthetic": "true" if e.get("synthetic") else "false",
         "privacy.evidence.key": e["evidence_key"],
     }
+
+
+def stale_evidence_tags(existing: dict[str, str], tags: dict[str, str]) -> list[str]:
+    """``privacy.evidence.*`` tags an earlier audit wrote that this one does not (the evidence was removed)."""
+    return sorted(k for k in existing if k.startswith("privacy.evidence.") and k not in tags)

@@ -149,6 +149,8 @@ def publish_to_mlflow(
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise RuntimeError("MLflow is not installed: pip install 'gdp-audit[mlflow]'") from exc
 
+    from tasks.evidence_card import stale_evidence_tags
+
     client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
     out = MlflowPublishResult()
     for name, version, row, card in targets:
@@ -165,6 +167,9 @@ def publish_to_mlflow(
             if existing.get(key) != value[:5000]:
                 client.set_model_version_tag(name, version, key, value[:5000])
                 out.tags_written += 1
+        for key in stale_evidence_tags(existing, tags):  # hook (tasks.evidence_card): evidence removed since
+            client.delete_model_version_tag(name, version, key)
+            out.tags_written += 1
         if card:
             text = merge_description(mv.description, Path(card["markdown"]).read_text(encoding="utf-8"))
             if text != (mv.description or ""):

@@ -9,7 +9,7 @@ from tasks.publish import query_report
 
 from .conftest import MLFLOW_ORM_WARNINGS, SAMPLE_REGISTRY
 
-pytestmark = [pytest.mark.usefixtures("prefect_server"), *MLFLOW_ORM_WARNINGS]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_server"), *MLFLOW_ORM_WARNINGS]  # ~90 s
 
 DESC = {
     "dp.noise_multiplier": "1.0",
@@ -54,3 +54,13 @@ def test_scores_artifact_on_the_source_run_is_audited_and_tagged(tmp_path):
     s2 = privacy_audit(**kw)  # the same artifacts again: nothing recomputed
     assert s2.computed == [] and s2.evidence_violations == s.evidence_violations
     assert len(list((tmp_path / "lake" / "registry" / "evidence").rglob("*.parquet"))) == 2
+    # the artifact removed from v2's run: its privacy.evidence.* tags go with it
+    run_id = client.get_model_version("canary-mlp", "2").run_id
+    import shutil
+    from urllib.parse import urlparse
+
+    shutil.rmtree(urlparse(client.get_run(run_id).info.artifact_uri).path + "/privacy")
+    s3 = privacy_audit(**kw)
+    assert s3.evidence_checked == ["canary-mlp:1"] and s3.evidence_violations == []
+    tags = client.get_model_version("canary-mlp", "2").tags
+    assert not [k for k in tags if k.startswith("privacy.evidence.")] and tags["privacy.status"] == "audited"
