@@ -1,5 +1,6 @@
 """Evidence read from MLflow (tasks.evidence_mlflow): a canary-scores artifact on the model version's source run is
-audited like a manifest's scores file; the version gets privacy.evidence.* tags. SQLite tracking store, no server."""
+audited like a manifest's scores file; the version gets privacy.evidence.* tags (removed with the artifact). Against
+a SQLite tracking store and against a real ``mlflow server`` (tests/registry/test_mlflow_live.py's fixture)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from tasks.publish import query_report
 
 from .conftest import MLFLOW_ORM_WARNINGS, SAMPLE_REGISTRY
+from .test_mlflow_live import mlflow_server  # noqa: F401 - the live `mlflow server` fixture (module-scoped)
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_server"), *MLFLOW_ORM_WARNINGS]  # ~90 s
 
@@ -20,13 +22,20 @@ DESC = {
 }
 
 
-def test_scores_artifact_on_the_source_run_is_audited_and_tagged(tmp_path):
+@pytest.fixture(params=["sqlite", "server"])
+def tracking_uri(request, tmp_path):
     pytest.importorskip("mlflow")
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'mlflow.db'}"
+    return request.getfixturevalue("mlflow_server")
+
+
+def test_scores_artifact_on_the_source_run_is_audited_and_tagged(tracking_uri, tmp_path):
     from mlflow import MlflowClient
 
     from flows.privacy_audit import privacy_audit
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = tracking_uri
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
     exp = client.create_experiment("canaries", artifact_location=(tmp_path / "artifacts").as_uri())
     client.create_registered_model("canary-mlp")
