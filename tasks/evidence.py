@@ -494,7 +494,22 @@ def audit_evidence(
         except Exception as exc:  # one bad scores file fails its own evidence only
             out.failed[f"{k} (evidence)"] = f"{k}: evidence: {exc}"
     write_evidence_members(lake, registry_label, list(out.rows.values()))
+    _log(out)
     return out
+
+
+def _log(out: EvidenceResult) -> None:
+    """Violations and evidence failures as warnings of the running flow (nothing outside a flow run)."""
+    try:
+        from prefect import get_run_logger
+
+        logger = get_run_logger()
+    except Exception:  # not inside a flow or task run
+        return
+    for line in out.violations():
+        logger.warning("evidence of a privacy violation: %s", line)
+    for msg in out.failed.values():
+        logger.warning("evidence not checked: %s", msg)
 
 
 def _make_task() -> Any:
