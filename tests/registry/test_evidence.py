@@ -137,7 +137,7 @@ def test_family_confidence_is_bonferroni():
 # -- through the audit flow ---------------------------------------------------------------------------------------
 @pytest.mark.slow  # three audit runs, about 50 s on 2 cores
 @pytest.mark.usefixtures("prefect_server")
-def test_audit_flags_the_violation_and_recomputes_nothing(tmp_path):
+def test_audit_flags_the_violation_and_recomputes_nothing(tmp_path, capsys):
     from flows.privacy_audit import privacy_audit
 
     reg = _scores_registry(tmp_path)
@@ -172,6 +172,11 @@ def test_audit_flags_the_violation_and_recomputes_nothing(tmp_path):
     assert "can only flag a model whose true mu exceeds" in md
     md1 = (Path(s1.cards_dir) / "canary" / "v1" / "card.md").read_text()
     assert "no evidence of a violation, which is not proof of privacy" in md1
+
+    from flows.cli import main
+
+    assert main(["card", "canary:2", "--report", str(tmp_path / "r.duckdb")]) == 0  # gdp card shows it too
+    assert "## Evidence (SYNTHETIC scores" in capsys.readouterr().out
 
     s2 = privacy_audit(**kw)  # same scores, same declaration: nothing recomputed or rewritten
     assert s2.computed == [] and s2.cards_written == [] and s2.evidence_violations == s1.evidence_violations
