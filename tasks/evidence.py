@@ -69,7 +69,7 @@ __all__ = [
 MAX_SCORES = int(os.environ.get("GDP_EVIDENCE_MAX_SCORES", str(10**8)))
 """Most scores (members + non-members) one file may hold."""
 DEFAULT_FAMILY_LEVEL = 0.05
-EVIDENCE_FORMAT = "evidence-v1"  # bump when the row's content changes for the same inputs
+EVIDENCE_FORMAT = "evidence-v2"  # bump when the row's content changes for the same inputs
 
 
 class EvidenceError(ValueError):
@@ -220,12 +220,32 @@ def read_scores(path: str | Path, *, max_scores: int | None = None) -> Scores:
 
 # -- numerics: gdpcore.evidence ------------------------------------------------------------------------------------
 def certified_report(audit_row: dict[str, Any]) -> Any:
-    """The audit's certified report again (same mechanism, discretisation and alpha_min as the stored row), for
-    :func:`gdpcore.check_evidence`: deterministic, so it is the curve the audit row and card show."""
+    """The audit's certified report again (same mechanism, discretisation and alpha_min as the stored row): only for
+    rows without a stored curve (:func:`certified_curve` prefers the row's own samples)."""
     import gdpcore
 
     mech = gdpcore.mechanism_from_dict(json.loads(audit_row["mechanism_json"]))
     return gdpcore.analyze(mech, discretization=audit_row["discretization"], alpha_min=audit_row["alpha_min"])
+
+
+def certified_curve(audit_row: dict[str, Any]) -> Any:
+    """What the evidence is held against, without re-running the accountant: the audit row's stored curve
+    (``curve_fpr`` / ``curve_fnr``: ``PrivacyReport.fnr`` of the *pessimistic* curve at fixed FPRs, tasks.audit) with
+    its certified ``mu``, as :class:`gdpcore.evidence.PessimisticCurveSamples`. Between the stored FPRs gdpcore bounds
+    the curve from below by convexity (never the chord, which would understate the certified TPR and could raise
+    false alarms). Rows without a stored curve fall back to :func:`certified_report`."""
+    from gdpcore.evidence import pessimistic_curve_samples
+
+    fpr, fnr = audit_row.get("curve_fpr"), audit_row.get("curve_fnr")
+    if fpr is None or fnr is None or audit_row.get("mu") is None:
+        return certified_report(audit_row)
+    return pessimistic_curve_samples(fpr, fnr, mu=float(audit_row["mu"]))
+
+
+def verdict_basis(audit_row: dict[str, Any]) -> str:
+    """``estimate`` when the audit's curve is itself only an estimate (the row has an ``estimate_reason``, e.g. a
+    shuffled sampler accounted as Poisson), else ``certified``."""
+    return "estimate" if audit_row.get("estimate_reason") else "certified"
 
 
 def family_confidence(declared: float, level: float, n: int) -> float:
@@ -285,11 +305,12 @@ def evaluate(
     report: Any = None,
 ) -> dict[str, Any]:
     """Evidence numbers of ``scores`` against an audit row's certified curve (no I/O): the row's numeric columns.
-    ``report``: the certified report if at hand (else re-derived from the row: :func:`certified_report`)."""
+    ``report``: the certified report if at hand (else the row's stored pessimistic curve: :func:`certified_curve`)."""
     import gdpcore
 
     ev = gdpcore.evidence_from_scores(scores.member, scores.non_member, confidence=confidence)
-    check = gdpcore.check_evidence(report if report is not None else certified_report(audit_row), ev)
+    basis = verdict_basis(audit_row)
+    check = gdpcore.check_evidence(report if report is not None else certified_curve(audit_row), ev, basis=basis)
     eps_deltas = [float(d) for d in audit_row["eps_deltas"]]
     cert = float(check.certified_mu)
     detect = ev.detectable_mu(claim=cert) if math.isfinite(cert) else math.inf
@@ -312,6 +333,7 @@ def evaluate(
         )
     return {
         "method": str(ev.method),
+        "method_id": str(ev.method_id),
         "confidence": float(ev.confidence),
         "n_members": int(ev.n_members),
         "n_non_members": int(ev.n_non_members),
@@ -321,10 +343,11 @@ def evaluate(
         "epsilon_lower": [float(ev.epsilon_lower(x)) for x in eps_deltas],
         "detectable_mu": _f(detect) if math.isfinite(detect) else None,
         "verdict": str(check.verdict),
+        "verdict_basis": basis,
         "tightness": _f(check.tightness),
-        # A violation: where the point lies furthest above the certified curve. Consistent: where mu_lower is attained
-        # (gdpcore's smallest-margin point then sits at FPR ~ 1, where every curve meets the diagonal's end).
-        "strongest_fpr": _f(check.strongest_fpr if check.verdict == "violates_claim" else ev.mu_lower_fpr),
+        # Where the evidence comes closest to (consistent) or goes furthest above (violation) the certified curve, in
+        # probit coordinates (gdpcore EvidenceCheck.strongest_fpr); NULL when no point has TPR_lo > 0.
+        "strongest_fpr": _f(check.strongest_fpr),
         "one_run_epsilon_lower": one,
         "points_fpr": fpr_emp.tolist(),
         "points_tpr": tpr_emp.tolist(),
@@ -563,6 +586,10 @@ def add_evidence_views(con: Any, lake: Path, selects: dict[str, str]) -> dict[st
     rows = [str(p) for p in paths if p.exists()]
     src = f"read_parquet({rows!r}, union_by_name = true)" if rows else "empty_evidence"
     con.execute(f"CREATE TEMP TABLE e AS SELECT * FROM {src}")
+    have = {r[0] for r in con.execute("DESCRIBE e").fetchall()}
+    for name in ("method_id", "verdict_basis"):  # rows written before these columns existed (evidence-v1)
+        if name not in have:
+            con.execute(f"ALTER TABLE e ADD COLUMN {name} VARCHAR")
     current = (
         "SELECT em.registry, e.* FROM em JOIN e ON e.evidence_key = em.evidence_key AND e.model = em.model "
         "AND e.version = em.version JOIN m ON m.registry = em.registry AND m.model = em.model "
@@ -574,7 +601,7 @@ def add_evidence_views(con: Any, lake: Path, selects: dict[str, str]) -> dict[st
     extra = ", ".join(
         f"ev.{src} AS {dst}"
         for src, dst in zip(
-            ("verdict", "mu_lower", "confidence", "method", "tightness", "synthetic"),
+            ("verdict", "mu_lower", "confidence", "method", "tightness", "synthetic", "method_id", "verdict_basis"),
             MODEL_PRIVACY_EVIDENCE_COLUMNS,
             strict=True,
         )

@@ -53,6 +53,12 @@ def _threat_model() -> str:
     return THREAT_MODEL_INDEPENDENT
 
 
+def _basis(row: dict[str, Any]) -> str:
+    """The evidence row's ``verdict_basis`` (rows before it existed: from the audit row's ``estimate_reason``)."""
+    e = row.get("evidence") or {}
+    return str(e.get("verdict_basis") or ("estimate" if row.get("estimate_reason") else "certified"))
+
+
 def evidence_section(row: dict[str, Any]) -> list[str]:
     """Markdown lines of the card's *Evidence* section ([] when the version has no evidence)."""
     e = row.get("evidence")
@@ -70,11 +76,12 @@ def evidence_section(row: dict[str, Any]) -> list[str]:
         f"{_conf(e)} confidence (audit-wide false-alarm level {e['family_level']:g} over {e['family_size']} "
         f"version(s) with evidence, Bonferroni; declared {100 * e['declared_confidence']:.4g}%).",
         "",
-        f"- Verdict: **{_VERDICT_TEXT.get(e['verdict'], e['verdict'])}**.",
+        f"- Verdict: **{_VERDICT_TEXT.get(e['verdict'], e['verdict'])}**"
+        + (" (against an ESTIMATE of the curve, not a certified bound)." if _basis(row) == "estimate" else "."),
         "",
         "| quantity | value | bound |",
         "|---|---|---|",
-        f"| mu from the canary scores | {_g(e['mu_lower'])} | lower ({_conf(e)}, {e['method']}) |",
+        f"| mu from the canary scores | {_g(e['mu_lower'])} | lower ({_conf(e)}, {e.get('method_id') or e['method']}) |",
         f"| certified mu of the declared mechanism | {_g(e['certified_mu'])} | {row['mu_bound']} |",
         f"| tightness (lower / certified mu) | {_g(e['tightness'], 3)} | - |",
         f"| epsilon at delta = {d:.3g} from the canary scores | {_g(eps.get(d))} | lower ({_conf(e)}) |",
@@ -82,7 +89,8 @@ def evidence_section(row: dict[str, Any]) -> list[str]:
     if e.get("one_run_epsilon_lower") is not None:
         lines.append(f"| epsilon at delta = {d:.3g}, one-run audit | {_g(e['one_run_epsilon_lower'])} | lower |")
     if e.get("strongest_fpr") is not None:
-        lines.append(f"| FPR where the evidence is strongest | {e['strongest_fpr']:.2e} | - |")
+        where = "furthest above" if e["verdict"] == "violates_claim" else "closest to"
+        lines.append(f"| FPR where the evidence comes {where} the certified curve | {e['strongest_fpr']:.2e} | - |")
     det = e.get("detectable_mu")
     lines += [
         "",
@@ -99,7 +107,7 @@ def evidence_section(row: dict[str, Any]) -> list[str]:
                 "- **Against an estimate.** The certified curve of this run is itself only an estimate (see above), so "
                 "the verdict compares the attack with an estimate, not with a proven bound."
             ]
-            if row.get("estimate_reason")
+            if _basis(row) == "estimate"
             else []
         ),
         f"- **Validity.** The lower bounds hold under gdpcore's threat model for score evidence: {_threat_model()}",
@@ -171,6 +179,8 @@ def evidence_tags(row: dict[str, Any]) -> dict[str, str]:
         "privacy.evidence.mu_lower.bound": "lower",
         "privacy.evidence.confidence": f"{e['confidence']:.6g}",
         "privacy.evidence.method": str(e["method"]),
+        **({"privacy.evidence.method_id": str(e["method_id"])} if e.get("method_id") else {}),
+        "privacy.evidence.verdict_basis": _basis(row),
         "privacy.evidence.synthetic": "true" if e.get("synthetic") else "false",
         "privacy.evidence.key": e["evidence_key"],
     }

@@ -22,6 +22,7 @@ EVIDENCE_SCHEMA = pa.schema(
         pa.field("evidence_key", pa.string(), nullable=False),
         pa.field("audit_key", pa.string(), nullable=False),
         pa.field("method", pa.string()),
+        pa.field("method_id", pa.string()),
         pa.field("confidence", pa.float64()),
         pa.field("declared_confidence", pa.float64()),
         pa.field("family_level", pa.float64()),
@@ -34,6 +35,7 @@ EVIDENCE_SCHEMA = pa.schema(
         pa.field("epsilon_lower", _LIST),
         pa.field("detectable_mu", pa.float64()),
         pa.field("verdict", pa.string()),
+        pa.field("verdict_basis", pa.string()),
         pa.field("tightness", pa.float64()),
         pa.field("strongest_fpr", pa.float64()),
         pa.field("one_run_epsilon_lower", pa.float64()),
@@ -73,8 +75,8 @@ EVIDENCE_VIEW_COMMENT = (
 
 # Columns of the ``evidence`` view, in order (the lists of points / boxes stay in the lake row, for the card plot).
 EVIDENCE_COLUMNS: list[str] = (
-    "registry model version evidence_key audit_key method confidence declared_confidence family_level family_size "
-    "n_members n_non_members mu_lower certified_mu eps_deltas epsilon_lower detectable_mu verdict tightness "
+    "registry model version evidence_key audit_key method method_id confidence declared_confidence family_level family_size "
+    "n_members n_non_members mu_lower certified_mu eps_deltas epsilon_lower detectable_mu verdict verdict_basis tightness "
     "strongest_fpr one_run_epsilon_lower threat_model synthetic scores_file scores_sha256 evidence_description "
     "gdpcore_version computed_at run_id"
 ).split()
@@ -84,6 +86,7 @@ EVIDENCE_DOCS: dict[str, str] = {
     "family-wise level and the code version: identifies an evidence audit",
     "method": "how the lower bounds were computed (gdpcore.evidence: order-statistic thresholds, exact "
     "Clopper-Pearson intervals, Bonferroni over the thresholds)",
+    "method_id": "short id of the method (cp-orderstat-bonferroni: gdpcore.evidence.evidence_from_scores)",
     "confidence": "confidence at which mu_lower and epsilon_lower hold (after family-wise correction)",
     "declared_confidence": "the confidence the manifest asked for",
     "family_level": "audit-wide false-alarm level (probability that any consistent version is flagged)",
@@ -96,9 +99,12 @@ EVIDENCE_DOCS: dict[str, str] = {
     "epsilon_lower": "lower bound on epsilon at each of eps_deltas",
     "detectable_mu": "an audit of this size can only flag a model whose true mu exceeds this (Gaussian scores)",
     "verdict": "consistent (no evidence of a violation, not proof of privacy) or violates_claim",
+    "verdict_basis": "certified: the verdict is against a proven upper bound on the ROC; estimate: the audit's curve "
+    "is itself only an estimate (estimate_reason, e.g. a shuffled sampler accounted as Poisson), so is the verdict",
     "tightness": "mu_lower / certified_mu (1: the certified bound is attained by the attack)",
-    "strongest_fpr": "FPR (upper bound) where the evidence is strongest: furthest above the certified curve for a "
-    "violation, else where mu_lower is attained (NULL: no point above chance)",
+    "strongest_fpr": "FPR (upper bound) where the evidence comes closest to the certified curve (consistent) or "
+    "furthest above it (violates_claim), measured as Phi^-1(TPR lower bound) - Phi^-1(certified TPR), the mu scale "
+    "(NULL: no point with a positive TPR lower bound)",
     "one_run_epsilon_lower": "epsilon lower bound of the one-run audit at the declared delta (NULL: none declared)",
     "threat_model": "what the attacker saw (manifest evidence.threat_model)",
     "synthetic": "true when the scores are simulated, not measured on a trained model",
@@ -109,7 +115,8 @@ EVIDENCE_DOCS: dict[str, str] = {
 }
 
 MODEL_PRIVACY_EVIDENCE_COLUMNS: list[str] = (
-    "evidence_verdict evidence_mu_lower evidence_confidence evidence_method evidence_tightness evidence_synthetic"
+    "evidence_verdict evidence_mu_lower evidence_confidence evidence_method evidence_tightness evidence_synthetic "
+    "evidence_method_id evidence_verdict_basis"
 ).split()
 MODEL_PRIVACY_EVIDENCE_DOCS: dict[str, str] = {
     "evidence_verdict": "verdict of the evidence audit (view evidence): consistent / violates_claim; NULL: no evidence",
@@ -118,4 +125,7 @@ MODEL_PRIVACY_EVIDENCE_DOCS: dict[str, str] = {
     "evidence_method": "method of the evidence audit",
     "evidence_tightness": "evidence_mu_lower / mu",
     "evidence_synthetic": "true when the evidence scores are simulated",
+    "evidence_method_id": "short id of evidence_method (e.g. cp-orderstat-bonferroni)",
+    "evidence_verdict_basis": "certified / estimate: whether evidence_verdict is against a proven or an estimated "
+    "curve",
 }

@@ -3,6 +3,7 @@ view and model_privacy columns, the card section, nothing recomputed on a re-run
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -151,19 +152,22 @@ def test_audit_flags_the_violation_and_recomputes_nothing(tmp_path, capsys):
     _, rows = query_report(
         tmp_path / "r.duckdb",
         "SELECT version, verdict, confidence, family_level, family_size, n_members, n_non_members, mu_lower, "
-        "certified_mu, detectable_mu, tightness, strongest_fpr, synthetic, method FROM evidence ORDER BY version",
+        "certified_mu, detectable_mu, tightness, strongest_fpr, synthetic, method, method_id, verdict_basis "
+        "FROM evidence ORDER BY version",
     )
     (v1, v2) = rows
     assert v1[1] == "consistent" and v2[1] == "violates_claim"
     for r in rows:
         assert r[2] == pytest.approx(0.975) and r[3] == 0.05 and r[4] == 2  # Bonferroni over the two versions
         assert r[5] == r[6] == 20_000 and r[12] is True
+        assert r[14] == "cp-orderstat-bonferroni" and r[15] == "certified" and 0 < r[11] < 0.9
     assert v2[7] > v2[8] and v2[10] > 1 and 0 < v1[7] < v1[8]
     _, mp = query_report(
         tmp_path / "r.duckdb",
-        "SELECT version, evidence_verdict, evidence_mu_lower, evidence_confidence, evidence_synthetic "
-        "FROM model_privacy ORDER BY version",
+        "SELECT version, evidence_verdict, evidence_mu_lower, evidence_confidence, evidence_synthetic, "
+        "evidence_method_id, evidence_verdict_basis FROM model_privacy ORDER BY version",
     )
+    assert {(r[5], r[6]) for r in mp} == {("cp-orderstat-bonferroni", "certified")}
     assert [(r[0], r[1]) for r in mp] == [(1, "consistent"), (2, "violates_claim")]
     assert mp[1][2] == v2[7] and mp[1][3] == pytest.approx(0.975) and mp[1][4] is True
 
@@ -203,8 +207,6 @@ def test_cli_verdicts_and_labels(capsys):
     assert "mu lower bound (from the scores, 95% confidence)" in out and "mu upper bound (certified" in out
     assert "method: order-statistic" in out and out.rstrip().endswith("allows") and "VIOLATES THE CLAIM" in out
     assert main(["evidence", "--scores", str(EVIDENCE_DIR / "canary-mlp-v1.npz"), "--json", *KIND]) == 0
-    import json
-
     data = json.loads(capsys.readouterr().out)
     assert data["verdict"] == "consistent" and data["mu_lower_bound"] == "lower" and data["confidence"] == 0.95
 
@@ -244,3 +246,31 @@ def test_one_run_block_and_estimate_caveat_reach_the_card(tmp_path):
     assert row["one_run_epsilon_lower"] == want > 0
     md = render_markdown({**audit, "evidence": row})
     assert "one-run audit" in md and "Against an estimate" in md and "Validity." in md
+    # the verdict stays, flagged as one against an estimate: column, evidence JSON, card verdict line
+    assert audit["estimate_reason"] and row["verdict_basis"] == "estimate" and row["verdict"] == "consistent"
+    assert "ESTIMATE" in json.loads(row["evidence_json"])["check"]["explanation"]
+    assert "(against an ESTIMATE of the curve, not a certified bound)" in md
+
+
+def test_evidence_uses_the_rows_stored_curve_not_a_reanalysis(tmp_path, monkeypatch):
+    """The audit row's stored pessimistic curve (samples, bounded by convexity between them) gives the verdict: no
+    second accountant run, same verdicts as the exact report, certified TPR never below the exact curve's."""
+    import gdpcore
+    from tasks.audit import compute_audit_row
+    from tasks.evidence import certified_report, evaluate
+
+    reg = _scores_registry(tmp_path)
+    for v in (1, 2):
+        (m,) = load_manifest_file(reg / f"v{v}.yaml")
+        audit = compute_audit_row(m, "t")
+        assert audit["estimate_reason"] is None
+        scores = read_scores(reg / "scores" / f"v{v}.npz")
+        exact = evaluate(scores, audit, confidence=0.95, report=certified_report(audit))
+        with monkeypatch.context() as mp:
+            mp.setattr(gdpcore, "analyze", lambda *a, **k: pytest.fail("re-ran the accountant"))
+            nums = evaluate(scores, audit, confidence=0.95)
+        assert nums["verdict"] == exact["verdict"] == ("consistent" if v == 1 else "violates_claim")
+        assert nums["verdict_basis"] == "certified" and nums["certified_mu"] == audit["mu"]
+        a = json.loads(nums["evidence_json"])["check"]["points"]
+        b = json.loads(exact["evidence_json"])["check"]["points"]
+        assert all(x["certified_tpr"] >= y["certified_tpr"] - 1e-12 for x, y in zip(a, b, strict=True))
