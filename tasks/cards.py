@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from tasks.evidence_card import add_evidence_panel, evidence_section, evidence_stamp  # hook: evidence
+from tasks.evidence_card import add_evidence_panel, evidence_section, evidence_stamp, hf_evidence  # hook: evidence
 from tasks.formatting import format_number
 
 __all__ = [
@@ -217,6 +217,7 @@ def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str
         "audited_at": str(row["audited_at"]),
         **({"published_claim": _hf_claim(row)} if row.get("claimed_epsilon") is not None else {}),
         **({"report": report_uri} if report_uri else {}),
+        **({"evidence": hf_evidence(row)} if row.get("evidence") else {}),  # hook (tasks.evidence_card)
     }
 
 

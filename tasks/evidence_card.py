@@ -186,6 +186,21 @@ def evidence_tags(row: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def hf_evidence(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``evidence`` block of the Hugging Face ``differential_privacy`` record (None without evidence)."""
+    e = row.get("evidence")
+    if not e:
+        return None
+    return {
+        "verdict": e["verdict"],
+        "verdict_basis": _basis(row),
+        "mu_lower": {"value": round(float(e["mu_lower"]), 6), "bound": "lower"},
+        "confidence": float(e["confidence"]),
+        "method_id": str(e.get("method_id") or e["method"]),
+        "synthetic": bool(e.get("synthetic")),
+    }
+
+
 def stale_evidence_tags(existing: dict[str, str], tags: dict[str, str]) -> list[str]:
     """``privacy.evidence.*`` tags an earlier audit wrote that this one does not (the evidence was removed)."""
     return sorted(k for k in existing if k.startswith("privacy.evidence.") and k not in tags)

@@ -274,3 +274,35 @@ def test_evidence_uses_the_rows_stored_curve_not_a_reanalysis(tmp_path, monkeypa
         a = json.loads(nums["evidence_json"])["check"]["points"]
         b = json.loads(exact["evidence_json"])["check"]["points"]
         assert all(x["certified_tpr"] >= y["certified_tpr"] - 1e-12 for x, y in zip(a, b, strict=True))
+
+
+def test_hf_card_and_tags_carry_the_evidence_block(tmp_path):
+    import yaml
+
+    from tasks.audit import compute_audit_row
+    from tasks.cards import hf_card_metadata, hf_record, hf_yaml_block
+    from tasks.evidence import compute_evidence_row
+    from tasks.evidence_card import evidence_tags
+
+    reg = _scores_registry(tmp_path)
+    (m,) = load_manifest_file(reg / "v2.yaml")
+    audit = compute_audit_row(m, "t")
+    ev = compute_evidence_row(
+        m, audit, read_scores(reg / "scores" / "v2.npz"), confidence=0.975, family_level=0.05, family_size=2, run_id="t"
+    )
+    assert "evidence" not in hf_record(audit)  # no evidence, no block
+    row = {**audit, "evidence": ev}
+    block = hf_card_metadata(row)["differential_privacy"]["evidence"]
+    assert block == {
+        "verdict": "violates_claim",
+        "verdict_basis": "certified",
+        "mu_lower": {"value": round(ev["mu_lower"], 6), "bound": "lower"},
+        "confidence": 0.975,
+        "method_id": "cp-orderstat-bonferroni",
+        "synthetic": True,
+    }
+    front = yaml.safe_load(hf_yaml_block(row).split("---")[1])
+    assert front["differential_privacy"]["evidence"]["verdict"] == "violates_claim"
+    tags = evidence_tags(row)
+    assert tags["privacy.evidence.method_id"] == "cp-orderstat-bonferroni"
+    assert tags["privacy.evidence.verdict_basis"] == "certified" and tags["privacy.evidence.method"].startswith("order")

@@ -60,6 +60,7 @@ def test_scores_artifact_on_the_source_run_is_audited_and_tagged(tracking_uri, t
     assert tags["privacy.evidence.verdict"] == "violates_claim" and tags["privacy.evidence.synthetic"] == "true"
     assert float(tags["privacy.evidence.mu_lower"]) > float(tags["privacy.mu"])
     assert tags["privacy.evidence.confidence"] == "0.975" and tags["privacy.evidence.method"].startswith("order")
+    assert tags["privacy.evidence.method_id"] == "cp-orderstat-bonferroni"
     s2 = privacy_audit(**kw)  # the same artifacts again: nothing recomputed
     assert s2.computed == [] and s2.evidence_violations == s.evidence_violations
     assert len(list((tmp_path / "lake" / "registry" / "evidence").rglob("*.parquet"))) == 2
