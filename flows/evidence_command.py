@@ -103,14 +103,15 @@ def _evidence(args: argparse.Namespace) -> int:
     else:
         conf = f"{100 * out['confidence']:.4g}% confidence"
         print(f"scores: {out['scores']} ({out['n_members']:,} members, {out['n_non_members']:,} non-members)")
-        print(f"method: {out['method']}")
+        print(f"method: {out['method']} [{out['method_id']}]")
         print(f"mu lower bound (from the scores, {conf}):     {_g(out['mu_lower'])}")
         print(f"mu upper bound (certified, declared mechanism): {_g(out['certified_mu'])}")
         for d, lo, hi in zip(out["eps_deltas"], out["epsilon_lower"], out["certified_epsilon"], strict=True):
             print(f"epsilon at delta={d:g}: lower bound {_g(lo)} ({conf}), certified upper bound {_g(hi)}")
         print(f"tightness (mu lower / certified mu): {_g(out['tightness'], 3)}")
         if out["strongest_fpr"] is not None:
-            print(f"evidence strongest at FPR <= {out['strongest_fpr']:.2e}")
+            where = "furthest above" if out["verdict"] == "violates_claim" else "closest to"
+            print(f"evidence comes {where} the certified curve at FPR <= {out['strongest_fpr']:.2e}")
         print(f"power: an audit of this size can only flag a model whose true mu exceeds {_g(out['detectable_mu'], 3)}")
         if out["verdict"] == "violates_claim":
             print("verdict: VIOLATES THE CLAIM - the attack does better than the declared mechanism allows")

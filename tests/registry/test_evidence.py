@@ -206,6 +206,7 @@ def test_cli_verdicts_and_labels(capsys):
     out = capsys.readouterr().out
     assert "mu lower bound (from the scores, 95% confidence)" in out and "mu upper bound (certified" in out
     assert "method: order-statistic" in out and out.rstrip().endswith("allows") and "VIOLATES THE CLAIM" in out
+    assert "[cp-orderstat-bonferroni]" in out and "furthest above the certified curve at FPR" in out
     assert main(["evidence", "--scores", str(EVIDENCE_DIR / "canary-mlp-v1.npz"), "--json", *KIND]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["verdict"] == "consistent" and data["mu_lower_bound"] == "lower" and data["confidence"] == 0.95
