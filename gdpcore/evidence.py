@@ -688,7 +688,8 @@ class PessimisticCurveSamples:
 
 def pessimistic_curve_samples(fpr: Any, fnr: Any, *, mu: float) -> PessimisticCurveSamples:
     """:class:`PessimisticCurveSamples` from FPRs (strictly increasing, in [0, 1], at least 2) and the pessimistic
-    curve's FNR at them (in [0, 1], non-increasing, convex: secant slopes non-decreasing up to round-off).
+    curve's FNR at them (in [0, 1], non-increasing, convex: each sample on or below its neighbours' chord, up to
+    1e-9 of round-off).
 
     The caller vouches that the samples are read off a *pessimistic* (lower-bound) curve: an optimistic curve is also
     convex and cannot be told apart, and a verdict against it would be invalid (false alarms)."""
@@ -702,8 +703,10 @@ def pessimistic_curve_samples(fpr: Any, fnr: Any, *, mu: float) -> PessimisticCu
         raise ValueError("curve fpr must be strictly increasing in [0, 1]")
     if np.any(f < 0) or np.any(f > 1) or np.any(np.diff(f) > 1e-12):
         raise ValueError("curve fnr must be non-increasing in [0, 1]")
-    slope = np.diff(f) / np.diff(a)
-    if np.any(np.diff(slope) < -1e-6 * np.maximum(1.0, np.abs(slope[:-1]))):
+    # Convexity: every inner sample on or below the chord of its neighbours, up to round-off of the stored values
+    # (an absolute 1e-9 in FNR: slopes of samples 1e-10 apart carry round-off of ~1e-6, so slopes are not compared).
+    w = (a[1:-1] - a[:-2]) / (a[2:] - a[:-2])
+    if np.any(f[1:-1] > (1 - w) * f[:-2] + w * f[2:] + 1e-9):
         raise ValueError("curve samples are not convex: not read off a trade-off curve")
     m = float(mu)
     if math.isnan(m) or m < 0:

@@ -463,6 +463,8 @@ def test_curve_samples_lower_bound_the_pessimistic_curve_not_the_chord():
     chord = np.interp(x, AUDIT_FPRS, rep.fnr(AUDIT_FPRS))
     assert np.max(chord - exact) > 1e-6  # the chord would claim a smaller certified TPR than proven
     assert np.max(exact - low) < 0.05  # and the bound stays useful
+    tiny = g.analyze(g.Gaussian(noise_multiplier=200.0))  # nearly 1 - alpha: slopes carry round-off, still accepted
+    pessimistic_curve_samples(AUDIT_FPRS, tiny.fnr(AUDIT_FPRS), mu=tiny.mu)
     for bad in (([0.0, 0.5, 1.0], [1.0, 0.9, 0.0]), ([0.0, 0.5, 1.0], [0.5, 0.6, 0.0]), ([0.5, 0.2], [0.1, 0.2])):
         with pytest.raises(ValueError):
             pessimistic_curve_samples(*bad, mu=1.0)
