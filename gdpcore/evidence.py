@@ -132,6 +132,7 @@ ESTIMATE_TEXT = (
     "verdict compares the attack with an estimate, not with a proven bound."
 )
 _MU_MAX = 40.0
+_ROUNDOFF_FNR = 1e-12
 
 
 # -- validation --------------------------------------------------------------------------------------------------------
@@ -655,7 +656,8 @@ class PessimisticCurveSamples:
     lemma): on [a_i, a_i+1], f_p(x) >= the secant through samples i-1, i extended to the right, and >= the secant
     through samples i+1, i+2 extended to the left (which is >= f_p(a_i+1), monotonicity); beyond the last sample,
     >= max(0, the last secant extended). So 1 - fnr_lower is an upper bound on the ROC - looser than the curve itself
-    (less power near a vertex, never a false alarm). Exact at the samples.
+    (less power near a vertex, never a false alarm). Exact at the samples; elsewhere lowered by 1e-12 for the
+    round-off of the extrapolated secants.
     """
 
     fpr: np.ndarray
@@ -682,6 +684,7 @@ class PessimisticCurveSamples:
             # monotonicity: f_p(x) >= f_p(a_i+1)
             ok = i + 1 <= n - 1
             out = np.where(ok, np.maximum(out, f[np.clip(i + 1, 0, n - 1)]), out)
+        out = out - _ROUNDOFF_FNR  # the extrapolated secants' round-off (~1e-16), allowed for in the safe direction
         out = np.where(x == a[np.clip(i, 0, n - 1)], f[np.clip(i, 0, n - 1)], out)  # exact at the samples
         return np.clip(out, 0.0, 1.0)
 
