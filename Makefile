@@ -17,13 +17,16 @@ venv: $(STAMP)
 
 # The main job on embedded defaults (ephemeral Prefect, local lake and DuckDB report): the privacy report of
 # De et al.'s CIFAR-10 WRN-40-4 run, a DP-SGD regret-map sweep published to data/reports/ with a sample query, and
-# the privacy audit of the sample model registry (data/registry/).
+# the privacy audit of the sample model registry (data/registry/), whose synthetic canary-mlp v2 evidence is flagged
+# as a violation (scores simulated from a run with 4x the declared sampling rate: data/registry/evidence/simulate.py).
 demo: $(STAMP)
 	$(VENV)/bin/gdp analyze subsampled_gaussian --noise-multiplier 9.4 --sampling-rate 0.32768 --steps 2000
 	$(VENV)/bin/gdp demo
 	$(VENV)/bin/gdp audit
 	$(VENV)/bin/gdp sql "SELECT version, mu, gdp_regret, claimed_epsilon, claim_reproduced_epsilon AS rdp_epsilon, \
 	  epsilon AS pld_epsilon_upper, claim_certified FROM model_privacy WHERE model = 'cifar10-wrn40-4' ORDER BY version"
+	$(VENV)/bin/gdp sql "SELECT model, version, verdict, round(mu_lower, 3) AS mu_lower_bound, round(certified_mu, 3) \
+	  AS certified_mu, confidence, family_level, round(detectable_mu, 3) AS detectable_mu, synthetic FROM evidence"
 
 # Lint, format and types: ruff over the whole tree, mypy over the pure numerical core.
 check: $(STAMP)

@@ -20,138 +20,19 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import Any
 
 from flows.commands import COMMANDS
+from flows.mechanism_args import (
+    _mechanism_from_args,
+    _mechanism_kinds,
+    _Parser,
+    _probability,
+    _training_run_from_args,
+)
 
 __all__ = ["main"]
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but errors are one line (``gdp CMD: error: ...`` + where to look) and exit 2, like ValueErrors."""
-
-    def error(self, message: str) -> NoReturn:
-        message = message.replace("argument kind: invalid choice", "invalid mechanism kind")
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
-
-
-def _mechanism_kinds() -> dict[str, tuple[str, tuple[Any, ...]]]:
-    """{kind: (summary, declared parameters)} of the flat kinds in gdpcore's kind registry (composed ones come with
-    --spec): options, types, defaults and help all come from the parameter declarations (gdpcore.kinds)."""
-    from gdpcore import kinds
-
-    return {name: (kinds.get(name).summary, kinds.get(name).params) for name in kinds.flat_kinds()}
-
-
-def _probability(name: str, *, open_low: bool = False, open_high: bool = False) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            x = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-        low_ok = x > 0 if open_low else x >= 0
-        high_ok = x < 1 if open_high else x <= 1
-        if not (low_ok and high_ok):
-            lo, hi = "(" if open_low else "[", ")" if open_high else "]"
-            raise argparse.ArgumentTypeError(f"must be in {lo}0, 1{hi}, got {text}")
-        return x
-
-    return parse
-
-
-def _load_spec_text(spec: str) -> Any:
-    """--spec: YAML or JSON text (a mapping) or a file holding one."""
-    import yaml  # TODO: read it with tasks.safe_yaml (the YAML 1.2 loader manifests and specs use)
-
-    text = spec
-    if not spec.lstrip().startswith("{"):
-        try:
-            with open(spec, encoding="utf-8") as fh:
-                text = fh.read()
-        except FileNotFoundError:
-            raise ValueError(f"--spec: no such file {spec!r} (give a file or YAML/JSON text)") from None
-        except OSError as exc:
-            raise ValueError(f"--spec: cannot read {spec!r}: {exc.strerror}") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"--spec is not valid YAML/JSON: {str(exc).splitlines()[0]}") from None
-
-
-_RUN_SOURCES = ("spec", "dp_event", "opacus", "tf_privacy")
-
-
-def _training_run_from_args(args: argparse.Namespace) -> Any:
-    """--dp-event FILE / --opacus FILE / --tf-privacy ...: the training run (gdpcore.adapters.TrainingRun) or None."""
-    from gdpcore import adapters
-
-    given = [s for s in _RUN_SOURCES if getattr(args, s, None) not in (None, False)]
-    if len(given) > 1 or (given and args.kind is not None):
-        both = [f"--{s.replace('_', '-')}" for s in given] + ([args.kind] if args.kind is not None else [])
-        raise ValueError(f"give one mechanism source, got {' and '.join(both)}")
-    tf_fields = ("number_of_examples", "batch_size", "epochs", "noise_multiplier", "max_examples_per_user")
-    if not args.tf_privacy:
-        stray = [f for f in tf_fields if getattr(args, f"tf_{f}") is not None] + (
-            ["no_microbatching"] if args.tf_no_microbatching else []
-        )
-        if stray:
-            raise ValueError(f"--{stray[0].replace('_', '-')} is an option of --tf-privacy")
-    if args.sampler is not None and not (args.opacus or args.tf_privacy):
-        raise ValueError("--sampler applies to --opacus and --tf-privacy runs")
-    if args.dp_event is not None:
-        from gdpcore.events import from_dp_event
-        from tasks.training_runs import load_dp_event_file
-
-        event = load_dp_event_file(args.dp_event)
-        relation = args.neighbouring or "add_remove"
-        return adapters.TrainingRun(
-            mechanism=from_dp_event(event, neighboring_relation=relation),
-            sampler=None,
-            neighbouring=relation,
-            steps=None,
-            source=f"dp_accounting {type(event).__name__} from {args.dp_event}, read under {relation}",
-        )
-    if args.neighbouring is not None and not args.tf_privacy:
-        raise ValueError("--neighbouring applies to --dp-event and --tf-privacy (with --sampler fixed)")
-    if args.opacus is not None:
-        from tasks.training_runs import load_opacus_file
-
-        return load_opacus_file(args.opacus, sampler=args.sampler)
-    if args.tf_privacy:
-        missing = [f for f in tf_fields[:4] if getattr(args, f"tf_{f}") is None]
-        if missing:
-            raise ValueError(f"--tf-privacy needs --{missing[0].replace('_', '-')}")
-        run = adapters.from_tf_privacy(
-            number_of_examples=args.tf_number_of_examples,
-            batch_size=args.tf_batch_size,
-            num_epochs=args.tf_epochs,
-            noise_multiplier=args.tf_noise_multiplier,
-            used_microbatching=not args.tf_no_microbatching,
-            max_examples_per_user=args.tf_max_examples_per_user,
-            sampler=args.sampler or "poisson",
-            neighbouring=args.neighbouring or "add_remove",
-        )
-        return run
-    return None
-
-
-def _mechanism_from_args(args: argparse.Namespace):
-    from gdpcore import mechanism_from_dict
-
-    if args.spec is not None:
-        if args.kind is not None:
-            raise ValueError("give either --spec or a mechanism kind with parameters, not both")
-        return mechanism_from_dict(_load_spec_text(args.spec))
-    if args.kind is None:
-        raise ValueError("a mechanism kind is required, e.g. 'gdp analyze subsampled_gaussian --noise-multiplier 1'")
-    params = _mechanism_kinds()[args.kind][1]
-    data: dict[str, Any] = {"kind": args.kind}
-    for prm in params:
-        value = getattr(args, f"param_{prm.name}", None)
-        if value is not None:
-            data[prm.name] = value
-    return mechanism_from_dict(data)
 
 
 def _parse_claim(text: str | None) -> tuple[float, float, str] | None:

@@ -1,5 +1,5 @@
 """The pipeline sub-commands of ``gdp`` (sweep, regret-map, calibration-sweep, publish, sql, export, plot, demo,
-audit, card), in the order ``gdp --help`` lists them; :func:`flows.cli.main` builds its parser from :data:`COMMANDS`.
+audit, card, evidence), in the order ``gdp --help`` lists them; :func:`flows.cli.main` builds its parser from :data:`COMMANDS`.
 
 The commands live by family (:mod:`flows.commands_runs`, :mod:`flows.commands_report`,
 :mod:`flows.commands_registry`); each command's ``run`` imports Prefect/DuckDB lazily so that ``gdp analyze`` and
@@ -12,9 +12,22 @@ from flows.command_common import Command
 from flows.commands_registry import REGISTRY_COMMANDS
 from flows.commands_report import REPORT_COMMANDS
 from flows.commands_runs import RUN_COMMANDS
+from flows.evidence_command import EVIDENCE_COMMANDS
 
 __all__ = ["COMMANDS", "Command"]
 
-_ALL = {**RUN_COMMANDS, **REPORT_COMMANDS, **REGISTRY_COMMANDS}
-_ORDER = ("sweep", "regret-map", "calibration-sweep", "publish", "sql", "export", "plot", "demo", "audit", "card")
+_ALL = {**RUN_COMMANDS, **REPORT_COMMANDS, **REGISTRY_COMMANDS, **EVIDENCE_COMMANDS}
+_ORDER = (
+    "sweep",
+    "regret-map",
+    "calibration-sweep",
+    "publish",
+    "sql",
+    "export",
+    "plot",
+    "demo",
+    "audit",
+    "card",
+    "evidence",
+)
 COMMANDS: dict[str, Command] = {name: _ALL[name] for name in _ORDER}

@@ -15,12 +15,16 @@ from flows.command_common import (
     _prefect_env,
     _preflight,
 )
+from flows.mechanism_args import _probability
 
 __all__ = ["REGISTRY_COMMANDS"]
 
 
 def _print_flags(s: Any) -> None:
-    """What both audit summaries (manifest registry, MLflow registry) list under their count line."""
+    """What both audit summaries (manifest registry, MLflow registry) list under their count line: evidence of a
+    violation first."""
+    for x in s.evidence_violations:
+        print(f"  EVIDENCE OF A VIOLATION: {x}")
     for msg in s.failed.values():
         print(f"  FAILED {msg}", file=sys.stderr)
     for x in s.less_private:
@@ -61,7 +65,7 @@ def _audit(args: argparse.Namespace) -> int:
     _print_flags(s)
     if args.mlflow_uri:
         print(f"MLflow: tagged {len(s.mlflow_tagged)}, not registered: {', '.join(s.mlflow_missing) or 'none'}")
-    print(f"report: {s.report}   (views: models, model_privacy, model_comparisons)\ncards: {s.cards_dir}")
+    print(f"report: {s.report}   (views: models, model_privacy, model_comparisons, evidence)\ncards: {s.cards_dir}")
     return 1 if s.failed else 0
 
 
@@ -79,6 +83,7 @@ def _run_audit(args: argparse.Namespace, **source: Any) -> Any:
         allow_empty=args.allow_empty,
         report_uri=args.report_uri,
         progress=not args.no_progress,
+        evidence_level=args.evidence_level,
     )
 
 
@@ -123,13 +128,14 @@ def _audit_mlflow(args: argparse.Namespace) -> int:
         print(f"  not auditable {key}: {why}")
     _print_flags(s)
     print(f"MLflow: {s.mlflow_tags_written} tag value(s) written on {len(s.mlflow_tagged)} audited version(s)")
-    print(f"report: {s.report}   (views: models, model_privacy, model_comparisons)\ncards: {s.cards_dir}")
+    print(f"report: {s.report}   (views: models, model_privacy, model_comparisons, evidence)\ncards: {s.cards_dir}")
     return 1 if s.failed else 0
 
 
 def _card(args: argparse.Namespace) -> int:
     from tasks.audit import audit_path, read_audit
     from tasks.cards import hf_yaml_block, merge_into_readme, render_markdown, write_card
+    from tasks.evidence import attach_from_report
     from tasks.lake import default_report
     from tasks.report_query import query_report
 
@@ -150,7 +156,7 @@ def _card(args: argparse.Namespace) -> int:
         raise ValueError(f"{report} is an exported report without its lake: run 'gdp card' on the published report")
     m, v, key = rows[0]
     lake = report.resolve().parent / lake_rows[0][0]  # relative to the report's folder (absolute in old reports)
-    row = read_audit(audit_path(lake, m, v, key))
+    row = attach_from_report(read_audit(audit_path(lake, m, v, key)), report, lake)  # the card's Evidence section
     uri = args.report_uri or os.environ.get("GDP_REPORT_URI") or None  # never a local path by default
     if args.hf_readme:
         print(merge_into_readme(args.hf_readme, row, report_uri=uri))
@@ -195,6 +201,13 @@ def _audit_args(p: argparse.ArgumentParser) -> None:
         help="accept a registry with no valid model version (removes its models from the report)",
     )
     p.add_argument("--report-uri", help=REPORT_URI_HELP)
+    p.add_argument(
+        "--evidence-level",
+        type=_probability("--evidence-level", open_low=True, open_high=True),
+        default=0.05,
+        help="audit-wide false-alarm level of the evidence checks: each of the N versions with canary scores is "
+        "checked at confidence 1 - level/N (Bonferroni; default 0.05)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="show Prefect's INFO logs")
     _add_store_args(p)

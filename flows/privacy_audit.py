@@ -47,6 +47,7 @@ from tasks.audit import (
     write_members,
 )
 from tasks.evaluate import transient_io_error
+from tasks.evidence import DEFAULT_FAMILY_LEVEL, audit_evidence
 from tasks.lake import default_lake, default_report
 from tasks.registry import DEFAULT_REGISTRY, MANIFEST_DEADLINE, ModelManifest, load_registry
 
@@ -76,6 +77,9 @@ class AuditSummary:
     # "name:version" -> why it cannot be audited, naming the missing dp.* key(s) (MLflow source)
     not_auditable: dict[str, str] = dataclasses.field(default_factory=dict)
     mlflow_tags_written: int = 0  # tag values changed in MLflow by this run (unchanged values are not rewritten)
+    # versions whose canary scores violate the declared mechanism (tasks.evidence); versions with evidence
+    evidence_violations: list[str] = dataclasses.field(default_factory=list)
+    evidence_checked: list[str] = dataclasses.field(default_factory=list)
 
 
 AUDIT_DEADLINE = float(os.environ.get("GDP_AUDIT_DEADLINE", "1800"))
@@ -162,6 +166,7 @@ def privacy_audit(
     source: str = "manifests",
     models: list[str] | None = None,
     production_alias: str = "production",
+    evidence_level: float = DEFAULT_FAMILY_LEVEL,
 ) -> AuditSummary:
     """Audit ``registry`` (a folder of YAML manifests or one file; default the sample registry in data/registry), or
     with ``source="mlflow"`` the MLflow Model Registry at ``mlflow_uri`` (default ``$MLFLOW_TRACKING_URI``), all its
@@ -172,7 +177,8 @@ def privacy_audit(
     raises :class:`EmptyRegistryError` and writes nothing, unless ``allow_empty``: then the registry's models are
     removed from the report (that is what auditing an empty registry means). ``report_uri``: where readers find the
     report (s3://..., https://...; default ``$GDP_REPORT_URI``): cards and MLflow tags name it only when configured,
-    never a local path of the auditing machine."""
+    never a local path of the auditing machine. ``evidence_level``: the audit-wide false-alarm level of the evidence
+    checks (each of the N versions with canary scores is checked at confidence 1 - level/N; tasks.evidence)."""
     mlflow_uri = _check_source(source, registry, mlflow_uri, models)
     lake_p = Path(lake or default_lake()).resolve()
     report_p = Path(report or default_report()).resolve()
@@ -184,9 +190,14 @@ def privacy_audit(
     audited = [m for m in reg.manifests if m.key in rows]
     record_members(str(lake_p), reg.label, _member_rows(reg, audited, rows, lake_p, models))
     n_cmp, less_private = _compare_versions(audited, reg.production, rows, lake_p)  # step 3
-    card_paths, written = _write_cards(audited, rows, cards, report_uri)  # step 4
+    evidence = audit_evidence(
+        audited, rows, lake_p, reg.label, str(flow_run.id or "local"), family_level=evidence_level
+    )
+    reg.failed.update(evidence.failed)
+    evidence.attach(rows)  # step 4: canary scores vs the certified curve; rows[k]["evidence"] feeds cards and tags
+    card_paths, written = _write_cards(audited, rows, cards, report_uri)  # step 5
     if publish:
-        compact_and_publish(str(lake_p), str(report_p))  # step 5
+        compact_and_publish(str(lake_p), str(report_p))  # step 6
     summary = AuditSummary(
         registry=reg.name,
         lake=str(lake_p),
@@ -203,9 +214,11 @@ def privacy_audit(
         estimates=estimate_flags(rows),
         source=source,
         not_auditable=reg.not_auditable,
+        evidence_violations=evidence.violations(),
+        evidence_checked=sorted(evidence.rows),
     )
     if mlflow_uri:
-        _tag_mlflow(summary, reg, rows, card_paths, mlflow_uri, report_uri)  # step 6
+        _tag_mlflow(summary, reg, rows, card_paths, mlflow_uri, report_uri)  # step 7
     _artifacts(summary, rows)
     get_run_logger().info(
         "privacy audit: %d model versions (%d computed, %d reused), %d not auditable, %d failed",
@@ -443,7 +456,7 @@ def _compare_versions(
 def _write_cards(
     audited: list[ModelManifest], rows: dict[str, dict[str, Any]], cards: Path, report_uri: str | None
 ) -> tuple[dict[str, dict[str, str]], list[str]]:
-    """Step 4: the privacy card of every audited version, rewritten only when missing or stale. Returns (card files
+    """Step 5: the privacy card of every audited version, rewritten only when missing or stale. Returns (card files
     by key, keys whose card was written)."""
     from tasks.cards import card_dir, card_stamp, write_card
 
@@ -474,7 +487,7 @@ def _tag_mlflow(
     mlflow_uri: str,
     report_uri: str | None,
 ) -> None:
-    """Step 6: the privacy.* tags of every audited version (and the not-auditable MLflow versions) in MLflow; records
+    """Step 7: the privacy.* tags of every audited version (and the not-auditable MLflow versions) in MLflow; records
     what was tagged in ``summary``."""
     from tasks.mlflow_tags import publish_to_mlflow
 
@@ -553,9 +566,11 @@ def _artifacts(s: AuditSummary, rows: dict[str, dict[str, Any]]) -> None:
         f"- model versions audited: {len(s.models)} ({len(s.computed)} computed, {len(s.reused)} unchanged); "
         f"not auditable: {len(s.not_auditable)}",
         f"- comparisons computed: {s.comparisons_computed}",
-        f"- report: `{s.report}` (views `models`, `model_privacy`, `model_comparisons`); cards: `{s.cards_dir}`",
+        f"- report: `{s.report}` (views `models`, `model_privacy`, `model_comparisons`, `evidence`); cards: `{s.cards_dir}`",
         f"- at {dt.datetime.now(dt.UTC).isoformat()}",
     ]
+    if s.evidence_violations:  # violations first
+        md[1:1] = ["", "## Evidence of a privacy violation", ""] + [f"- **{x}**" for x in s.evidence_violations]
     if s.failed:
         md += ["", "## Failed (not audited)", ""] + [f"- {msg}" for msg in s.failed.values()]
     if s.not_auditable:

@@ -14,7 +14,9 @@ Pure numerics (no file I/O). Three sources of evidence and one verdict:
   (Mahloujifar, Melis & Chaudhuri 2024, "Auditing f-Differential Privacy in One Run", Algorithm 3, the tail bound
   with abstentions) evaluated on any trade-off curve: the Gaussian family (mu lower bound), the (eps, delta)-DP curve
   itself (eps lower bound valid for every (eps, delta)-DP algorithm), or a declared mechanism's certified curve.
-* :func:`check_evidence` - the verdict against a declared mechanism's certified (pessimistic) curve:
+* :func:`check_evidence` - the verdict against a declared mechanism's certified (pessimistic) curve, given as a
+  Mechanism, a PrivacyReport, a pessimistic :class:`gdpcore.curve.SymmetricCurve` or samples of one
+  (:func:`pessimistic_curve_samples`, e.g. an audit row's stored ``curve_fpr`` / ``curve_fnr``):
   ``violates_claim`` iff some empirical point lies strictly above the certified ROC.
 * :func:`audit_registry` / :func:`registry_confidence` - N versions audited with a family-wise error rate <= alpha
   (Bonferroni: each version at confidence 1 - alpha / N).
@@ -73,8 +75,13 @@ __all__ = [
     "OneRunEvidence",
     "RegistryAudit",
     "ScoreEvidence",
+    "METHOD_ID_FDP_ONE_RUN",
+    "METHOD_ID_ONE_RUN",
+    "METHOD_ID_SCORES",
+    "PessimisticCurveSamples",
     "audit_registry",
     "check_evidence",
+    "pessimistic_curve_samples",
     "detectable_mu",
     "evidence_from_scores",
     "one_run_epsilon_lower",
@@ -112,7 +119,20 @@ VIOLATION_TEXT = (
 )
 _METHOD_SCORES = "order-statistic thresholds; exact Beta (Clopper-Pearson) intervals; Bonferroni over 2K intervals"
 _METHOD_ONE_RUN = "one-run audit (Steinke, Nasr & Jagielski 2023, with delta)"
+_METHOD_FDP_ONE_RUN = "one-run f-DP audit (Mahloujifar, Melis & Chaudhuri 2024) on the certified pessimistic curve"
+METHOD_ID_SCORES = "cp-orderstat-bonferroni"
+"""Short id of :func:`evidence_from_scores`' method (for tags and tables; ``method`` is the long text)."""
+METHOD_ID_ONE_RUN = "one-run-steinke2023"
+"""Short id of :func:`one_run_epsilon_lower` / :func:`one_run_evidence`."""
+METHOD_ID_FDP_ONE_RUN = "fdp-one-run-mahloujifar2024"
+"""Short id of :func:`check_one_run` (and :func:`one_run_mu_lower`, :func:`one_run_fdp_epsilon_lower`)."""
+BASES = ("certified", "estimate")
+ESTIMATE_TEXT = (
+    " The curve compared with is only an ESTIMATE of the mechanism's (not a certified upper bound on its ROC): the "
+    "verdict compares the attack with an estimate, not with a proven bound."
+)
 _MU_MAX = 40.0
+_ROUNDOFF_FNR = 1e-12
 
 
 # -- validation --------------------------------------------------------------------------------------------------------
@@ -245,6 +265,7 @@ class ScoreEvidence:
     alpha_per_interval: float
     threat_model: str = dataclasses.field(default=THREAT_MODEL_INDEPENDENT, repr=False)
     bound: str = "lower"
+    method_id: str = METHOD_ID_SCORES
 
     @property
     def mu_lower_fpr(self) -> float | None:
@@ -271,6 +292,7 @@ class ScoreEvidence:
         return {
             "bound": self.bound,
             "method": self.method,
+            "method_id": self.method_id,
             "confidence": self.confidence,
             "n_members": self.n_members,
             "n_non_members": self.n_non_members,
@@ -433,11 +455,13 @@ class OneRunEvidence:
     method: str = _METHOD_ONE_RUN
     threat_model: str = dataclasses.field(default=THREAT_MODEL_ONE_RUN, repr=False)
     bound: str = "lower"
+    method_id: str = METHOD_ID_ONE_RUN
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "bound": self.bound,
             "method": self.method,
+            "method_id": self.method_id,
             "confidence": self.confidence,
             "canaries": self.canaries,
             "guesses": self.guesses,
@@ -560,10 +584,13 @@ class OneRunCheck:
     method: str
     explanation: str
     threat_model: str = dataclasses.field(default=THREAT_MODEL_ONE_RUN, repr=False)
+    method_id: str = METHOD_ID_FDP_ONE_RUN
+    basis: str = "certified"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
+            "basis": self.basis,
             "canaries": self.canaries,
             "guesses": self.guesses,
             "correct": self.correct,
@@ -571,24 +598,35 @@ class OneRunCheck:
             "mu_lower": {"value": self.mu_lower, "bound": "lower"},
             "certified_mu": {"value": _finite_or_none(self.certified_mu), "bound": "upper"},
             "method": self.method,
+            "method_id": self.method_id,
             "explanation": self.explanation,
             "threat_model": self.threat_model,
         }
 
 
 def check_one_run(
-    mechanism_or_report: Any, *, canaries: int, guesses: int, correct: int, confidence: float = 0.95
+    certified: Any,
+    *,
+    canaries: int,
+    guesses: int,
+    correct: int,
+    confidence: float = 0.95,
+    certified_mu: float | None = None,
+    basis: str = "certified",
 ) -> OneRunCheck:
     """Verdict of a one-run audit against the declared mechanism's certified (pessimistic) trade-off curve, with the
     f-DP one-run analysis of Mahloujifar, Melis & Chaudhuri 2024 evaluated on that curve (not only the Gaussian
     family). ``violates_claim`` iff the counts reject the certified curve at ``confidence``; if the mechanism
-    satisfies its certified curve this happens with probability <= 1 - confidence."""
+    satisfies its certified curve this happens with probability <= 1 - confidence.
+
+    ``certified``, ``certified_mu`` and ``basis`` as for :func:`check_evidence`."""
     m, r, v = _one_run_counts(canaries, guesses, correct)
     conf = _confidence(confidence)
-    report = _as_report(mechanism_or_report)
+    fnr_lower, mu_cert = _certified_curve(certified, certified_mu)
+    b = _basis(basis)
 
     def inverse(x: float) -> float:
-        return float(report.fnr(min(max(1.0 - x, 0.0), 1.0)))
+        return float(fnr_lower(np.array([min(max(1.0 - x, 0.0), 1.0)]))[0])
 
     violates = _fdp_rejects(inverse, m, r, v, 1.0 - conf)
     return OneRunCheck(
@@ -598,9 +636,116 @@ def check_one_run(
         correct=v,
         confidence=conf,
         mu_lower=one_run_mu_lower(canaries=m, guesses=r, correct=v, confidence=conf),
-        certified_mu=float(report.mu),
-        method="one-run f-DP audit (Mahloujifar, Melis & Chaudhuri 2024) on the certified pessimistic curve",
-        explanation=VIOLATION_TEXT if violates else CONSISTENT_TEXT,
+        certified_mu=mu_cert,
+        method=_METHOD_FDP_ONE_RUN,
+        explanation=(VIOLATION_TEXT if violates else CONSISTENT_TEXT) + (ESTIMATE_TEXT if b == "estimate" else ""),
+        basis=b,
+    )
+
+
+# -- certified curves: what a verdict is held against ------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class PessimisticCurveSamples:
+    """Samples ``(fpr[i], fnr[i])`` of a certified *pessimistic* trade-off curve f_p (f_p <= the mechanism's true
+    trade-off curve f everywhere, i.e. 1 - f_p >= its ROC), with its certified ``mu`` - e.g. the ``curve_fpr`` /
+    ``curve_fnr`` an audit row stores (``PrivacyReport.fnr`` of the pessimistic curve at fixed FPRs).
+
+    Between samples the curve is *not* interpolated linearly: f_p is convex, so its chord lies on or *above* it; a
+    chord would overstate the FNR, understate the certified TPR and could declare false violations. Instead
+    :meth:`fnr_lower` is a lower bound on f_p at every FPR that uses only the samples and convexity (three-chord
+    lemma): on [a_i, a_i+1], f_p(x) >= the secant through samples i-1, i extended to the right, and >= the secant
+    through samples i+1, i+2 extended to the left (which is >= f_p(a_i+1), monotonicity); beyond the last sample,
+    >= max(0, the last secant extended). So 1 - fnr_lower is an upper bound on the ROC - looser than the curve itself
+    (less power near a vertex, never a false alarm). Exact at the samples; elsewhere lowered by 1e-12 for the
+    round-off of the extrapolated secants.
+    """
+
+    fpr: np.ndarray
+    fnr: np.ndarray
+    mu: float
+
+    def fnr_lower(self, fpr: Any) -> np.ndarray:
+        """A lower bound on the pessimistic curve's FNR at each FPR (see the class docstring)."""
+        a, f = self.fpr, self.fnr
+        x = np.atleast_1d(np.asarray(fpr, dtype=float))
+        n = a.size
+        slope = np.diff(f) / np.diff(a)  # slope[i]: secant through samples i, i + 1
+        i = np.searchsorted(a, x, side="right") - 1  # x in [a_i, a_i+1); -1 below the first sample
+        out = np.zeros_like(x)
+        with np.errstate(invalid="ignore"):
+            # secant i-1, i extended to the right of a_i
+            ok = (i >= 1) & (i <= n - 1)
+            ii = np.clip(i, 1, n - 1)
+            out = np.where(ok, np.maximum(out, f[ii] + slope[ii - 1] * (x - a[ii])), out)
+            # secant i+1, i+2 extended to the left of a_i+1
+            ok = i + 2 <= n - 1
+            jj = np.clip(i + 1, 0, n - 2)
+            out = np.where(ok, np.maximum(out, f[jj] + slope[jj] * (x - a[jj])), out)
+            # monotonicity: f_p(x) >= f_p(a_i+1)
+            ok = i + 1 <= n - 1
+            out = np.where(ok, np.maximum(out, f[np.clip(i + 1, 0, n - 1)]), out)
+        out = out - _ROUNDOFF_FNR  # the extrapolated secants' round-off (~1e-16), allowed for in the safe direction
+        out = np.where(x == a[np.clip(i, 0, n - 1)], f[np.clip(i, 0, n - 1)], out)  # exact at the samples
+        return np.clip(out, 0.0, 1.0)
+
+
+def pessimistic_curve_samples(fpr: Any, fnr: Any, *, mu: float) -> PessimisticCurveSamples:
+    """:class:`PessimisticCurveSamples` from FPRs (strictly increasing, in [0, 1], at least 2) and the pessimistic
+    curve's FNR at them (in [0, 1], non-increasing, convex: each sample on or below its neighbours' chord, up to
+    1e-9 of round-off).
+
+    The caller vouches that the samples are read off a *pessimistic* (lower-bound) curve: an optimistic curve is also
+    convex and cannot be told apart, and a verdict against it would be invalid (false alarms)."""
+    a = np.asarray(fpr, dtype=float).ravel()
+    f = np.asarray(fnr, dtype=float).ravel()
+    if a.size < 2 or a.size != f.size:
+        raise ValueError(f"need at least 2 (fpr, fnr) samples of equal length, got {a.size} and {f.size}")
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(f))):
+        raise ValueError("curve samples must be finite")
+    if a[0] < 0 or a[-1] > 1 or np.any(np.diff(a) <= 0):
+        raise ValueError("curve fpr must be strictly increasing in [0, 1]")
+    if np.any(f < 0) or np.any(f > 1) or np.any(np.diff(f) > 1e-12):
+        raise ValueError("curve fnr must be non-increasing in [0, 1]")
+    # Convexity: every inner sample on or below the chord of its neighbours, up to round-off of the stored values
+    # (an absolute 1e-9 in FNR: slopes of samples 1e-10 apart carry round-off of ~1e-6, so slopes are not compared).
+    w = (a[1:-1] - a[:-2]) / (a[2:] - a[:-2])
+    if np.any(f[1:-1] > (1 - w) * f[:-2] + w * f[2:] + 1e-9):
+        raise ValueError("curve samples are not convex: not read off a trade-off curve")
+    m = float(mu)
+    if math.isnan(m) or m < 0:
+        raise ValueError(f"mu must be >= 0 (inf allowed), got {mu!r}")
+    return PessimisticCurveSamples(fpr=a, fnr=f, mu=m)
+
+
+def _basis(basis: str) -> str:
+    if basis not in BASES:
+        raise ValueError(f"basis must be one of {BASES}, got {basis!r}")
+    return basis
+
+
+def _certified_curve(certified: Any, certified_mu: float | None) -> tuple[Any, float]:
+    """(FNR lower bound of the certified pessimistic curve as a function of FPR arrays, certified mu)."""
+    from gdpcore.curve import SymmetricCurve
+    from gdpcore.mechanisms import Mechanism
+    from gdpcore.report import DEFAULT_ALPHA_MIN, PrivacyReport, analyze
+
+    if isinstance(certified, Mechanism):
+        certified = analyze(certified)
+    if isinstance(certified, PrivacyReport):
+        report = certified
+        mu = float(report.mu) if certified_mu is None else float(certified_mu)
+        return (lambda a: np.asarray(report.fnr(a), dtype=float)), mu  # side="pessimistic" by default
+    if isinstance(certified, SymmetricCurve):
+        # Every SymmetricCurve gdpcore builds for a report's default side is its pessimistic one; the caller vouches
+        # for curves built directly (an optimistic twin would give false alarms).
+        curve = certified
+        mu = curve.mu(alpha_min=DEFAULT_ALPHA_MIN)[0] if certified_mu is None else float(certified_mu)
+        return (lambda a: np.asarray(curve.fnr(a), dtype=float)), float(mu)
+    if isinstance(certified, PessimisticCurveSamples):
+        return certified.fnr_lower, certified.mu if certified_mu is None else float(certified_mu)
+    raise ValueError(
+        "certified must be a gdpcore Mechanism, PrivacyReport, pessimistic SymmetricCurve or PessimisticCurveSamples, "
+        f"got {certified!r}"
     )
 
 
@@ -615,74 +760,115 @@ class EvidenceCheck:
     mu_lower: float
     certified_mu: float
     strongest_fpr: float
-    """FPR upper bound of the point closest to (or furthest above) the certified ROC: where the evidence is
-    strongest."""
+    """FPR upper bound of the point where the evidence comes closest to the certified ROC (``consistent``) or goes
+    furthest above it (``violates_claim``), measured in probit coordinates: the max over points of
+    ``probit_margin``. NaN when no point has a positive TPR lower bound."""
     margin: float
-    """max over points of TPR_lo - certified TPR(FPR_hi): > 0 iff ``violates_claim``."""
+    """max over points of TPR_lo - certified TPR upper bound at FPR_hi: > 0 iff ``violates_claim``."""
     confidence: float
     method: str
     n_members: int
     n_non_members: int
     explanation: str
+    probit_margin: float = -math.inf
+    """max over points of Phi^-1(TPR_lo) - Phi^-1(certified TPR at FPR_hi): same sign as ``margin`` (Phi^-1 is
+    increasing), on the scale of mu (a Gaussian curve is the line Phi^-1(TPR) = Phi^-1(FPR) + mu). The plain
+    TPR gap shrinks to 0 at FPR -> 1 for every curve and every attack, so its argmax says nothing for a consistent
+    verdict; the probit gap does not."""
+    fpr_upper: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0), repr=False)
+    """The empirical points: FPR upper bounds (``ScoreEvidence.fpr_upper``)."""
+    tpr_lower: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0), repr=False)
+    """The empirical points: TPR lower bounds (``ScoreEvidence.tpr_lower``)."""
+    tpr_upper: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0), repr=False)
+    """Certified TPR upper bound at each ``fpr_upper`` (1 - the pessimistic curve's FNR lower bound)."""
+    method_id: str = METHOD_ID_SCORES
+    basis: str = "certified"
+    """``certified``: the curve is a proven upper bound on the ROC; ``estimate``: only an estimate of it (the verdict
+    then compares the attack with an estimate; stated in ``explanation``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
+            "basis": self.basis,
             "tightness": None if self.tightness is None else _finite_or_none(self.tightness),
             "mu_lower": {"value": self.mu_lower, "bound": "lower"},
             "certified_mu": {"value": _finite_or_none(self.certified_mu), "bound": "upper"},
             "strongest_fpr": _finite_or_none(self.strongest_fpr),
             "margin": _finite_or_none(self.margin),
+            "probit_margin": _finite_or_none(self.probit_margin),
+            "points": [
+                {
+                    "fpr": float(f),
+                    "fpr_bound": "upper",
+                    "tpr": float(t),
+                    "tpr_bound": "lower",
+                    "certified_tpr": float(c),
+                }
+                for f, t, c in zip(self.fpr_upper, self.tpr_lower, self.tpr_upper, strict=True)
+            ],
             "confidence": self.confidence,
             "method": self.method,
+            "method_id": self.method_id,
             "n_members": self.n_members,
             "n_non_members": self.n_non_members,
             "explanation": self.explanation,
         }
 
 
-def _as_report(mechanism_or_report: Any) -> Any:
-    from gdpcore.mechanisms import Mechanism
-    from gdpcore.report import PrivacyReport, analyze
-
-    if isinstance(mechanism_or_report, PrivacyReport):
-        return mechanism_or_report
-    if isinstance(mechanism_or_report, Mechanism):
-        return analyze(mechanism_or_report)
-    raise ValueError(f"mechanism_or_report must be a gdpcore Mechanism or PrivacyReport, got {mechanism_or_report!r}")
-
-
-def check_evidence(mechanism_or_report: Any, evidence: ScoreEvidence) -> EvidenceCheck:
+def check_evidence(
+    certified: Any, evidence: ScoreEvidence, *, certified_mu: float | None = None, basis: str = "certified"
+) -> EvidenceCheck:
     """Verdict of score evidence against the declared mechanism's certified *upper* (pessimistic) ROC.
 
-    ``violates_claim`` iff some empirical point (FPR upper bound, TPR lower bound) lies strictly above
-    ``report.tpr(fpr)`` (the highest TPR the accountant certifies at that FPR). If the claim holds, every true point
-    lies on or below that curve, and with probability >= ``evidence.confidence`` every empirical point lies below a
-    true one: the false-alarm probability is at most 1 - confidence. ``consistent`` is no evidence of a violation,
-    not a proof of privacy.
+    ``certified`` is the declared mechanism's certified curve, as any of: a gdpcore ``Mechanism`` (analysed here with
+    the defaults), a ``PrivacyReport`` (its pessimistic side), a *pessimistic* ``SymmetricCurve`` (exact
+    piecewise-linear) or :class:`PessimisticCurveSamples` (samples of one, bounded between samples by convexity -
+    never a chord, which would understate the certified TPR). Direction: the curve must lower-bound the mechanism's
+    trade-off curve (FNR), i.e. upper-bound its ROC; an optimistic curve would turn the verdict into false alarms.
+    ``certified_mu`` overrides the mu reported as ``certified_mu`` (default: the report's / curve's mu).
+    ``basis``: ``"estimate"`` when the caller knows the curve is only an estimate (e.g. a shuffled sampler accounted
+    as Poisson): the verdict is computed the same way and its explanation says so.
+
+    ``violates_claim`` iff some empirical point (FPR upper bound, TPR lower bound) lies strictly above the certified
+    TPR upper bound at that FPR. If the claim holds, every true point lies on or below that curve, and with
+    probability >= ``evidence.confidence`` every empirical point lies below a true one: the false-alarm probability is
+    at most 1 - confidence. ``consistent`` is no evidence of a violation, not a proof of privacy.
     """
     if not isinstance(evidence, ScoreEvidence):
         raise ValueError(f"evidence must be a ScoreEvidence (from evidence_from_scores), got {evidence!r}")
-    report = _as_report(mechanism_or_report)
-    certified = np.asarray(report.tpr(np.clip(evidence.fpr_upper, 1e-300, 1.0 - 1e-16)), dtype=float)
-    margins = evidence.tpr_lower - certified
+    b = _basis(basis)
+    fnr_lower, mu_cert = _certified_curve(certified, certified_mu)
+    fnr = np.clip(np.asarray(fnr_lower(np.clip(evidence.fpr_upper, 1e-300, 1.0 - 1e-16)), dtype=float), 0.0, 1.0)
+    tpr_upper = 1.0 - fnr
+    margins = evidence.tpr_lower - tpr_upper
     j = int(np.argmax(margins))
     margin = float(margins[j])
     violates = margin > 0.0
-    mu_cert = float(report.mu)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # Phi^-1(1 - fnr) = -Phi^-1(fnr), accurate where the certified TPR is near 1.
+        probit = special.ndtri(evidence.tpr_lower) + special.ndtri(fnr)
+    probit = np.where(np.isnan(probit), -np.inf, probit)
+    k = int(np.argmax(probit))
+    strongest = float(evidence.fpr_upper[k]) if math.isfinite(probit[k]) else math.nan
     tight = evidence.mu_lower / mu_cert if (mu_cert > 0 and math.isfinite(mu_cert)) else None
     return EvidenceCheck(
         verdict="violates_claim" if violates else "consistent",
         tightness=tight,
         mu_lower=evidence.mu_lower,
         certified_mu=mu_cert,
-        strongest_fpr=float(evidence.fpr_upper[j]),
+        strongest_fpr=strongest,
         margin=margin,
         confidence=evidence.confidence,
         method=evidence.method,
         n_members=evidence.n_members,
         n_non_members=evidence.n_non_members,
-        explanation=VIOLATION_TEXT if violates else CONSISTENT_TEXT,
+        explanation=(VIOLATION_TEXT if violates else CONSISTENT_TEXT) + (ESTIMATE_TEXT if b == "estimate" else ""),
+        probit_margin=float(probit[k]),
+        fpr_upper=np.asarray(evidence.fpr_upper, dtype=float).copy(),
+        tpr_lower=np.asarray(evidence.tpr_lower, dtype=float).copy(),
+        tpr_upper=tpr_upper,
+        method_id=evidence.method_id,
+        basis=b,
     )
 
 

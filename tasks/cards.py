@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from tasks.evidence_card import add_evidence_panel, evidence_section, evidence_stamp, hf_evidence  # evidence
 from tasks.formatting import format_number
 
 __all__ = [
@@ -104,6 +105,7 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
     ]
     if row.get("claimed_epsilon") is not None:
         lines += ["", *_claim_paragraph(row)]
+    lines += evidence_section(row)  # tasks.evidence_card: the Evidence section, [] without evidence
     mech = json.loads(row["mechanism_json"])
     lines += [
         "",
@@ -217,6 +219,7 @@ def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str
         "audited_at": str(row["audited_at"]),
         **({"published_claim": _hf_claim(row)} if row.get("claimed_epsilon") is not None else {}),
         **({"report": report_uri} if report_uri else {}),
+        **({"evidence": hf_evidence(row)} if row.get("evidence") else {}),  # tasks.evidence_card
     }
 
 
@@ -317,6 +320,7 @@ def plot_card_curve(row: dict[str, Any], path: Path) -> Path:
         claimed=claimed,
         mu_cutoff=float(row["mu_cutoff"]) or None,
     )
+    add_evidence_panel(fig, row)  # tasks.evidence_card: log-log evidence panel, no-op without evidence
     import matplotlib.pyplot as plt
 
     _save(fig, path)
@@ -329,7 +333,7 @@ CARD_FORMAT = "card-v4"  # bump when the card's layout changes: existing cards a
 
 def card_stamp(row: dict[str, Any], report_uri: str | None) -> str:
     """What a written card depends on besides the audit row's content: audit key, layout, report URI."""
-    return " ".join(x for x in (row["audit_key"], CARD_FORMAT, report_uri) if x)
+    return " ".join(x for x in (row["audit_key"], CARD_FORMAT, report_uri, evidence_stamp(row)) if x)  # evidence
 
 
 def write_card(row: dict[str, Any], root: str | Path, *, report_uri: str | None = None) -> dict[str, str]:

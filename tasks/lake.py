@@ -301,7 +301,7 @@ def remove_stale_temporaries(directory: Path, *, recursive: bool = True) -> int:
     """Delete the ``.*.tmp-*`` files and folders of *dead* writers in ``directory``; returns how many.
 
     A live writer's temporary (this host, pid alive) is left alone, so a publish never deletes the in-flight files
-    of a concurrent sweep or publish (issue 16)."""
+    of a concurrent sweep or publish."""
     n = 0
     if not directory.exists():
         return n

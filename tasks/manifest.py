@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from tasks.evidence_manifest import EvidenceSpec, resolve_scores_path
 from tasks.safe_yaml import YamlError, load_yaml_file
 
 __all__ = [
@@ -232,6 +233,8 @@ class ModelManifest(_Strict):
     mechanism: MechanismSpec
     accounting: Accounting = Accounting()
     mlflow: MlflowRef = MlflowRef()
+    # Canary attack scores (tasks.evidence): audited by their own content-addressed key, so not part of spec_hash.
+    evidence: EvidenceSpec | None = None
     # Set by the loader, not by the YAML author:
     manifest_path: str = ""
 
@@ -404,7 +407,7 @@ class ModelManifest(_Strict):
 
     def spec_hash(self) -> str:
         """Hash of everything the audit's numbers and card depend on (not of the YAML layout or comments)."""
-        payload = self.model_dump(mode="json", exclude={"manifest_path", "mlflow"})
+        payload = self.model_dump(mode="json", exclude={"manifest_path", "mlflow", "evidence"})
         payload["_resolved_mechanism"] = self.mechanism_dict()
         payload["_schema"] = MANIFEST_SCHEMA_VERSION
         payload["_fprs"] = list(STANDARD_FPRS)
@@ -469,6 +472,11 @@ def _validate(data: Any, file: Path, prefix: str) -> ModelManifest:
     except ValueError as exc:  # includes TrainingRunFileError and UnsupportedMechanismError, both naming the problem
         field = _loc(("neighbouring",), prefix) if str(exc).startswith("neighbouring") else where
         raise ManifestError(file, field, str(exc)) from None
+    if manifest.evidence is not None:  # the scores file must lie inside the manifest's folder
+        try:
+            resolve_scores_path(manifest)
+        except ValueError as exc:
+            raise ManifestError(file, _loc(("evidence", "scores"), prefix), str(exc)) from None
     if manifest.mechanism.form == "gdpcore":
         n = _count_mechanisms(manifest.mechanism.gdpcore)
         if n > MAX_MECHANISMS:

@@ -495,6 +495,9 @@ def read_mlflow_registry(
             )
             try:
                 manifest = description_to_manifest(desc, name=lake_name, version=int(mv.version), where=where)
+                from tasks.evidence_mlflow import with_mlflow_evidence  # canary scores artifact -> evidence
+
+                manifest = with_mlflow_evidence(client, manifest, mv.run_id, desc, tracking_uri)
             except NotAuditable as exc:
                 reason = exc.message + (f"; {refused}" if refused else "")
                 out.append(RegistryVersion(manifest=None, not_auditable=reason, missing_keys=tuple(exc.keys), **common))

@@ -63,6 +63,7 @@ def strip_card(existing: str | None) -> str:
 
 def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run: str | None = None) -> dict[str, str]:
     from tasks.cards import DEFINITION, _sampling
+    from tasks.evidence_card import evidence_tags
 
     tags = {
         "privacy.status": "audited",
@@ -86,6 +87,7 @@ def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run
         "privacy.accountant": row["accountant"][:250],
         "privacy.discretization": "exact" if row["discretization"] is None else f"{row['discretization']:g}",
         **_claim_tags(row),
+        **evidence_tags(row),  # tasks.evidence_card: privacy.evidence.*, {} without evidence
         "privacy.unit": row["privacy_unit"],
         "privacy.neighboring_relation": row["neighbouring"],
         "privacy.sampling": _sampling(row),
@@ -148,6 +150,8 @@ def publish_to_mlflow(
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise RuntimeError("MLflow is not installed: pip install 'gdp-audit[mlflow]'") from exc
 
+    from tasks.evidence_card import stale_evidence_tags
+
     client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
     out = MlflowPublishResult()
     for name, version, row, card in targets:
@@ -164,6 +168,9 @@ def publish_to_mlflow(
             if existing.get(key) != value[:5000]:
                 client.set_model_version_tag(name, version, key, value[:5000])
                 out.tags_written += 1
+        for key in stale_evidence_tags(existing, tags):  # tasks.evidence_card: evidence removed since
+            client.delete_model_version_tag(name, version, key)
+            out.tags_written += 1
         if card:
             text = merge_description(mv.description, Path(card["markdown"]).read_text(encoding="utf-8"))
             if text != (mv.description or ""):

@@ -25,6 +25,8 @@ A registry is a folder of YAML files (or one YAML file). A file holds one model 
       # gdpcore: {kind: composed, mechanisms: [...]}                         # any gdpcore mechanism dict
     accounting: {discretization: 1.0e-4, alpha_min: 1.0e-10}                 # optional (default: refined step)
     mlflow: {registered_model: cifar10-wrn40-4, version: "6"}                # optional (defaults: name, version)
+    evidence: {scores: evidence/v6.npz, confidence: 0.95, synthetic: false}  # optional: canary attack scores
+                                                                             # (tasks.evidence_manifest, tasks.evidence)
 
 YAML is read with :func:`tasks.safe_yaml.load_yaml_file` only (size, depth and alias-expansion limits, duplicate
 keys rejected, YAML 1.2 scalars) and validated by :mod:`tasks.manifest` (the schema); scalar types are strict (``'7'`` is not a version, ``'yes'`` not a boolean). Errors are :class:`ManifestError` and name the file and the field, e.g.

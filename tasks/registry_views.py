@@ -1,4 +1,5 @@
-"""The report's registry views (``models``, ``model_privacy``, ``model_comparisons``) over a fixed registry snapshot.
+"""The report's registry views (``models``, ``model_privacy``, ``model_comparisons``, ``evidence``) over a fixed
+registry snapshot.
 
 ``registry/published/<snapshot>/{models,model_privacy,model_comparisons}.parquet`` is built from the registry's
 current members, their audits and comparisons (:mod:`tasks.audit`) with the snapshot lifecycle of
@@ -12,6 +13,8 @@ from pathlib import Path
 
 from tasks.audit import AUDIT_SCHEMA, COMPARISON_SCHEMA, MEMBERS_SCHEMA, audit_path
 from tasks.duckdb_access import lake_connection, relative_posix, sql_literal
+from tasks.evidence import add_evidence_views, evidence_snapshot_fingerprint
+from tasks.evidence_schema import EVIDENCE_VIEW_COMMENT
 from tasks.snapshots import KEEP_SNAPSHOTS, gc_snapshots, is_complete, mark_used, write_snapshot
 
 __all__ = ["VIEW_COMMENTS", "registry_views"]
@@ -29,6 +32,7 @@ VIEW_COMMENTS: dict[str, str] = {
     "claim_tight_epsilon (upper bound at the claimed delta) and claim_certified.",
     "model_comparisons": "Each model version vs its previous version and the production version: Delta-divergence "
     "both ways, Blackwell verdict, less_private flag, change in mu and TPR@FPR.",
+    "evidence": EVIDENCE_VIEW_COMMENT,
 }
 
 
@@ -39,11 +43,12 @@ def _registry_snapshot_id(lake: Path) -> str:
         h.update(hashlib.sha256(path.read_bytes()).digest())
     for path in sorted((lake / "registry" / "comparisons").glob("cmp-*.parquet")):
         h.update(path.name.encode())
+    h.update(evidence_snapshot_fingerprint(lake))  # the evidence rows the views join are part of the snapshot
     return h.hexdigest()[:20]
 
 
 def _fill_registry_snapshot(lake: Path, tmp: Path) -> None:
-    """Write the three registry tables of the current members, their audits and comparisons into ``tmp``."""
+    """Write the registry tables (models, model_privacy, model_comparisons, evidence) of the current members, their audits and comparisons into ``tmp``."""
     con = lake_connection(lake)
     try:
         con.register("empty_members", MEMBERS_SCHEMA.empty_table())  # replacement scans are off (confined)
@@ -82,6 +87,7 @@ def _fill_registry_snapshot(lake: Path, tmp: Path) -> None:
             "JOIN (SELECT audit_key AS other_audit_key FROM m) o USING (other_audit_key) "
             "ORDER BY c.model, c.version, c.against",
         }
+        selects = add_evidence_views(con, lake, selects)  # the evidence view and model_privacy's evidence columns
         for name, sel in selects.items():
             con.execute(f"COPY ({sel}) TO {sql_literal(tmp / (name + '.parquet'))} (FORMAT parquet, COMPRESSION zstd)")
     finally:
@@ -91,7 +97,7 @@ def _fill_registry_snapshot(lake: Path, tmp: Path) -> None:
 def registry_views(
     lake: str | Path, keep: int = KEEP_SNAPSHOTS, *, relative_to: str | Path | None = None
 ) -> dict[str, tuple[str, str]]:
-    """{view: (SELECT over a fixed registry snapshot, comment)} for :mod:`tasks.publish` (always all three views).
+    """{view: (SELECT over a fixed registry snapshot, comment)} for :mod:`tasks.publish` (every view of VIEW_COMMENTS).
 
     ``relative_to``: name the snapshot files relative to this folder (the report's; see tasks.publish)."""
     lake = Path(lake).resolve()

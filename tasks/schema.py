@@ -9,6 +9,12 @@ that PIPELINE.md, this table and the published views agree column for column).
 from __future__ import annotations
 
 from gdpcore import kinds as _kinds
+from tasks.evidence_schema import (  # evidence view docs
+    EVIDENCE_COLUMNS,
+    EVIDENCE_DOCS,
+    MODEL_PRIVACY_EVIDENCE_COLUMNS,
+    MODEL_PRIVACY_EVIDENCE_DOCS,
+)
 
 __all__ = ["COLUMN_DOCS", "VIEW_ORDER", "cell_columns", "column_docs", "schema_markdown"]
 
@@ -160,6 +166,7 @@ _VIEW_SPECIFIC: dict[str, dict[str, str]] = {
         "claim_certified": "claim_tight_epsilon <= claimed_epsilon (no tolerance)",
         "audited_at": "when the audit was computed (UTC)",
         "compute_seconds": "wall time of the audit",
+        **MODEL_PRIVACY_EVIDENCE_DOCS,  # evidence columns
     },
     "model_comparisons": {
         "against": "previous or production: which version this row compares with",
@@ -176,6 +183,7 @@ _VIEW_SPECIFIC: dict[str, dict[str, str]] = {
         "gdpcore_version": "gdpcore release that compared them",
         "compared_at": "when the comparison was computed (UTC)",
     },
+    "evidence": EVIDENCE_DOCS,  # evidence view
     "report_info": {
         "published_at": "when the report was published (UTC)",
         "lake": "the lake, relative to the report's folder (NULL in an exported, self-contained file)",
@@ -250,12 +258,14 @@ _COLUMNS: dict[str, list[str]] = {
         "claimed_epsilon claimed_delta claimed_accountant claim_reproduced_epsilon claim_reproduced_bound "
         "claim_reproduction claim_status claim_tight_epsilon claim_certified description source gdpcore_version "
         "audited_at run_id compute_seconds production description_source"
-    ).split(),
+    ).split()
+    + MODEL_PRIVACY_EVIDENCE_COLUMNS,  # evidence columns
     "model_comparisons": (
         "model version against other_version audit_key other_audit_key divergence_new_over_old "
         "divergence_old_over_new divergence_bound at_least_as_private blackwell_verdict less_private mu_change "
         "tpr_fprs tpr_change gdpcore_version compared_at"
     ).split(),
+    "evidence": EVIDENCE_COLUMNS,  # evidence view
     "report_info": (
         "published_at lake snapshot lake_schema_version publisher_code_version row_counts storage_version"
     ).split(),

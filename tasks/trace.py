@@ -1,4 +1,4 @@
-"""Phase timestamps for finding fixed costs (issue 15): ``GDP_TRACE=/path/file gdp sweep ...`` appends one line
+"""Phase timestamps for finding fixed costs: ``GDP_TRACE=/path/file gdp sweep ...`` appends one line
 ``<unix time> <pid> <phase>`` per phase reached, from the CLI process, the flow and the chunk workers alike (the
 environment reaches the workers). Unset (the default), :func:`phase` does nothing but one dictionary lookup.
 

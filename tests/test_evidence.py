@@ -105,7 +105,7 @@ def test_other_input_errors():
     ):
         with pytest.raises(ValueError, match=field):
             g.one_run_epsilon_lower(**{**base, field: value})
-    with pytest.raises(ValueError, match="mechanism_or_report"):
+    with pytest.raises(ValueError, match="certified must be"):
         g.check_evidence("gaussian", ev)
     with pytest.raises(ValueError, match="evidence"):
         g.check_evidence(g.Gaussian(noise_multiplier=1.0), 0.5)
@@ -438,3 +438,94 @@ def test_validity_discrete_scores_randomized_response():
     assert sum(ev.epsilon_lower(0.0) > eps for ev in evs) <= slack_limit(sets)
     assert sum(ev.mu_lower > true_mu for ev in evs) <= slack_limit(sets)
     assert np.median([ev.epsilon_lower(0.0) for ev in evs]) > 0.5
+
+
+# -- certified curve objects (no re-analysis), strongest point, method ids, basis ------------------------------------
+AUDIT_FPRS = np.array(sorted({0.0, *np.logspace(-10, -2, 33).tolist(), *np.linspace(0.01, 1.0, 100).tolist()}))
+
+
+def _sg_report():
+    return g.analyze(g.SubsampledGaussian(noise_multiplier=1.0, sampling_rate=0.05, steps=20))
+
+
+def test_curve_samples_lower_bound_the_pessimistic_curve_not_the_chord():
+    """Samples at the audit row's FPRs: fnr_lower <= the exact pessimistic curve everywhere (exact at the samples);
+    the chord (np.interp) overstates it somewhere, which is why it is not used."""
+    from gdpcore.evidence import pessimistic_curve_samples
+
+    rep = _sg_report()
+    samples = pessimistic_curve_samples(AUDIT_FPRS, rep.fnr(AUDIT_FPRS), mu=rep.mu)
+    x = np.unique(np.concatenate([np.logspace(-12, 0, 4000), np.linspace(0, 1, 4001)]))
+    exact = np.asarray(rep.fnr(x))
+    low = samples.fnr_lower(x)
+    assert np.all(low <= exact)
+    np.testing.assert_allclose(samples.fnr_lower(AUDIT_FPRS), rep.fnr(AUDIT_FPRS), rtol=0, atol=1e-15)
+    chord = np.interp(x, AUDIT_FPRS, rep.fnr(AUDIT_FPRS))
+    assert np.max(chord - exact) > 1e-6  # the chord would claim a smaller certified TPR than proven
+    assert np.max(exact - low) < 0.05  # and the bound stays useful
+    tiny = g.analyze(g.Gaussian(noise_multiplier=200.0))  # nearly 1 - alpha: slopes carry round-off, still accepted
+    pessimistic_curve_samples(AUDIT_FPRS, tiny.fnr(AUDIT_FPRS), mu=tiny.mu)
+    for bad in (([0.0, 0.5, 1.0], [1.0, 0.9, 0.0]), ([0.0, 0.5, 1.0], [0.5, 0.6, 0.0]), ([0.5, 0.2], [0.1, 0.2])):
+        with pytest.raises(ValueError):
+            pessimistic_curve_samples(*bad, mu=1.0)
+
+
+def test_check_evidence_accepts_curves_same_verdicts():
+    """A report, its pessimistic SymmetricCurve and the audit row's samples give the same verdicts on clear cases."""
+    from gdpcore.evidence import pessimistic_curve_samples
+
+    rep = _sg_report()
+    samples = pessimistic_curve_samples(AUDIT_FPRS, rep.fnr(AUDIT_FPRS), mu=rep.mu)
+    rng = np.random.default_rng(11)
+    for mu_true, expected in ((0.2, "consistent"), (3.0, "violates_claim")):
+        ev = g.evidence_from_scores(rng.normal(mu_true, 1, 5000), rng.normal(0, 1, 5000))
+        checks = [g.check_evidence(c, ev) for c in (rep, rep.curve("pessimistic"), samples)]
+        assert {c.verdict for c in checks} == {expected}
+        assert checks[0].certified_mu == pytest.approx(rep.mu) and checks[2].certified_mu == rep.mu
+        # samples: certified TPR upper bound >= the exact one (never a false alarm from sampling)
+        assert np.all(checks[2].tpr_upper >= checks[0].tpr_upper - 1e-12)
+        assert np.all(checks[2].margin <= checks[0].margin + 1e-12)
+    with pytest.raises(ValueError, match="certified must be"):
+        g.check_evidence(rep.fnr, ev)
+
+
+def test_strongest_fpr_consistent_is_closest_point_in_probit_scale():
+    """Consistent: strongest_fpr is the argmax of Phi^-1(TPR_lo) - Phi^-1(certified TPR), not the trivial FPR ~ 1
+    where every TPR gap shrinks to 0; the points are exposed."""
+    rep = g.analyze(g.Gaussian(noise_multiplier=1.0))  # mu = 1
+    rng = np.random.default_rng(3)
+    ev = g.evidence_from_scores(rng.normal(0.9, 1, 20000), rng.normal(0, 1, 20000))
+    check = g.check_evidence(rep, ev)
+    assert check.verdict == "consistent" and check.probit_margin <= 0 and check.margin <= 0
+    np.testing.assert_array_equal(check.fpr_upper, ev.fpr_upper)
+    np.testing.assert_array_equal(check.tpr_lower, ev.tpr_lower)
+    probit = special.ndtri(check.tpr_lower) - special.ndtri(check.tpr_upper)
+    assert check.strongest_fpr == check.fpr_upper[int(np.nanargmax(np.where(np.isnan(probit), -np.inf, probit)))]
+    assert check.strongest_fpr < 0.9
+    assert check.probit_margin > -0.6  # mu 0.9 vs mu 1: within a few tenths on the mu scale
+    d = check.to_dict()
+    assert d["strongest_fpr"] == check.strongest_fpr and len(d["points"]) == ev.fpr_upper.size
+    json.dumps(d, allow_nan=False)
+    # no member above any threshold: no strongest point
+    nothing = g.check_evidence(rep, g.evidence_from_scores(np.zeros(50), np.arange(50.0) + 1))
+    assert nothing.to_dict()["strongest_fpr"] is None and nothing.verdict == "consistent"
+
+
+def test_method_ids_and_estimate_basis():
+    from gdpcore.evidence import METHOD_ID_FDP_ONE_RUN, METHOD_ID_ONE_RUN, METHOD_ID_SCORES
+
+    rep = g.analyze(g.Gaussian(noise_multiplier=1.0))
+    rng = np.random.default_rng(4)
+    ev = g.evidence_from_scores(rng.normal(0.5, 1, 200), rng.normal(0, 1, 200))
+    assert ev.method_id == METHOD_ID_SCORES == "cp-orderstat-bonferroni" and ev.to_dict()["method_id"] == ev.method_id
+    check = g.check_evidence(rep, ev, basis="estimate")
+    assert check.method_id == METHOD_ID_SCORES and "Bonferroni" in check.method
+    assert check.basis == "estimate" and "ESTIMATE" in check.explanation and check.to_dict()["basis"] == "estimate"
+    assert g.check_evidence(rep, ev).basis == "certified"
+    with pytest.raises(ValueError, match="basis"):
+        g.check_evidence(rep, ev, basis="guess")
+    one = g.one_run_evidence(canaries=1000, guesses=100, correct=90, delta=1e-5)
+    assert one.method_id == METHOD_ID_ONE_RUN == "one-run-steinke2023" and one.to_dict()["method_id"] == one.method_id
+    run = g.check_one_run(_sg_report().curve("pessimistic"), canaries=1000, guesses=100, correct=90, basis="estimate")
+    assert run.method_id == METHOD_ID_FDP_ONE_RUN == "fdp-one-run-mahloujifar2024" and run.basis == "estimate"
+    assert run.certified_mu == pytest.approx(_sg_report().mu) and "ESTIMATE" in run.explanation

@@ -46,14 +46,18 @@ def _rows(report, sql):
 
 def test_rerun_of_the_sample_registry_computes_nothing(sample_audit):
     first, second = sample_audit["first"], sample_audit["second"]
-    assert len(first.computed) == 20 and first.failed == {} and first.comparisons_computed == 17
+    assert len(first.computed) == 22 and first.failed == {} and first.comparisons_computed == 18
     # sampler honesty: the shuffled Opacus run (data/registry/training-runs.yaml) is listed, with its reason
     assert first.estimates == [f"mnist-opacus-shuffled:1 (shuffle): {SHUFFLE_REASON}"]
     assert first.claim_flags == [
         "gpt2-sst2-lora:4: claimed eps=1.9 at delta=1e-05: not certified: tight upper bound "
         "1.948; not reproduced (PLD gives 1.948)"
     ]
-    assert second.computed == [] and len(second.reused) == 20 and second.comparisons_computed == 0
+    # the synthetic canary-mlp evidence (data/registry/evidence/simulate.py): v2's run sampled at 4x the declared rate
+    assert first.evidence_checked == ["canary-mlp:1", "canary-mlp:2"]
+    assert len(first.evidence_violations) == 1 and first.evidence_violations[0].startswith("canary-mlp:2: ")
+    assert second.evidence_violations == first.evidence_violations
+    assert second.computed == [] and len(second.reused) == 22 and second.comparisons_computed == 0
     assert second.cards_written == []
     assert sample_audit["files_after"] == sample_audit["files_before"]
 
@@ -203,7 +207,7 @@ def test_views_contract_and_comparisons(sample_audit):
     ):
         assert c in cols, c
     _, n = query_report(report, "SELECT count(*), count(DISTINCT (model, version)) FROM models")
-    assert n == [(20, 20)]
+    assert n == [(22, 22)]
     cmp = {
         (r["version"], r["against"]): r
         for r in _rows(report, "SELECT * FROM model_comparisons WHERE model = 'cifar10-wrn40-4'")
