@@ -1,4 +1,4 @@
-"""Robustness tests (issue 8): real processes on 127.0.0.1 - a `prefect server`, a Dask scheduler and workers, `gdp`
+"""Robustness tests: how the pipeline survives real processes on 127.0.0.1 - a `prefect server`, a Dask scheduler and workers, `gdp`
 CLI runs that get SIGKILLed - each started here with a timeout on every wait and stopped in a finally block.
 
 Processes are started in their own session and stopped by *their* process-group id (never by name), so a test that
