@@ -22,10 +22,11 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # the test server must not phone home
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
-# Hypothesis: `ci` keeps the example counts CI has always run (100 unless a test sets its own, see the
-# `max_examples=` in tests/robustness and tests/pipeline); `dev` is the inner loop: few examples, same strategies.
-# No deadline in either: examples build PLDs whose time depends on the shared machine's load, not on the code.
-settings.register_profile("ci", max_examples=100, deadline=None, print_blob=True)
+# Hypothesis profiles. Each property test asks `max_examples=min(N, settings.default.max_examples)`: N is what CI
+# has always run for it (12 to 300), so `ci`'s ceiling (300, the largest N) leaves every count as it was, and `dev`
+# (the inner loop) caps them all at 10, same strategies. No deadline in either: examples build PLDs whose time
+# depends on the shared machine's load, not on the code.
+settings.register_profile("ci", max_examples=300, deadline=None, print_blob=True)
 settings.register_profile("dev", max_examples=10, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 

@@ -10,7 +10,7 @@ import gdpcore as g
 
 # Derandomised for reproducible CI; no shrinking phase (each example builds PLDs, shrinking would take minutes).
 SETTINGS = settings(
-    max_examples=12,
+    max_examples=min(12, settings.default.max_examples),  # CI: 12; the dev profile may ask fewer
     deadline=None,
     derandomize=True,
     phases=[Phase.explicit, Phase.reuse, Phase.generate],

@@ -110,7 +110,9 @@ def _check(path: Path, text: str) -> GridSpec | None:
     return spec
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=min(300, settings.default.max_examples), suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(mutations=st.lists(st.tuples(st.sampled_from(PATHS), values), min_size=1, max_size=3))
 def test_mutated_specs_are_rejected_clearly_or_fully_valid(tmp_path, mutations):
     doc = copy.deepcopy(BASE)
