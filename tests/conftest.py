@@ -47,6 +47,11 @@ SUBPROCESS_FIXTURES = {"prefect_api", "dask_cluster"}
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        # tests/test_contract.py checks every public function on 3 random draws of every registered kind (~580 items,
+        # most of the pure suite's time): the inner loop checks the first draw of each kind, `make test` all three.
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.path.name == "test_contract.py" and isinstance(params.get("i"), int) and params["i"] > 0:
+            item.add_marker(pytest.mark.slow)
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & PREFECT_FIXTURES:
             item.add_marker(pytest.mark.prefect)
@@ -55,10 +60,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # The guard: process creation is an audited event (PEP 578). While a test that carries neither `prefect` nor
-# `subprocess` runs, any spawn is recorded and fails that test in its teardown, so `make test-quick` cannot quietly
-# start servers again. `git ls-files` (tests/test_docs.py) is exempt: milliseconds, no server.
+# `subprocess` runs (setup and call), any spawn is recorded and fails that phase, so `make test-quick` cannot
+# quietly start servers again. Exempt: `git ls-files` (tests/test_docs.py) and the one-shot probes the standard
+# library's `platform` module runs on first use inside third-party imports (`uname`, `file`): milliseconds, no server.
 _SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.spawn", "os.system", "os.exec", "os.fork"})
-_ALLOWED_EXECUTABLES = frozenset({"git"})
+_ALLOWED_EXECUTABLES = frozenset({"git", "uname", "file"})
 _watch: list[str] | None = None  # the spawns of the running unmarked test; None while no unmarked test runs
 
 
@@ -75,20 +81,22 @@ def _audit(event: str, args: tuple) -> None:
 sys.addaudithook(_audit)
 
 
-_SPAWNED = pytest.StashKey[list[str]]()
-
-
 def _watched(item: pytest.Item):
-    """Record the spawns of an unmarked test while one of its phases (setup, call) runs."""
+    """Record the spawns of an unmarked test while one of its phases runs; fail the phase if there were any."""
     global _watch
     unmarked = item.get_closest_marker("prefect") is None and item.get_closest_marker("subprocess") is None
     _watch = [] if unmarked else None
     try:
-        return (yield)
+        result = yield
     finally:
         spawned, _watch = _watch, None
-        if spawned:
-            item.stash.setdefault(_SPAWNED, []).extend(spawned)
+    if spawned:
+        pytest.fail(
+            f"{item.nodeid} started processes without a `prefect` or `subprocess` marker "
+            f"(make test-quick would run it): {sorted(set(spawned))[:5]}",
+            pytrace=False,
+        )
+    return result
 
 
 @pytest.hookimpl(wrapper=True)
@@ -99,13 +107,3 @@ def pytest_runtest_setup(item: pytest.Item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     return (yield from _watched(item))
-
-
-def pytest_runtest_teardown(item: pytest.Item) -> None:
-    spawned = item.stash.get(_SPAWNED, None)
-    if spawned:
-        pytest.fail(
-            f"{item.nodeid} started processes without a `prefect` or `subprocess` marker "
-            f"(make test-quick would run it): {sorted(set(spawned))[:5]}",
-            pytrace=False,
-        )

@@ -104,6 +104,7 @@ def test_tf_privacy_bad_input_names_the_field():
         )
 
 
+@pytest.mark.slow  # 55 s at load 8 on the 2 shared cores
 def test_tf_privacy_user_level_is_the_mixture_of_gaussians():
     """max_examples_per_user = 1 is the example-level statement (TF-Privacy returns it unchanged); k > 1: each of the
     user's k examples is Poisson-sampled, so a step's sensitivity is Binomial(k, q) - dp_accounting's

@@ -145,6 +145,7 @@ def test_options_before_the_kind_are_kept(capsys):
     assert capsys.readouterr().out.lstrip().startswith("{")
 
 
+@pytest.mark.subprocess  # a `gdp` process piped into a closed reader
 def test_head_closing_the_pipe_is_not_an_error(empty_report):
     """`gdp analyze ... | head -1`: the reader leaves early; no BrokenPipe traceback."""
     proc = subprocess.Popen(

@@ -111,6 +111,7 @@ def test_sigkill_then_rerun_completes_exactly_once(tmp_path, prefect_api, trial)
     )
 
 
+@pytest.mark.subprocess  # a writer process, SIGKILLed
 def test_leftovers_of_a_killed_writer_are_never_read_and_are_removed(tmp_path):
     """What SIGKILL leaves mid-write (a `.name.tmp-<uuid>` next to each atomic target) is never read by a publish (the
     report's counts come only from complete files) and is removed by the cleanup a sweep runs before publishing."""
