@@ -235,6 +235,7 @@ def test_calibration_at_the_search_limit_is_flagged(write_spec, tmp_path, capsys
 
 
 @pytest.mark.slow  # one real `gdp audit` process with its temporary Prefect server (~25 s)
+@pytest.mark.subprocess  # a `gdp audit` process with its ephemeral Prefect server
 def test_audit_is_quiet_and_reports_an_invalid_manifest_once(tmp_path):
     reg = tmp_path / "registry"
     reg.mkdir()

@@ -286,6 +286,7 @@ def test_every_cell_of_a_chunk_gets_a_status_row_even_when_the_accountant_fails(
 
 # -- done means: the valid manifest beside the hostile ones is audited and published within 60 s ------------------------
 @pytest.mark.slow  # a real `gdp audit` + `gdp publish` (Prefect start-up included): about 30 s on 2 cores
+@pytest.mark.subprocess  # `gdp audit` + `gdp publish` processes
 def test_valid_manifest_beside_hostile_ones_is_audited_and_published_within_60_s(tmp_path):
     """gdp audit on a folder holding the alias bomb, a binary file, a newline name and one valid manifest."""
     import json
