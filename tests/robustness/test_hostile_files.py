@@ -239,6 +239,7 @@ def test_manifest_overflowing_values_name_the_field(tmp_path, old, new, field):
     assert info.value.field == field, str(info.value)
 
 
+@pytest.mark.slow  # 23 s at load 8-12 on 2 cores
 def test_manifest_composition_size_is_bounded(tmp_path):
     inner = ", ".join(["{kind: gaussian, noise_multiplier: 1.0}"] * 20_001)
     text = VALID.replace(

@@ -163,6 +163,7 @@ def test_yaml_tags_construct_nothing(tmp_path, tag, slot):
 
 
 @pytest.mark.parametrize("case", ["billion_laughs", "huge_list", "huge_linspace", "deep_nesting", "long_unicode"])
+@pytest.mark.slow  # bounded resource attacks: 7-28 s each at load 8-12 on 2 cores
 def test_resource_attacks_end_quickly(tmp_path, case):
     """Alias bombs, huge lists and deep nesting are refused (or accepted) in seconds, in a child with a timeout."""
     if case == "billion_laughs":
