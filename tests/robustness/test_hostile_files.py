@@ -331,6 +331,7 @@ def test_ten_million_cells_are_refused_even_with_force(tmp_path):
     assert time.perf_counter() - started < 1.0
 
 
+@pytest.mark.slow  # waits out a 3 s loading deadline per hostile manifest: 10-11 s
 def test_each_manifest_loads_in_isolation_with_a_deadline(tmp_path):
     """A file whose loading hangs or kills its loader fails alone; the files after it are still loaded."""
     from tasks.registry import iter_registry_isolated
