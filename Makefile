@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv check demo test test-fast bench clean
+.PHONY: venv check demo test test-fast test-quick bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 required, found " + sys.version'
@@ -34,11 +34,20 @@ check: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy gdpcore
 
+# Tests, by markers (pyproject.toml; `prefect` and `subprocess` are added by tests/conftest.py from fixtures):
+#   test        every test, slow ones included, with CI's Hypothesis example counts (what .ci/run runs; ~15 min)
+#   test-fast   every test not marked `slow`: still starts the Prefect harness and `gdp` / server subprocesses
+#   test-quick  the inner loop: gdpcore and the task tests that need no Prefect server and spawn no process (not
+#               slow, not prefect, not subprocess), Hypothesis `dev` profile; prints the 15 slowest tests. Measured
+#               on the 2-core machine: ~990 tests, 1 min 24 s wall, 79 s CPU (load 1.5-3.4 from other jobs)
 test: $(STAMP)
-	$(PY) -m pytest
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest --durations=25
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow" --durations=15
+
+test-quick: $(STAMP)
+	$(PY) -m pytest -q -m "not slow and not prefect and not subprocess" --durations=15
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,mlflow,check,hf,bench]'

@@ -46,6 +46,7 @@ def test_tf_privacy_step_count_is_its_own():
     assert from_tf_privacy(number_of_examples=10_000, batch_size=64, num_epochs=5.0, noise_multiplier=2.0).steps == 782
 
 
+@pytest.mark.slow  # 17 s at load 8-12 on 2 cores
 def test_tf_privacy_mnist_statement_reproduced():
     """N=60,000, B=256, 60 epochs, sigma=1.1, delta=1e-5 (TF-Privacy's MNIST tutorial: 256 microbatches of one
     example, i.e. used_microbatching=False). Its PLD statement is dp_accounting's PLDAccountant() (step 1e-4) on
@@ -63,6 +64,7 @@ def test_tf_privacy_mnist_statement_reproduced():
     assert f"{hi:.3f}" == f"{statement:.3f}" == "2.382"
 
 
+@pytest.mark.slow  # 15 s at load 8-12 on 2 cores
 def test_tf_privacy_published_statement_pld():
     """compute_dp_sgd_privacy_test.py, test_dp_sgd_privacy_statement_no_user_dp_with_pld: 10,000 examples, batch 64,
     5 epochs, noise 2.0, microbatching, delta=1e-6 -> "Epsilon assuming Poisson sampling (*): 1.199" (PLD) and 1.616
@@ -76,6 +78,7 @@ def test_tf_privacy_published_statement_pld():
     assert f"{check.reproduced_epsilon:.3f}" == "1.616" and check.status == "reproduced" and check.certified
 
 
+@pytest.mark.slow  # 9 s at load 8-12 on 2 cores
 def test_tf_privacy_published_example_privacy_microbatching():
     """compute_dp_sgd_privacy_test.py, test_compute_dp_sgd_example_privacy: 1.2 epochs, noise 0.7, q = 1e-2,
     delta=1e-5, PLD: 18.6977407 with microbatching, 2.4612381 without (q = 100 / 10,000; ceil(1.2 / q) = 120 steps)."""
@@ -104,6 +107,7 @@ def test_tf_privacy_bad_input_names_the_field():
         )
 
 
+@pytest.mark.slow  # 55 s at load 8 on the 2 shared cores
 def test_tf_privacy_user_level_is_the_mixture_of_gaussians():
     """max_examples_per_user = 1 is the example-level statement (TF-Privacy returns it unchanged); k > 1: each of the
     user's k examples is Poisson-sampled, so a step's sensitivity is Binomial(k, q) - dp_accounting's

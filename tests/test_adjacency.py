@@ -32,6 +32,7 @@ S004_2 = {
 
 
 @pytest.mark.parametrize(("sigma", "epochs"), sorted(S004_2))
+@pytest.mark.slow  # up to 7 s per case at load 8-12 on 2 cores
 def test_seed_004_closed_form_against_gdpcore_replace_one(sigma, epochs):
     closed_ref, exact_ref = S004_2[(sigma, epochs)]
     steps = int(round(epochs / P))

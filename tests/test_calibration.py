@@ -91,7 +91,7 @@ def test_composed_gaussian_scales_with_sqrt_steps():
     assert r.noise_multiplier == pytest.approx(4.0 * _gaussian_sigma_for_err_rates(0.01, 0.7), rel=1e-12)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=min(40, settings.default.max_examples))  # CI: 40; the dev profile: fewer
 @given(
     fpr=st.floats(1e-6, 0.2),
     gap=st.floats(0.01, 0.7),

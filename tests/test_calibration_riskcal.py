@@ -21,6 +21,7 @@ def test_advantage_target_matches_riskcal():
     assert g.analyze(mech, optimistic=False).advantage <= 0.1
 
 
+@pytest.mark.timeout(600)  # 216 s at load 12 on 2 cores (riskcal's search per target)
 def test_tpr_target_matches_riskcal_and_never_misses():
     q, steps, fpr, tpr = 0.01, 300, 0.01, 0.10
     ours = g.calibrate_noise(sampling_rate=q, steps=steps, target_tpr=tpr, fpr=fpr)

@@ -115,6 +115,7 @@ def test_bad_input_exits_2_naming_the_field(capsys, argv, needle):
         ["--noise-multiplier", "0.5082", "--sampling-rate", "0.1977", "--steps", "56379"],
     ],
 )
+@pytest.mark.subprocess  # the CLI in a fresh interpreter (its own peak RSS)
 def test_extreme_cells_answer_within_the_memory_budget(params):
     """The default 4 GiB budget is planned before allocating: the peak RSS of the CLI process stays below it and the
     answer carries labelled bounds and a status (measured on the 2-core machine: 12 s / 1.7 GB and 2 s / 0.3 GB)."""

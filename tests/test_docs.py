@@ -1,9 +1,8 @@
-"""Every citation resolves inside the repository (issue 13, "Habits").
+"""Every citation resolves inside the repository, so a reader of a fresh clone can follow each one.
 
 Reference numbers live in docs/references.md with their sources. No tracked .py / .md file may point at material
 that is not in the repository (a digest, the peer-benchmark notes, the workspace folder beside the checkout) or at
-a test file that does not exist,
-and every section id cited next to docs/references.md must exist there.
+a test file that does not exist, and every section id cited next to docs/references.md must exist there.
 """
 
 from __future__ import annotations
@@ -14,10 +13,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCES = ROOT / "docs" / "references.md"
-
-# Files that still carry an old citation because another branch owns them; the fixes are listed for the lead
-# (old text -> new text). Empty this set once they are applied: the test then covers them too.
-NOT_YET_FIXED: set[str] = set()  # every file now cites inside the repository
 
 # Material outside the repository. (Built from parts so that this file does not match itself.)
 FORBIDDEN = [
@@ -62,7 +57,7 @@ def test_no_citation_points_outside_the_repository():
     offenders = []
     for path in _tracked_files():
         rel = path.relative_to(ROOT).as_posix()
-        if path == me or rel in NOT_YET_FIXED:
+        if path == me:
             continue
         for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             for what, pattern in FORBIDDEN:
@@ -85,20 +80,3 @@ def test_cited_reference_sections_exist():
         for lineno, line in enumerate(text.splitlines(), 1):
             missing += [f"{rel}:{lineno}: {sid}" for sid in SECTION_ID.findall(line) if sid not in sections]
     assert missing == [], "\n".join(missing)
-
-
-def test_the_allow_list_only_names_files_that_still_need_it():
-    """An entry is dropped as soon as its file is clean, so the list cannot hide a new citation for long."""
-    stale = []
-    for rel in sorted(NOT_YET_FIXED):
-        path = ROOT / rel
-        if not path.is_file():
-            stale.append(f"{rel}: no such file")
-            continue
-        lines = path.read_text(encoding="utf-8").splitlines()
-        dirty = any(p.search(line) for line in lines for _, p in FORBIDDEN) or any(
-            not (ROOT / cited).is_file() for line in lines for cited in TEST_FILE.findall(line)
-        )
-        if not dirty:
-            stale.append(f"{rel}: clean now, remove it from NOT_YET_FIXED")
-    assert stale == [], "\n".join(stale)

@@ -57,6 +57,7 @@ def test_infinite_mu_has_a_defined_regret():
     assert row["status"] == "ok" and not math.isnan(row["gdp_regret"])
 
 
+@pytest.mark.slow  # 14 s at load 8 on the 2 shared cores
 def test_accuracy_by_default_and_status_when_the_budget_stops_it():
     m = SG(noise_multiplier=1.0, sampling_rate=0.01, steps=1000)
     r = g.analyze(m)  # default tolerance 1e-3 on eps at the controlled deltas, mu and the advantage
@@ -147,6 +148,7 @@ def test_generic_path_lower_end_at_tiny_delta_is_a_lower_bound():
     assert r.epsilon(1e-12, side="optimistic") <= exact  # 26.10955 (was 26.11293 with dp_accounting's self_compose)
 
 
+@pytest.mark.slow  # 13 s at load 8 on the 2 shared cores
 def test_advantage_point_narrows_the_twins_binding_gap():
     """The twin is the curve through the tests on the composed bucket index (fast_pld.threshold_test_masses), whose
     advantage error is second order in the step. sigma 0.8, q 1e-3, T 3000 at twin
@@ -169,6 +171,7 @@ def test_advantage_point_narrows_the_twins_binding_gap():
     assert engine.certified_gap(pess, opt, deltas=deltas, alpha_min=1e-10) < 1e-2
 
 
+@pytest.mark.slow  # 14 s at load 8 on the 2 shared cores
 def test_a_batch_borrows_its_groups_error_law_and_stays_within_its_tolerance():
     # One (sigma, q) group by decreasing T, as the grid runs it: the first cell measures the error laws, the others
     # borrow them. Every cell's certified gap must still be within the grid tolerance, and its brackets must hold

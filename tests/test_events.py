@@ -135,6 +135,7 @@ def test_from_dp_event_relation_is_checked():
         g.from_dp_event({"type": "GaussianDpEvent", "noise_multiplier": 1.0})
 
 
+@pytest.mark.slow  # 12 s at load 8 on the 2 shared cores
 def test_replace_one_events_use_the_record_bound_convention_of_dp_accountings_pld_accountant():
     """A GaussianDpEvent's noise is relative to one record's norm bound (its docstring): under replace-one the sum
     moves by 2C, as dp_accounting's PLD accountant reads it (N(1, s^2) vs N(-1, s^2)). gdpcore's reading must match

@@ -240,6 +240,7 @@ _SG = g.SubsampledGaussian
         ([(1.0, 0.01, 500), (0.8, 0.02, 300)], 1e-3),  # a schedule: the phases' bucket laws convolved
     ],
 )
+@pytest.mark.slow  # dp_accounting at a 10x finer step: 58 s at load 8 on the 2 shared cores
 def test_twin_stays_below_dp_accounting_at_a_10x_finer_step(phases, d):
     # Independent truth: dp_accounting's connect-the-dots PLD at step d / 10 is an upper bound on the profile
     # (pessimistic_estimate=True), so delta(eps), epsilon(delta) and the supporting lines 1 - delta(eps) - e^eps alpha

@@ -44,6 +44,7 @@ MIXED = g.Composed(
 
 
 @pytest.mark.parametrize("delta", [1e-5, 1e-10])
+@pytest.mark.slow  # 39 s per delta at load 8 on the 2 shared cores
 def test_mixed_composition_bracket_contains_dp_accounting_at_a_finer_step(delta):
     """DP-SGD + a Laplace release + a discrete Laplace release (the generic path): at a 10x finer step dp_accounting's
     pessimistic delta at our upper epsilon is at most delta (upper >= truth), its optimistic delta there too, and its

@@ -78,6 +78,7 @@ ACCOUNTANT_CASES = [
 
 
 @pytest.mark.parametrize("m", ACCOUNTANT_CASES, ids=lambda m: m.kind)
+@pytest.mark.slow  # dp_accounting's PLD accountant per kind: up to 249 s at load 8 on the 2 shared cores
 def test_bracket_contains_dp_accounting_pld_accountant(m):
     """dp_accounting's PLDAccountant on the kind's own DpEvent (PoissonSampled(Laplace), DiscreteLaplace,
     RandomizedResponse with k buckets, MixtureOfGaussians, TruncatedSubsampledGaussian)."""
@@ -106,6 +107,7 @@ def test_subsampled_discrete_laplace_against_dp_accounting_constructor():
     _assert_bracket(r, _pld_eps(ref))
 
 
+@pytest.mark.slow  # 114 s at load 8 on the 2 shared cores
 def test_sampled_without_replacement_against_dp_accounting_replace_one_pld():
     """Fixed-size batches, replace-one: dp_accounting's replace-one subsampled-Gaussian PLD with q = m/n (the pair
     the Fourier accountant of Koskela et al. 2020 uses for sampling without replacement under substitution)."""
@@ -123,6 +125,7 @@ def test_sampled_without_replacement_against_dp_accounting_replace_one_pld():
         g.from_dp_event(kinds.to_dp_event(m).event, neighboring_relation="add_remove")
 
 
+@pytest.mark.slow  # 12 s at load 8 on the 2 shared cores
 def test_tree_aggregation_against_dp_accounting():
     """The tree release is exactly a Gaussian with mu = sqrt(h)/sigma, h = ceil(log2(T+1)) (Kairouz et al. 2021
     App. D): dp_accounting's Gaussian PLD of that mu at a fine step sits in the (exact) report, and dp_accounting's
@@ -202,6 +205,7 @@ def test_kary_randomized_response_self_composed_counts_every_run():
     assert float(r.delta(3 * (eps0 + step))) <= 1e-12 < float(r.delta(3 * (eps0 - step)))
 
 
+@pytest.mark.slow  # 69 s at load 8 on the 2 shared cores
 def test_mixture_single_component_is_the_gaussian():
     """A one-component mixture is the Gaussian mechanism: exactly (c sqrt(T)/s)-GDP (Dong et al. 2022 Cor. 3.3)."""
     m = MixtureOfGaussians(standard_deviation=2.0, sensitivities=[1.0], probabilities=[1.0], steps=4)

@@ -95,6 +95,7 @@ def cell(request):
     return request.param, report, fine
 
 
+@pytest.mark.slow  # the module's dp_accounting references at step 1e-5: 49 s each at load 8 on the 2 shared cores
 def test_epsilon_within_half_percent_of_dp_accounting_1e5(cell):
     _, report, fine = cell
     for delta in (1e-3, 1e-5, 1e-7):
@@ -104,6 +105,7 @@ def test_epsilon_within_half_percent_of_dp_accounting_1e5(cell):
         assert ours >= report.epsilon(delta, side="optimistic")
 
 
+@pytest.mark.slow  # the dp_accounting references at step 1e-5
 def test_optimistic_twin_is_below_an_independent_upper_bound_and_tight(cell):
     """The lower ends (tests on the privacy-buckets composition) never exceed dp_accounting's connect-the-dots
     upper bound at a 10x finer step, and the bracket is narrow: privacy buckets alone lost about T d / 2 in eps
@@ -120,6 +122,7 @@ def test_optimistic_twin_is_below_an_independent_upper_bound_and_tight(cell):
     assert report.mu_lower <= report.mu <= report.mu_lower * (1 + 1e-2)
 
 
+@pytest.mark.slow  # the dp_accounting references at step 1e-5
 def test_advantage_within_1e3_of_independent_accountants(cell):
     (sigma, q, steps), report, fine = cell
     # dp_accounting's max(remove, add) delta(0) at 1e-5 is inflated by its add-direction defect (0.48135 against
@@ -176,6 +179,7 @@ def _lower_convex_hull(x, y):
 
 
 @pytest.mark.parametrize("params", CELLS[:2] + CELLS[3:], ids=lambda c: f"s{c[0]}-q{c[1]}-T{c[2]}")
+@pytest.mark.slow  # 19 s at load 8 on the 2 shared cores
 def test_beta_close_to_exact_curve_and_never_above(params):
     sigma, q, steps = params
     alpha = np.array([1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8])
@@ -316,6 +320,7 @@ def test_mass_consistency_is_reported():
     assert g.analyze(DE_ET_AL, optimistic=False).diagnostics["remove_q_mass"] == pytest.approx(1.0, abs=1e-5)
 
 
+@pytest.mark.slow  # 29 s at load 8 on the 2 shared cores
 def test_optimistic_twin_of_a_two_phase_schedule():
     """Opacus-style history (data/registry/opacus-two-phase.yaml): the shifted twin composes the phases. Its lower
     ends stay below dp_accounting's connect-the-dots composition at a 5x finer step (an independent upper bound) and

@@ -79,6 +79,7 @@ def test_linear_convolution_bound_holds_against_an_extended_precision_convolutio
     assert bound < 1e-17  # informative: 1e-17 per atom on supports of ~1e4 atoms
 
 
+@pytest.mark.slow  # 43 s at load 8 on the 2 shared cores
 def test_bound_is_componentwise_not_rms():
     """The case an RMS-based estimate missed (tests/test_engine.py keeps the analyze cell): sigma 1.05, q 0.351,
     T 1897. The twin at step 3.125e-5 (9.8M-point FFT) read epsilon(1e-11) = 244.88835 above the pessimistic

@@ -1,25 +1,11 @@
-"""Pipeline tests: one Prefect test server for the session (temporary SQLite, no network), tiny grids, thread runner."""
+"""Pipeline tests: tiny grids, thread runner; flow tests use the session Prefect harness of tests/conftest.py."""
 
 from __future__ import annotations
 
-import os
 import textwrap
 from pathlib import Path
 
 import pytest
-
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # the test server must not phone home
-os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-
-
-@pytest.fixture(scope="session")
-def prefect_server():
-    """Session-scoped Prefect test harness; only the flow tests request it (spec tests stay Prefect-free)."""
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
 
 TINY_SPEC = """\
 name: {name}

@@ -144,6 +144,7 @@ def test_options_before_the_kind_are_kept(capsys):
     assert capsys.readouterr().out.lstrip().startswith("{")
 
 
+@pytest.mark.subprocess  # a `gdp` process piped into a closed reader
 def test_head_closing_the_pipe_is_not_an_error(empty_report):
     """`gdp analyze ... | head -1`: the reader leaves early; no BrokenPipe traceback."""
     proc = subprocess.Popen(
@@ -233,6 +234,7 @@ def test_calibration_at_the_search_limit_is_flagged(write_spec, tmp_path, capsys
 
 
 @pytest.mark.slow  # one real `gdp audit` process with its temporary Prefect server (~25 s)
+@pytest.mark.subprocess  # a `gdp audit` process with its ephemeral Prefect server
 def test_audit_is_quiet_and_reports_an_invalid_manifest_once(tmp_path):
     reg = tmp_path / "registry"
     reg.mkdir()

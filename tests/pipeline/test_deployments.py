@@ -116,6 +116,8 @@ mechanism:
 
 
 @pytest.mark.slow  # a real server, `prefect deploy --all`, a process worker, five flow-run subprocesses (~2 min)
+@pytest.mark.subprocess  # a `prefect server`, `prefect deploy`, a worker
+@pytest.mark.timeout(900)  # ~2 min idle, server start-up and five flow-run processes; 4x that at load 8
 def test_every_deployment_runs_on_a_local_server_with_a_process_pool(tmp_path):
     home = tmp_path / "prefect-home"
     home.mkdir()

@@ -58,6 +58,7 @@ def _processes_with(*needles: str) -> list[int]:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="process checks read /proc (Linux)")
+@pytest.mark.subprocess  # a `gdp sweep` process with its Prefect server
 def test_sweep_uses_one_early_server_for_flow_and_workers_and_stops_it(tiny_spec, tmp_path):
     spec = tiny_spec()
     trace = tmp_path / "trace.txt"
@@ -138,6 +139,7 @@ sys.exit(flows.cli.main())
         ("crash", ["--version"], 1, ""),
     ],
 )
+@pytest.mark.subprocess  # `gdp` in a child interpreter
 def test_fast_exit_keeps_exit_codes_output_and_exit_handlers(tmp_path, mode, argv, code, stdout):
     flag = tmp_path / "flag"
     out = subprocess.run(
@@ -212,6 +214,7 @@ print(f"boot={bool(runners._server_boot)} env={os.environ.get('PREFECT_API_URL')
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="process checks read /proc (Linux)")
+@pytest.mark.subprocess  # `gdp` in a child interpreter
 def test_a_server_named_by_the_profile_wins_over_the_temporary_one(tmp_path):
     """The temporary server is launched before Prefect's configuration is read; when the active profile names a
     server (Prefect's profiles.toml), that one is used and the launched one is stopped at once."""

@@ -308,7 +308,10 @@ def test_mutated_templates_are_rejected_clearly_or_fully_valid(tmp_path):
         max_leaves=6,
     )
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=min(150, settings.default.max_examples),
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
     @given(mutations=st.lists(st.tuples(st.sampled_from(_PATHS), values), min_size=1, max_size=3))
     def check(mutations):
         doc = copy.deepcopy(_BASE_DOC)

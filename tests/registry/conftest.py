@@ -1,15 +1,11 @@
-"""Registry-audit tests: one Prefect test server per session (temporary SQLite, no network), tiny registries."""
+"""Registry-audit tests: tiny registries; flow tests use the session Prefect harness of tests/conftest.py."""
 
 from __future__ import annotations
 
-import os
 import textwrap
 from pathlib import Path
 
 import pytest
-
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # the test server must not phone home
-os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 # Importing MLflow's SQLAlchemy store runs sqlalchemy.orm.configure_mappers() over every ORM registry in the process.
 # Under SQLAlchemy 2.1 that warns about MLflow's own `lazy="noload"` relationships and about Prefect's server UUID
@@ -26,15 +22,6 @@ MLFLOW_ORM_WARNINGS = [
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_REGISTRY = REPO / "data" / "registry"
-
-
-@pytest.fixture(scope="session")
-def prefect_server():
-    """Session-scoped Prefect test harness; only the flow tests request it (manifest tests stay Prefect-free)."""
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
 
 
 TINY_A = """\

@@ -25,6 +25,7 @@ from tests.robustness.conftest import Proc, free_port, healthy, wait_for
 
 pytestmark = [
     pytest.mark.slow,  # a real mlflow server, 20 registered versions, four audits: ~2 min on 2 shared cores
+    pytest.mark.timeout(600),  # its mlflow-server fixture alone took 257 s (setup) at load 12 on 2 cores
     pytest.mark.usefixtures("prefect_server"),
     *MLFLOW_ORM_WARNINGS,
 ]

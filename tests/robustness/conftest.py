@@ -1,5 +1,6 @@
-"""Robustness tests (issue 8): real processes on 127.0.0.1 - a `prefect server`, a Dask scheduler and workers, `gdp`
-CLI runs that get SIGKILLed - each started here with a timeout on every wait and stopped in a finally block.
+"""Robustness tests: the pipeline among real processes on 127.0.0.1 - a `prefect server`, a Dask scheduler and
+workers, `gdp` CLI runs that get SIGKILLed - each started here with a timeout on every wait and stopped in a finally
+block.
 
 Processes are started in their own session and stopped by *their* process-group id (never by name), so a test that
 fails half-way leaves no scheduler, worker or server behind.

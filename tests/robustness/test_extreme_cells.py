@@ -56,6 +56,7 @@ CHILD = textwrap.dedent(
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess  # `gdp` processes
 def test_extreme_cells_end_within_budget_with_result_or_reason():
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(MEMORY_CAP_MIB), json.dumps(CELLS)],

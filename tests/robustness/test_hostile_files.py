@@ -239,6 +239,7 @@ def test_manifest_overflowing_values_name_the_field(tmp_path, old, new, field):
     assert info.value.field == field, str(info.value)
 
 
+@pytest.mark.slow  # 23 s at load 8-12 on 2 cores
 def test_manifest_composition_size_is_bounded(tmp_path):
     inner = ", ".join(["{kind: gaussian, noise_multiplier: 1.0}"] * 20_001)
     text = VALID.replace(
@@ -286,6 +287,7 @@ def test_every_cell_of_a_chunk_gets_a_status_row_even_when_the_accountant_fails(
 
 # -- done means: the valid manifest beside the hostile ones is audited and published within 60 s ------------------------
 @pytest.mark.slow  # a real `gdp audit` + `gdp publish` (Prefect start-up included): about 30 s on 2 cores
+@pytest.mark.subprocess  # `gdp audit` + `gdp publish` processes
 def test_valid_manifest_beside_hostile_ones_is_audited_and_published_within_60_s(tmp_path):
     """gdp audit on a folder holding the alias bomb, a binary file, a newline name and one valid manifest."""
     import json
@@ -329,6 +331,7 @@ def test_ten_million_cells_are_refused_even_with_force(tmp_path):
     assert time.perf_counter() - started < 1.0
 
 
+@pytest.mark.slow  # waits out a 3 s loading deadline per hostile manifest: 10-11 s
 def test_each_manifest_loads_in_isolation_with_a_deadline(tmp_path):
     """A file whose loading hangs or kills its loader fails alone; the files after it are still loaded."""
     from tasks.registry import iter_registry_isolated

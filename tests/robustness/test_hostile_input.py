@@ -110,7 +110,9 @@ def _check(path: Path, text: str) -> GridSpec | None:
     return spec
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=min(300, settings.default.max_examples), suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(mutations=st.lists(st.tuples(st.sampled_from(PATHS), values), min_size=1, max_size=3))
 def test_mutated_specs_are_rejected_clearly_or_fully_valid(tmp_path, mutations):
     doc = copy.deepcopy(BASE)
@@ -161,6 +163,7 @@ def test_yaml_tags_construct_nothing(tmp_path, tag, slot):
 
 
 @pytest.mark.parametrize("case", ["billion_laughs", "huge_list", "huge_linspace", "deep_nesting", "long_unicode"])
+@pytest.mark.slow  # bounded resource attacks: 7-28 s each at load 8-12 on 2 cores
 def test_resource_attacks_end_quickly(tmp_path, case):
     """Alias bombs, huge lists and deep nesting are refused (or accepted) in seconds, in a child with a timeout."""
     if case == "billion_laughs":

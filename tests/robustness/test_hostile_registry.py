@@ -84,7 +84,9 @@ def _check(path: Path, text: str) -> list | None:
     return manifests
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=min(250, settings.default.max_examples), suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     alt=st.sampled_from([None, *range(len(ALT_MECHANISMS))]),
     mutations=st.lists(st.tuples(st.sampled_from(PATHS), values), min_size=1, max_size=3),

@@ -111,6 +111,7 @@ def test_sigkill_then_rerun_completes_exactly_once(tmp_path, prefect_api, trial)
     )
 
 
+@pytest.mark.subprocess  # a writer process, SIGKILLed
 def test_leftovers_of_a_killed_writer_are_never_read_and_are_removed(tmp_path):
     """What SIGKILL leaves mid-write (a `.name.tmp-<uuid>` next to each atomic target) is never read by a publish (the
     report's counts come only from complete files) and is removed by the cleanup a sweep runs before publishing."""
@@ -174,6 +175,7 @@ def test_leftovers_of_a_killed_writer_are_never_read_and_are_removed(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", ["process", "thread"])
+@pytest.mark.subprocess  # a `gdp` process and its ephemeral server
 def test_sigkilled_flow_leaves_no_orphan_processes(tmp_path, runner):
     """Without PREFECT_API_URL the CLI starts an ephemeral Prefect server (and, for --runner process, a pool of
     workers). SIGKILL runs no atexit hook: a watchdog stops the server and the pool workers exit with their parent,

@@ -53,7 +53,7 @@ mechanisms = st.one_of(
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:.*failed to converge.*")  # dp_accounting's RDP orders in the fallback path
-@settings(max_examples=40, deadline=None, derandomize=True)
+@settings(max_examples=min(40, settings.default.max_examples), deadline=None, derandomize=True)
 @given(mech=mechanisms, path=st.sampled_from(sorted(PATHS)))
 def test_published_numbers_never_cross_the_optimistic_bracket(mech, path):
     row = analyze_grid_table([mech], deltas=DELTAS, fprs=FPRS, **PATHS[path]).to_pylist()[0]

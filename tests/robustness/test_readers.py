@@ -75,6 +75,7 @@ def _consistent(row: dict, all_ids: list[str]) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess  # reader processes beside a publisher
 def test_readers_always_see_a_complete_report_while_publishing(tmp_path):
     lake, spec, ids = _lake(tmp_path)
     report = tmp_path / "reports" / "r.duckdb"

@@ -171,6 +171,7 @@ HOLD = textwrap.dedent(
 )
 
 
+@pytest.mark.subprocess  # a lock-holder process, SIGKILLed
 def test_a_killed_lock_holder_releases_the_lock_at_once(tmp_path):
     lake = tmp_path / "lake"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
@@ -275,6 +276,7 @@ PARENT = textwrap.dedent(
 )
 
 
+@pytest.mark.subprocess  # a `gdp` process and its server
 def test_server_started_during_startup_dies_with_a_sigkilled_parent(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     parent = subprocess.Popen(
@@ -405,6 +407,7 @@ def test_chunk_cache_keys_differ_between_specs_sharing_cells(tmp_path):
     )
 
 
+@pytest.mark.subprocess  # a pool-worker process
 def test_a_pool_worker_whose_flow_died_during_its_start_up_exits(tmp_path):
     """Found by fault injection: a worker reaching its initializer after the flow was SIGKILLed took init for its
     parent and waited forever."""
