@@ -128,6 +128,7 @@ def test_memo_bomb_is_refused_in_seconds_by_the_python_api(tmp_path):
     assert time.monotonic() - started < 5  # safety net (was: ~100 s growing ~27 MB/s to a MemoryError)
 
 
+@pytest.mark.subprocess
 def test_memo_bomb_is_refused_in_seconds_by_the_cli(tmp_path):
     path = _bomb(tmp_path)
     started = time.monotonic()
