@@ -2,11 +2,11 @@
 
 dp_accounting builds each kind's PLD (connect-the-dots or privacy-buckets discretisation, tail truncation); this
 module builds the PLD of one step of a mechanism description and exposes its PMFs as plain arrays. The engine
-composes the single steps (:func:`gdpcore.kinds.single_steps`) with :mod:`gdpcore.fast_pld`, whose FFT compositions
+composes the single steps (:func:`gdpcore.kinds.single_steps`) with :mod:`gdpcore.pld`, whose FFT compositions
 carry a round-off bound; dp_accounting's own ``compose`` / ``self_compose`` (no round-off bound) is what the tests
 compare against at a finer step (``tests/pld_oracle.py``). The notes below are about dp_accounting's *composed* PMFs.
 
-Why only the remove PMF is read (measured; docs/references.md M-1, asserted in tests/test_report.py and tests/test_fast_pld.py):
+Why only the remove PMF is read (measured; docs/references.md M-1, asserted in tests/test_report.py and tests/test_pld.py):
 
 * dp_accounting's composed *add*-direction PMF is not a consistent likelihood ratio at fine discretisation and large
   T: its total mass exceeds 1 (1.0000675 for sigma=0.7, q=0.1, T=2500 at 1e-4), so its delta(0) can exceed 1.

@@ -423,7 +423,7 @@ def profile_on_lattice(pmf, k_max: int) -> np.ndarray:
     out = suffix_p[inside] - suffix_w[inside]
     below = i_k < 0  # eps_k below the smallest atom: every atom counts
     if below.any():
-        total_w = float(np.sum(p * np.exp(-step * np.arange(n))))  # no BLAS (np.sum, not @): see gdpcore.fast_pld
+        total_w = float(np.sum(p * np.exp(-step * np.arange(n))))  # no BLAS (np.sum, not @): see gdpcore/pld/powers.py
         out = np.where(below, p.sum() - np.exp(-step * (lo - k)) * total_w, out)
     out = np.where(i_k > n - 1, 0.0, out)
     return np.clip(out, 0.0, None) + pmf.infinity_mass
@@ -438,7 +438,7 @@ def curve_from_loss_pmf(remove_pmf, add_pmf=None) -> SymmetricCurve:
     fine discretisation, which can inflate delta_A by at most e. The excess of delta_A over delta_R beyond e is
     ``add_direction_gap``; where it is positive the pointwise max is used, so the curve stays pessimistic even for a
     mechanism whose add direction dominates. For the subsampled Gaussian the remove direction dominates for
-    eps >= 0 and the gap is 0 (tests/test_fast_pld.py::test_composed_epsilon_matches_dp_accounting; docs/references.md M-1).
+    eps >= 0 and the gap is 0 (tests/test_pld.py::test_composed_epsilon_matches_dp_accounting; docs/references.md M-1).
     """
     remove_pmf = remove_pmf.with_roundoff_allowance()
     if add_pmf is not None:

@@ -1,13 +1,13 @@
 """The one privacy-loss PMF type of gdpcore: the P-law of L = log(P/Q) on a lattice, plus its +inf mass.
 
 Every producer of PMFs (dp_accounting's PLDs read by :mod:`gdpcore.accounting`, the vectorised single steps and
-FFT compositions of :mod:`gdpcore.fast_pld`) returns a :class:`LossPMF`; every curve construction
+FFT compositions of :mod:`gdpcore.pld`) returns a :class:`LossPMF`; every curve construction
 (:mod:`gdpcore.curve`) reads one. A single step keeps its FFTs and log-MGFs in per-object caches, so one object
 serves every number of compositions.
 
 ``roundoff`` is a rigorous bound on the floating-point error of each atom (FFT compositions: the componentwise
-a-priori bound of :func:`gdpcore.fast_pld._power_roundoff`, with the forward transform in extended precision; see
-:func:`gdpcore.fast_pld.compose_loss_pmf`). Curve constructions add it to every atom on the pessimistic side and
+a-priori bound of :func:`gdpcore.pld.powers._power_roundoff`, with the forward transform in extended precision; see
+:func:`gdpcore.pld.compose_loss_pmf`). Curve constructions add it to every atom on the pessimistic side and
 subtract it on the optimistic side (a scalar, or one bound per atom where a tilted composition gave the tail
 its own precision), so round-off can never turn an upper bound into an optimistic number or invert
 a bracket; it matters only for delta or FPR near ``roundoff`` x the support length (about 1e-12 at T = 1e5).
@@ -27,7 +27,7 @@ __all__ = ["LossPMF", "rfft_extended"]
 def rfft_extended(x: np.ndarray, n: int) -> np.ndarray:
     """rfft of ``x`` zero-padded to ``n``, computed in ``np.longdouble`` (64-bit significand on x86-64; float64 where
     the platform has nothing wider) and returned as ``np.clongdouble``: the forward transforms whose round-off bound
-    must be tight (:func:`gdpcore.fast_pld._power_roundoff`)."""
+    must be tight (:func:`gdpcore.pld.powers._power_roundoff`)."""
     return sp_fft.rfft(np.asarray(x).astype(np.longdouble), n)
 
 
@@ -47,7 +47,7 @@ class LossPMF:
     _cache: dict[Any, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
     bucket_q_weights: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
     """An optimistic (privacy-bucket) single step's Q-mass weights: w_k >= P_k e^{-(l_k - k d)} per bucket k, so that
-    Q_k <= e^{-k d} w_k (:func:`gdpcore.fast_pld.threshold_test_masses` composes them). Part of the twin's proof, so
+    Q_k <= e^{-k d} w_k (:func:`gdpcore.pld.threshold_test_masses` composes them). Part of the twin's proof, so
     it is set where the buckets are built (the Poisson-subsampled Gaussian's closed-form residual bounds; the
     P-masses themselves for buckets whose losses are rounded down) and None on every other PMF: the twin refuses a
     single step without it."""
@@ -88,7 +88,7 @@ class LossPMF:
         """rfft of the PMF zero-padded to ``n`` (cached). ``extended``: computed in ``np.longdouble`` (64-bit
         significand on x86-64) and returned as ``np.clongdouble``, so that each coefficient is within ``~log2(n)
         2^-64`` of the exact one instead of a float64 FFT's ``~5 log2(n) u`` (see
-        :func:`gdpcore.fast_pld._power_roundoff`); about 3.7x the cost of the float64 transform."""
+        :func:`gdpcore.pld.powers._power_roundoff`); about 3.7x the cost of the float64 transform."""
         key = ("rfft", n, extended)
         out = self._cache.get(key)
         if out is None:

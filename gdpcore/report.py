@@ -3,7 +3,7 @@
 The curves come from the one accounting engine (:mod:`gdpcore.engine`); a report is read off them in one way
 (:meth:`PrivacyReport.from_curves`). Two accountants:
 
-* ``"pld"``: privacy-loss distributions (dp_accounting's construction; vectorised by :mod:`gdpcore.fast_pld` for
+* ``"pld"``: privacy-loss distributions (dp_accounting's construction; vectorised by :mod:`gdpcore.pld` for
   Poisson-subsampled Gaussians and schedules of them). A pessimistic (connect-the-dots) curve gives every reported
   number; an optimistic twin (the tests on the privacy-buckets composition, a post-processed mechanism) gives the
   other end of every bracket. By default the step is refined until the brackets of epsilon at

@@ -10,7 +10,7 @@ asked), float columns ``mu``, ``gdp_regret``, ``advantage``, ``bayes_security`` 
 ``fnr`` (aligned with ``fprs``), bound labels (``*_bound``: "upper", "lower", "estimate", "exact"), the accountant and
 its steps (``discretization``, ``discretization_lower``), the estimated discretisation error, the certified gap and
 its target (``gap_tolerance``), the support length, the memory plan and the ``engine`` ("fast_pld",
-"dp_accounting", "closed_form" or "rdp_fallback"). Table metadata records ``deltas``, ``fprs`` and the settings.
+"closed_form" or "rdp_fallback"; :data:`gdpcore.engine.PLD_ENGINE`). Table metadata records ``deltas``, ``fprs`` and the settings.
 """
 
 from __future__ import annotations

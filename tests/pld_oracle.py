@@ -1,7 +1,7 @@
 """dp_accounting's own composition of a mechanism's PLD: the oracle tests compare gdpcore's engine against.
 
 gdpcore builds one step's PLD per kind (:func:`gdpcore.kinds.pld`) and composes the steps itself with a round-off bound
-(:mod:`gdpcore.fast_pld`). This walks the mechanism tree the way dp_accounting's ``PLDAccountant`` walks a DpEvent:
+(:mod:`gdpcore.pld`). This walks the mechanism tree the way dp_accounting's ``PLDAccountant`` walks a DpEvent:
 ``self_compose`` for repeated steps (a kind's ``steps_param``, a ``SelfComposed`` count) and ``compose`` across the
 parts of a ``Composed``, with no round-off bound of its own.
 """

@@ -204,7 +204,7 @@ def test_fixed_size_batches():
     assert run.mechanism == exact and run.neighbouring == "replace_one" and not run.is_estimate
     lo, hi, step = _bracket(run, 1e-5, discretization=1e-3)
     # dp_accounting's PLDAccountant does not take the event; its replace-one subsampled Gaussian with q = B/N is the
-    # same pair (the construction tests/test_new_kinds.py checks the kind against)
+    # same pair (the construction tests/test_dpevent_kinds.py checks the kind against)
     ref = pld_lib.from_gaussian_mechanism(
         1.0,
         value_discretization_interval=step / 10,

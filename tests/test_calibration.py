@@ -127,7 +127,7 @@ def test_pld_path_reproduces_gaussian_closed_form(kw, exact):
         metric = float(rep.tpr(kw["fpr"]))
     else:
         metric = float(rep.fnr(kw["fpr"]))
-    assert metric == pytest.approx(r.achieved, rel=1e-9, abs=1e-12)  # dp_accounting's PLD vs fast_pld's
+    assert metric == pytest.approx(r.achieved, rel=1e-9, abs=1e-12)  # dp_accounting's PLD vs gdpcore.pld's
 
 
 # -- DP-SGD ------------------------------------------------------------------------------------------------------------

@@ -475,7 +475,7 @@ def test_subsampled_gaussian_phases_compose_to_the_mechanism(kind, i, m):
 # dp_accounting's connect-the-dots constructor (the kind's construction).
 ACCOUNTANT_LOOSER_THAN_CONNECT_DOTS = ("discrete_laplace",)
 # A zCDP statement has no dp_accounting PLD; its construction at a finer step is another valid upper bound, not a
-# tighter one. Its references are in tests/test_new_kinds.py (Bun & Steinke closed forms, the RDP accountant).
+# tighter one. Its references are in tests/test_dpevent_kinds.py (Bun & Steinke closed forms, the RDP accountant).
 NO_PLD_REFERENCE = ("zcdp",)
 
 

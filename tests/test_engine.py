@@ -150,7 +150,7 @@ def test_generic_path_lower_end_at_tiny_delta_is_a_lower_bound():
 
 @pytest.mark.slow  # 13 s at load 8 on the 2 shared cores
 def test_advantage_point_narrows_the_twins_binding_gap():
-    """The twin is the curve through the tests on the composed bucket index (fast_pld.threshold_test_masses), whose
+    """The twin is the curve through the tests on the composed bucket index (gdpcore.pld.threshold_test_masses), whose
     advantage error is second order in the step. sigma 0.8, q 1e-3, T 3000 at twin
     step 1.25e-4 (the grid cell where the advantage was the binding number of the certified gap): its lower end was
     0.040976 with the curve's residual shift alone (2.41% below dp_accounting's upper bound 0.041989 at step 1.25e-5;

@@ -145,19 +145,19 @@ def test_curve_vertices_near_the_axes_stay_on_their_side(tilt_fraction):
     of 1 put the optimistic FNR at 0.23-0.60 of G_mu at FPR ~1e-20 (the lower end of mu then exceeded its bound)."""
     from scipy import special
 
-    from gdpcore import fast_pld
+    from gdpcore import pld
     from gdpcore.curve import curve_from_remove_pmf
 
     sigma, steps, d = 1.1, 347, 1e-3
     mu = steps**0.5 / sigma
     fpr = np.geomspace(1e-37, 1e-3, 400)
     exact = special.ndtr(-special.ndtri(fpr) - mu)
-    plain = fast_pld.single_step_pld(noise_multiplier=sigma, sampling_rate=1.0, discretization=d)
-    pessimistic = curve_from_remove_pmf(fast_pld.compose_loss_pmf(plain, steps))
-    theta = tilt_fraction * fast_pld.tilt_for_tail(plain, steps, 1e-10)
-    target = steps * fast_pld.tilted_log_mgf(plain, theta)[1]
-    single = fast_pld.optimistic_single_step_pld(noise_multiplier=sigma, sampling_rate=1 - 1e-9, discretization=d)
-    optimistic = curve_from_remove_pmf(fast_pld.optimistic_loss_pmf(single, steps, tilt_target=target))
+    plain = pld.single_step_pld(noise_multiplier=sigma, sampling_rate=1.0, discretization=d)
+    pessimistic = curve_from_remove_pmf(pld.compose_loss_pmf(plain, steps))
+    theta = tilt_fraction * pld.tilt_for_tail(plain, steps, 1e-10)
+    target = steps * pld.tilted_log_mgf(plain, theta)[1]
+    single = pld.optimistic_single_step_pld(noise_multiplier=sigma, sampling_rate=1 - 1e-9, discretization=d)
+    optimistic = curve_from_remove_pmf(pld.optimistic_loss_pmf(single, steps, tilt_target=target))
     assert np.all(pessimistic.fnr(fpr) <= exact)
     assert np.all(optimistic.fnr(fpr) >= exact)
     # Both stay informative wherever the FNR exceeds 1e-6 (FPR 1e-37 .. 1e-3): measured 0.959 and 1.072 of G_mu

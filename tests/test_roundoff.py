@@ -1,4 +1,4 @@
-"""The FFT round-off bounds of gdpcore.fast_pld hold against an extended-precision computation of the same thing.
+"""The FFT round-off bounds of gdpcore.pld.powers hold against an extended-precision computation of the same thing.
 
 Reference: the same convolution power computed entirely in ``np.longdouble`` (pocketfft's extended-precision
 transforms and an extended-precision power; 2^-64 unit round-off on x86-64, 2048x finer than float64), whose own
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from scipy import fft as sp_fft
 
-from gdpcore import fast_pld
+from gdpcore import pld
+from gdpcore.pld.powers import _fft_plan, _linear_convolution, _power
 
 EXTENDED = np.finfo(np.longdouble).eps < np.finfo(float).eps
 
@@ -46,14 +47,14 @@ CELLS = [
 @pytest.mark.skipif(not EXTENDED, reason="np.longdouble is float64 on this platform: no extended-precision reference")
 @pytest.mark.parametrize(("sigma", "q", "d", "T"), CELLS)
 def test_power_roundoff_bound_holds_against_an_extended_precision_composition(sigma, q, d, T):
-    single = fast_pld.single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d)
-    n = fast_pld.fft_length(single, T)
+    single = pld.single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d)
+    n = pld.fft_length(single, T)
     reference = _extended_reference(single.probs, T, n)
-    lo, hi, _, _, _ = fast_pld._fft_plan(single, T)
+    lo, hi, _, _, _ = _fft_plan(single, T)
     ref = np.asarray(reference[np.arange(lo, hi + 1) % n], dtype=float)
     bounds = {}
     for extended in (False, True):
-        start, out, bound = fast_pld._power(single, T, fft_len=n, cache=False, extended=extended)
+        start, out, bound = _power(single, T, fft_len=n, cache=False, extended=extended)
         assert start == lo
         err = float(np.max(np.abs(out - ref)))
         assert err <= bound, (extended, err, bound)
@@ -64,13 +65,13 @@ def test_power_roundoff_bound_holds_against_an_extended_precision_composition(si
 
 @pytest.mark.skipif(not EXTENDED, reason="np.longdouble is float64 on this platform: no extended-precision reference")
 def test_linear_convolution_bound_holds_against_an_extended_precision_convolution():
-    a = fast_pld.compose_loss_pmf(
-        fast_pld.single_step_pld(noise_multiplier=0.9, sampling_rate=0.05, discretization=1e-3), 500
+    a = pld.compose_loss_pmf(
+        pld.single_step_pld(noise_multiplier=0.9, sampling_rate=0.05, discretization=1e-3), 500
     ).probs
-    b = fast_pld.compose_loss_pmf(
-        fast_pld.single_step_pld(noise_multiplier=2.0, sampling_rate=0.3, discretization=1e-3), 40
+    b = pld.compose_loss_pmf(
+        pld.single_step_pld(noise_multiplier=2.0, sampling_rate=0.3, discretization=1e-3), 40
     ).probs
-    out, bound = fast_pld._linear_convolution(a, b)
+    out, bound = _linear_convolution(a, b)
     m = a.size + b.size - 1
     n = sp_fft.next_fast_len(m, real=True)
     ref = sp_fft.irfft(sp_fft.rfft(a.astype(np.longdouble), n) * sp_fft.rfft(b.astype(np.longdouble), n), n)[:m]

@@ -31,7 +31,7 @@ Search (why it is fast):
   the remaining discretisation bias of the returned parameter is then *estimated* as a third of that shift.
 * Memoisation: no (parameter, discretisation) point is evaluated twice; for ``calibrate_steps`` the single-step
   PLD (and its FFT) is built once per discretisation and only re-composed.
-* The evaluator is :mod:`gdpcore.fast_pld` (vectorised connect-the-dots, the same construction as dp_accounting's).
+* The evaluator is :mod:`gdpcore.pld` (vectorised connect-the-dots, the same construction as dp_accounting's).
 
 When ``sampling_rate == 1`` (plain Gaussian, composed ``steps`` times) the mechanism is exactly
 (sqrt(T)/sigma)-GDP and, with ``accountant="auto"``, the calibration is solved in closed form (seed 001 Cor. B.3 /

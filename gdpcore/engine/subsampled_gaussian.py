@@ -119,6 +119,7 @@ _TWIN_LAW = _Law(
 class _SubsampledGaussianPath(_ProducerBase):
     """The subsampled-Gaussian path of the producer."""
 
+    # "gdpcore.fast_pld" is the stored accountant label (the old name of gdpcore.pld): kept as recorded.
     _FAST_ACCOUNTANT = (
         "gdpcore.fast_pld (connect-the-dots, pessimistic; dp_accounting's construction, vectorised; optimistic twin: "
     )

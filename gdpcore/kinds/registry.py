@@ -268,7 +268,7 @@ def _combine_rdp(parts: list[tuple[np.ndarray, str]]) -> tuple[np.ndarray, str]:
 
 _ONE_STEP = (
     "a kind's pld hook builds one step's dp_accounting PLD: compose the single steps (single_steps) with "
-    "gdpcore.fast_pld, as the engine does"
+    "gdpcore.pld, as the engine does"
 )
 
 
@@ -445,7 +445,7 @@ def pld(mechanism: Mechanism, *, step: float, pessimistic: bool) -> pld_lib.Priv
 
     ``mechanism`` must be a single step (an item of :func:`single_steps`): a composition, or a leaf whose
     ``steps_param`` exceeds 1, raises :class:`UnsupportedMechanismError`. Composition carries a round-off bound in
-    :mod:`gdpcore.fast_pld`; dp_accounting's own ``compose`` / ``self_compose`` serve as an oracle in the tests only.
+    :mod:`gdpcore.pld`; dp_accounting's own ``compose`` / ``self_compose`` serve as an oracle in the tests only.
     """
     spec = get(mechanism)
     if spec.composite or (spec.steps_param is not None and getattr(mechanism, spec.steps_param) != 1):
@@ -459,7 +459,7 @@ def single_steps(mechanism: Mechanism) -> list[tuple[Mechanism, int]]:
     The composition tree is flattened (composition is commutative: ``SelfComposed(Composed([A, B]), 3)`` is A and B
     three times each), a leaf with a ``steps_param`` becomes its one-step instance repeated that many times, and equal
     single steps are merged (their counts add), in order of first appearance. The engine composes these with
-    :mod:`gdpcore.fast_pld` (FFT powers with a round-off bound) instead of dp_accounting's ``self_compose``.
+    :mod:`gdpcore.pld` (FFT powers with a round-off bound) instead of dp_accounting's ``self_compose``.
     """
     counts: dict[str, int] = {}
     steps: dict[str, Mechanism] = {}

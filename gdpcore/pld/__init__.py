@@ -5,8 +5,8 @@ privacy buckets and threshold tests.
 Modules: :mod:`~gdpcore.pld.subsampled_gaussian` (single steps), :mod:`~gdpcore.pld.powers` (FFT powers on Chernoff
 windows, round-off bounds, linear convolution), :mod:`~gdpcore.pld.tilt` (tilted tails),
 :mod:`~gdpcore.pld.composition` (repeated steps and phases composed), :mod:`~gdpcore.pld.buckets` (the optimistic
-twin's compositions and threshold tests). ``gdpcore.fast_pld`` is the old import path of the same names. Why these
-are hand-written rather than dp_accounting's (speed, measured): docs/engine-measurements.md.
+twin's compositions and threshold tests). Why these are hand-written rather than dp_accounting's (speed, measured):
+docs/engine-measurements.md.
 
 dp_accounting's public types are kept where they cost nothing: :func:`to_dp_accounting_pld` wraps the arrays as a
 ``PrivacyLossDistribution`` of ``DensePLDPmf`` objects (its queries agree with ours; tests check it).
@@ -29,7 +29,7 @@ What differs from dp_accounting, and why it stays pessimistic:
   infinity mass, as in dp_accounting); one transform of a single-step PMF is reused for every number of steps that
   fits the same FFT length.
 
-Cross-checked against dp_accounting (tests/test_fast_pld.py): single-step PMFs agree with
+Cross-checked against dp_accounting (tests/test_pld.py): single-step PMFs agree with
 ``from_gaussian_mechanism(..., use_connect_dots=True)`` to round-off, composed epsilons to 1e-6 relative.
 
 Optimistic twin (lower ends of brackets only; :func:`optimistic_single_step_pld`, :func:`optimistic_composition`,

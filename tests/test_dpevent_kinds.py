@@ -219,7 +219,7 @@ def test_mixture_single_component_is_the_gaussian():
 def test_truncated_without_truncation_is_the_subsampled_gaussian():
     """With a cap no batch can exceed (truncated_batch_size >= dataset_size) dp_accounting's construction is the
     plain Poisson-subsampled Gaussian; its upper ends sit at or above that mechanism's bracket computed by the
-    independent fast_pld path."""
+    independent gdpcore.pld path."""
     m = TruncatedSubsampledGaussian(
         noise_multiplier=1.1, sampling_rate=0.02, dataset_size=500, truncated_batch_size=500, steps=50
     )

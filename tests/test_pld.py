@@ -1,4 +1,4 @@
-"""gdpcore.fast_pld against dp_accounting (same construction), prv_accountant and the Gaussian closed form."""
+"""gdpcore.pld against dp_accounting (same construction), prv_accountant and the Gaussian closed form."""
 
 import dataclasses
 
@@ -9,7 +9,7 @@ from prv_accountant import PoissonSubsampledGaussianMechanism, PRVAccountant
 
 import gdpcore as g
 from gdpcore import engine
-from gdpcore import fast_pld as f
+from gdpcore import pld as f
 from gdpcore.accounting import loss_pmfs
 from gdpcore.curve import curve_from_loss_pmf
 from tasks.grid_table import analyze_grid_table
@@ -225,7 +225,7 @@ def test_grid_lower_bounds_below_every_upper_bound(sigma, q, T):
     assert lo_mine >= opt_1e4
 
 
-# -- the twin: tests on the privacy-buckets composition (fast_pld.threshold_test_masses) -----------------------------
+# -- the twin: tests on the privacy-buckets composition (gdpcore.pld.threshold_test_masses) -----------------------------
 
 _SG = g.SubsampledGaussian
 
