@@ -55,14 +55,14 @@ def build_pld(
 
 def loss_pmf(pld: pld_lib.PrivacyLossDistribution, *, pessimistic: bool, direction: str = "remove") -> LossPMF:
     """One direction's PMF of a dp_accounting PLD as arrays (``direction`` is "remove" or "add")."""
-    pmf = pld._pmf_remove if direction == "remove" else pld._pmf_add  # noqa: SLF001 - no public PMF arrays
+    pmf = pld._pmf_remove if direction == "remove" else pld._pmf_add  # noqa: SLF001 - no public accessor for a PLD's PMFs
     dense = pmf.to_dense_pmf()
-    probs = np.clip(np.asarray(dense._probs, dtype=float), 0.0, None)  # noqa: SLF001
+    probs = np.clip(np.asarray(dense._probs, dtype=float), 0.0, None)  # noqa: SLF001 - DensePLDPmf has no public arrays
     return LossPMF(
-        lower_index=int(dense._lower_loss),  # noqa: SLF001
-        step=float(dense._discretization),  # noqa: SLF001
+        lower_index=int(dense._lower_loss),  # noqa: SLF001 - DensePLDPmf has no public arrays
+        step=float(dense._discretization),  # noqa: SLF001 - DensePLDPmf has no public arrays
         probs=probs,
-        infinity_mass=float(dense._infinity_mass),  # noqa: SLF001
+        infinity_mass=float(dense._infinity_mass),  # noqa: SLF001 - DensePLDPmf has no public arrays
         pessimistic=pessimistic,
     )
 
@@ -70,6 +70,6 @@ def loss_pmf(pld: pld_lib.PrivacyLossDistribution, *, pessimistic: bool, directi
 def loss_pmfs(pld: pld_lib.PrivacyLossDistribution, *, pessimistic: bool) -> tuple[LossPMF, LossPMF | None]:
     """(remove PMF, add PMF or None when the PLD is symmetric)."""
     remove = loss_pmf(pld, pessimistic=pessimistic, direction="remove")
-    if pld._symmetric:  # noqa: SLF001
+    if pld._symmetric:  # noqa: SLF001 - PrivacyLossDistribution has no public symmetry flag
         return remove, None
     return remove, loss_pmf(pld, pessimistic=pessimistic, direction="add")

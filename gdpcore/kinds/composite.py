@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 
-from gdpcore.kinds.registry import KindSpec, get, leaf_kinds
+from gdpcore.kinds.registry import KindSpec, draw, leaf_kinds
 from gdpcore.mechanisms import Composed, Mechanism, SelfComposed, SubsampledGaussian
 
 __all__ = ["COMPOSED", "SELF_COMPOSED"]
@@ -25,7 +25,7 @@ def _draw_parts(rng: np.random.Generator, n: int) -> list[Mechanism]:
     leaves = [k for k in leaf_kinds() if k not in _SLOW_IN_COMPOSITIONS]
     parts: list[Mechanism] = []
     while len(parts) < n:
-        m = get(str(rng.choice(leaves))).draw(rng)  # type: ignore[operator]
+        m = draw(str(rng.choice(leaves)), rng)
         if isinstance(m, SubsampledGaussian):
             m = dataclasses.replace(m, steps=min(m.steps, 200))
         if not parts or m.neighbouring_relation == parts[0].neighbouring_relation:

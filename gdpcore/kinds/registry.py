@@ -252,11 +252,11 @@ def _none_or(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _merge_phases(parts: list[dict[tuple[float, float], int] | None]) -> dict[tuple[float, float], int] | None:
-    if any(p is None for p in parts):
-        return None
     out: dict[tuple[float, float], int] = {}
     for p in parts:
-        for k, v in p.items():  # type: ignore[union-attr]
+        if p is None:
+            return None
+        for k, v in p.items():
             out[k] = out.get(k, 0) + v
     return out
 
