@@ -1,4 +1,4 @@
-"""Calibration benchmark (issue 4): gdp-audit's certified calibration beside riskcal, same run, same machine.
+"""Calibration benchmark: gdp-audit's certified calibration beside riskcal, same run, same machine.
 
 DP-SGD q=0.01, T=1000 (docs/references.md P-3), three targets:
 
@@ -106,7 +106,7 @@ def run(*, reps_ours: int = 7, reps_riskcal_advantage: int = 3, reps_riskcal_err
         )
 
     lines = [
-        "## Calibration (issue 4): DP-SGD q=0.01, T=1000",
+        "## Calibration beside riskcal: DP-SGD q=0.01, T=1000",
         "",
         "Smallest noise multiplier meeting each target. *re-checked* = the target metric at the returned sigma under",
         f"gdpcore's pessimistic accountant (`analyze`, dp_accounting connect-the-dots PLD, d={RECHECK_DISCRETIZATION:g};"

@@ -1,4 +1,4 @@
-"""Issue 15 benchmark: fixed costs of the ``gdp`` CLI around the accounting.
+"""CLI benchmark: fixed costs of the ``gdp`` CLI around the accounting.
 
 Measured in one run on a fresh lake: (1) ``gdpcore.analyze_grid`` on the spec's cells in this process, with the
 settings a sweep uses (same deltas, the lake's curve FPR grid, same representations); (2) ``gdp sweep`` of the same
@@ -114,7 +114,7 @@ def run() -> str:
     m = measure(10_000)
     return "\n".join(
         [
-            "## CLI fixed costs (issue 15): 10,000-cell DP-SGD sweep",
+            "## CLI fixed costs: 10,000-cell DP-SGD sweep",
             "",
             f"{m['cells']:,} cells (sigma x q x T = 25 x 20 x 20), one run, fresh lake; `gdp sweep --workers 1` against "
             "`analyze_grid` on the same cells with the same settings in one process; overhead = sweep wall - "

@@ -238,7 +238,7 @@ def run() -> str:
     pps_two = n / t_two
 
     lines = [
-        "## Grid engine (issue 5): `analyze_grid` vs the per-point dp_accounting loop",
+        "## Grid engine: `analyze_grid` vs the per-point dp_accounting loop",
         "",
         f"Reference grid sigma {list(SIGMAS)} x q {list(QS)} x T {list(TS)} = {n} cells, one process, one run. "
         f"(b) reports epsilon at {len(DELTAS)} deltas, mu, GDP regret, advantage, Bayes security and fnr at "

@@ -1,4 +1,4 @@
-"""Live cross-check of attack-aware calibration against riskcal (the seed-001 authors' library), issue 4.
+"""Live cross-check of attack-aware calibration against riskcal (the seed-001 authors' library).
 
 riskcal's answers are re-checked with gdpcore's pessimistic accountant: ours must meet the target, riskcal's sigma
 must agree within 1 %. (docs/references.md P-3: riskcal's TPR@FPR answers miss their targets slightly because its

@@ -42,7 +42,8 @@ def test_table4_claims_are_reproduced_by_rdp_and_certified_by_pld(paper_eps):
     mech = g.SubsampledGaussian(noise_multiplier=sigma, sampling_rate=Q, steps=steps)
     check = check_claim(mech, epsilon=paper_eps, delta=1e-5, accountant="RDP")
     assert check.status == "reproduced"
-    assert abs(check.reproduced_epsilon - paper_eps) <= 0.05  # issue 7 "Done means"
+    # the published eps are De et al.'s RDP values, rounded (docs/references.md S000-2)
+    assert abs(check.reproduced_epsilon - paper_eps) <= 0.05
     assert check.reproduction.bound == "upper" and check.reproduction.family == "rdp"
     assert lo - 0.005 <= check.tight_epsilon <= hi + 0.005  # S000-2 bracket
     assert check.certified and check.tight_epsilon < check.reproduced_epsilon
@@ -74,7 +75,7 @@ def test_rdp_events_match_quadrature_rdp_on_integer_orders():
 
 
 def test_table4_rdp_reproduction_is_close_to_quadrature():
-    # Large q: dp_accounting's fractional-order RDP is above the quadrature value (issue 3 finding), by < 0.01 in eps.
+    # Large q: dp_accounting's fractional-order RDP is above the quadrature value, by < 0.01 in eps.
     default = np.asarray(rdp_privacy_accountant.DEFAULT_RDP_ORDERS, dtype=float)
     mech = g.SubsampledGaussian(noise_multiplier=9.4, sampling_rate=Q, steps=2000)
     eps_q, _ = rdp_privacy_accountant.compute_epsilon(default, get_rdp_from_mechanism(mech, orders=default), 1e-5)

@@ -109,9 +109,9 @@ def test_bad_input_exits_2_naming_the_field(capsys, argv, needle):
 @pytest.mark.parametrize(
     "params",
     [
-        # Issue 13: killed by the kernel at 23.7 GB (dp_accounting path, no budget) before the one engine.
+        # Regression: killed by the kernel at 23.7 GB (dp_accounting path, no budget) before the one engine.
         ["--noise-multiplier", "0.3", "--sampling-rate", "0.5", "--steps", "100000"],
-        # Issue 13: MemoryError at 13.4 GB before the one engine.
+        # Regression: MemoryError at 13.4 GB before the one engine.
         ["--noise-multiplier", "0.5082", "--sampling-rate", "0.1977", "--steps", "56379"],
     ],
 )

@@ -67,7 +67,7 @@ def test_failed_write_leaves_no_file(tmp_path, monkeypatch):
 
 
 def test_code_version_hashes_subpackages(tmp_path):
-    """Cache invalidation must see every gdpcore file, including subpackages (issue 13: code moves into them)."""
+    """Cache invalidation must see every gdpcore file, including subpackages (gdpcore/engine/, kinds/, pld/)."""
     from tasks.lake import source_hash
 
     (tmp_path / "pkg" / "sub").mkdir(parents=True)

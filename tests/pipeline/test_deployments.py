@@ -1,4 +1,4 @@
-"""Deployments run as declared (issue 15): prefect.yaml is generated from flows/deployments.py and flows/serve.py serves
+"""Deployments run as declared: prefect.yaml is generated from flows/deployments.py and flows/serve.py serves
 the same table; every deployment, deployed with ``prefect deploy --all`` to a real local server (127.0.0.1) and run
 by a process work pool, finishes on a tiny input with a readable run name and distinct artifact keys."""
 

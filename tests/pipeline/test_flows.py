@@ -118,7 +118,7 @@ def test_views_match_gdpcore(swept):
 
 
 def test_report_views_resolve_from_any_directory(swept, tmp_path, monkeypatch):
-    """Views name the lake relative to the report's folder: any client sets file_search_path to it (issue 15)."""
+    """Views name the lake relative to the report's folder: any client sets file_search_path to it."""
     _, _, report, _ = swept
     monkeypatch.chdir(tmp_path)
     con = duckdb.connect(str(report), read_only=True)
@@ -243,7 +243,7 @@ def test_regret_map_writes_plots(tiny_spec, tmp_path):
     worst = _rows(report, "SELECT cell_id FROM cells ORDER BY gdp_regret DESC LIMIT 1")[0]["cell_id"]
     assert result.worst_cell == worst
 
-    # `gdp plot heatmap` of another slice gets its own file: the regret map's PNG is not overwritten (issue 15)
+    # `gdp plot heatmap` of another slice gets its own file: the regret map's PNG is not overwritten
     regret_png = Path(result.heatmaps["gdp_regret"])
     before = regret_png.read_bytes()
     argv = ["plot", "heatmap", "--spec", "tiny", "--x", "sampling_rate", "--y", "noise_multiplier"]

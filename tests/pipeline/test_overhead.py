@@ -1,4 +1,4 @@
-"""Issue 15, fixed costs of ``gdp sweep``: what the speed-ups must not change.
+"""Fixed costs of ``gdp sweep`` (benchmarks/bench_cli.py measures them): what the speed-ups must not change.
 
 * The temporary Prefect server is started early (:func:`flows.runners.start_api_server`), before the flow module is
   imported: the flow and its process-pool workers use that one server, and it is gone when the command has exited.

@@ -1,4 +1,4 @@
-"""One curve convention (issue 15): every trade-off plot shows attack TPR vs FPR on a linear and a log-log panel, with
+"""One curve convention: every trade-off plot shows attack TPR vs FPR on a linear and a log-log panel, with
 the mu-GDP and (eps, delta) curves as closed forms and a published claim's allowed region shaded."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The report travels (issue 15): a report copied with its lake to another folder answers queries, an exported file
+"""The report travels: a report copied with its lake to another folder answers queries, an exported file
 answers them on its own, the oldest duckdb the pin allows opens both, and every column is documented once
 (tasks.schema -> column comments in the file and the schema section of PIPELINE.md)."""
 

@@ -1,4 +1,4 @@
-"""`gdp sweep` over non-Gaussian kinds and compositions (issue 14, item 6), end to end: the repo's specs
+"""`gdp sweep` over non-Gaussian kinds and compositions (docs/references.md section S), end to end: the repo's specs
 ``data/specs/laplace-composition.yaml``, ``randomized-response.yaml`` and ``dpsgd-plus-release.yaml`` (plus a flat
 randomized-response spec) are swept by the CLI into one lake and report, and the report, read with DuckDB, is
 checked against independent truth:

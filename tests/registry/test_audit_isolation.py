@@ -1,5 +1,5 @@
-"""Issue 16 in the privacy_audit flow: a model version whose accounting exceeds its deadline fails alone; a registry
-with no valid model version is refused before anything is written (it used to wipe the registry's models)."""
+"""Failure isolation in the privacy_audit flow: a model version whose accounting exceeds its deadline fails alone;
+a registry with no valid model version is refused before anything is written (it used to wipe the registry's models)."""
 
 from __future__ import annotations
 

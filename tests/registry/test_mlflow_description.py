@@ -1,4 +1,5 @@
-"""Issue 17: a registry version's dp.* description -> manifest, without a server (tasks.mlflow_registry)."""
+"""The MLflow registry as the source: a registry version's dp.* description -> manifest, without a server
+(tasks.mlflow_registry)."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def test_richer_forms_and_sampler_honesty():
     import json
 
     # TF-Privacy's statement parameters: q = B/N and ceil(epochs / q) = 14,063 steps, TF-Privacy's own count for
-    # N=60,000, B=256, 60 epochs (compute_dp_sgd_privacy_statement; issue 14, README "From my training run")
+    # N=60,000, B=256, 60 epochs (compute_dp_sgd_privacy_statement; README "From my training run")
     tf = {"batch_size": 256, "epochs": 60, "noise_multiplier": 1.1, "used_microbatching": False}
     m = description_to_manifest(
         {"dp.tf_privacy": json.dumps(tf), "dp.dataset_size": "60000", "dp.delta": "1e-5"}, name="m", version=1

@@ -1,4 +1,4 @@
-"""Issue 17: a live MLflow Model Registry audited through a real ``mlflow server`` (127.0.0.1, SQLite backend, local
+"""A live MLflow Model Registry audited through a real ``mlflow server`` (127.0.0.1, SQLite backend, local
 artifact root, all in tmp_path), filled the way training scripts fill it: runs logging params (dp.* keys, Opacus's own
 names), ``mlflow.pyfunc.log_model`` + ``mlflow.register_model`` or ``MlflowClient.create_model_version``, model-version
 tags added by owners, an alias and a legacy stage for production.

@@ -1,6 +1,7 @@
-"""Training-run files and manifest forms (issue 14): Opacus accountant files with and without torch, the opacus /
-tf_privacy / dp_event manifest forms, the sampler, and one Opacus history giving the same numbers through Python, the
-CLI and a manifest. Numerical truth for the adapters themselves is in tests/test_adapters.py."""
+"""Training-run files and manifest forms (tasks/training_runs.py, tasks/registry.py): Opacus accountant files with
+and without torch, the opacus / tf_privacy / dp_event manifest forms, the sampler, and one Opacus history giving the
+same numbers through Python, the CLI and a manifest. Numerical truth for the adapters themselves is in
+tests/test_adapters.py."""
 
 from __future__ import annotations
 

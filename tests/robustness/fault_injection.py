@@ -1,4 +1,5 @@
-"""Fault injection for issue 16: measures what the closing note reports.
+"""Fault injection: measures the figures PIPELINE.md reports under "Operations: hostile inputs, shared reports,
+concurrent writers".
 
     PYTHONPATH=$PWD python -m tests.robustness.fault_injection --trials 10 --seed 16
 

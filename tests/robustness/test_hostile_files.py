@@ -1,4 +1,4 @@
-"""Issue 16: hostile specs and manifests found by an adversarial probe, each reproduced and now refused clearly.
+"""Hostile specs and manifests found by an adversarial probe, each reproduced and now refused clearly.
 
 1 an 807-byte alias bomb inside ``mechanism.gdpcore``; 2 a binary manifest; 3 a name ending in a newline;
 8 values accepted and then failing inside the accountant; 9 lax YAML (duplicate keys, '7' and 'yes', YAML 1.1 floats,

@@ -2,7 +2,7 @@
 unicode, nesting) and raw YAML with tags such as !!python/object. Every case is either rejected with a ValueError that
 names the file, or accepted and then fully valid; loading writes nothing and constructs no Python object from a tag.
 
-The registry-manifest parser (tasks/registry.py, issue 7) gets the same treatment in test_hostile_registry.py.
+The registry-manifest parser (tasks/registry.py) gets the same treatment in test_hostile_registry.py.
 """
 
 from __future__ import annotations

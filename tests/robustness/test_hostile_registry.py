@@ -1,4 +1,4 @@
-"""Hostile registry manifests (tasks/registry.py, issue 7): hypothesis mutations of a valid manifest and raw YAML
+"""Hostile registry manifests (tasks/registry.py): hypothesis mutations of a valid manifest and raw YAML
 with tags. Every case is rejected with a ManifestError (a ValueError) naming the file, or accepted as a manifest whose
 mechanism builds and whose delta lies in (0, 1); loading writes nothing and constructs no object from a tag."""
 

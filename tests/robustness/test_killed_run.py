@@ -138,7 +138,7 @@ def test_leftovers_of_a_killed_writer_are_never_read_and_are_removed(tmp_path):
     )
     publish_lake(lake, report)
     # leftovers of writers killed half-way (a chunk, the members file, a run record, a report): their names carry
-    # the host and the pid of a writer that is gone; a live writer's temporary (pid alive) must survive (issue 16)
+    # the host and the pid of a writer that is gone; a live writer's temporary (pid alive) must survive
     from tasks.lake import _HOST_TAG
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
