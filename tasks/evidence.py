@@ -22,6 +22,10 @@ N and therefore recomputes the (cheap) evidence rows, never the accounting.
 
 The numerics are gdpcore's (:mod:`gdpcore.evidence`: ``evidence_from_scores``, ``check_evidence``,
 ``one_run_epsilon_lower``, ``registry_confidence``); this module only reads files, keys, stores and publishes.
+
+Size: over 600 lines because it is the whole pipeline side of evidence audits (score files, lake rows, the flow's
+step, the report views), kept together so that the row layout, ``evidence_key`` and ``EVIDENCE_FORMAT`` change in one
+place.
 """
 
 from __future__ import annotations
