@@ -9,7 +9,7 @@ asked), float columns ``mu``, ``gdp_regret``, ``advantage``, ``bayes_security`` 
 (``*_lower``, null where there is none), list<double> ``epsilon`` / ``epsilon_lower`` (aligned with ``deltas``) and
 ``fnr`` (aligned with ``fprs``), bound labels (``*_bound``: "upper", "lower", "estimate", "exact"), the accountant and
 its steps (``discretization``, ``discretization_lower``), the estimated discretisation error, the certified gap and
-its target (``gap_tolerance``), the support length, the memory plan and the ``engine`` ("fast_pld",
+its target (``gap_tolerance``), the support length, the memory plan and the ``engine`` ("gdpcore.pld",
 "closed_form" or "rdp_fallback"; :data:`gdpcore.engine.PLD_ENGINE`). Table metadata records ``deltas``, ``fprs`` and the settings.
 """
 

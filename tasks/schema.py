@@ -84,7 +84,7 @@ _VIEW_SPECIFIC: dict[str, dict[str, str]] = {
         "sigma": "noise standard deviation (gaussian / discrete_gaussian cells)",
         "rr_epsilon": "epsilon of randomized response (randomized_response cells)",
         "mu_bound": "bound label of mu: upper / lower / estimate / exact",
-        "engine": "how the cell was accounted: fast_pld (gdpcore.pld's PLD composition; accountant names where the single "
+        "engine": "how the cell was accounted: gdpcore.pld (gdpcore's PLD composition; accountant names where the single "
         "steps came from), closed_form (exact mu, nothing composed), or rdp_fallback (over the memory budget)",
         "mechanism_kind": "gdpcore kind of the mechanism",
         "neighbouring": "neighbouring relation: add_remove or replace_one (a composition: the one all its parts share)",

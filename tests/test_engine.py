@@ -214,9 +214,9 @@ def test_refinement_stops_and_says_why_when_only_a_mu_read_beyond_the_tail_trunc
     ("mechanism", "kwargs", "label"),
     [
         (g.Gaussian(noise_multiplier=2.0), {}, "closed_form"),
-        (SG(noise_multiplier=1.0, sampling_rate=0.01, steps=100), {"discretization": 1e-3}, "fast_pld"),
+        (SG(noise_multiplier=1.0, sampling_rate=0.01, steps=100), {"discretization": 1e-3}, "gdpcore.pld"),
         # The generic path: dp_accounting builds the single steps, gdpcore's PLD composition composes them.
-        (g.Laplace(scale=2.0), {"discretization": 1e-3}, "fast_pld"),
+        (g.Laplace(scale=2.0), {"discretization": 1e-3}, "gdpcore.pld"),
         (SG(noise_multiplier=1.0, sampling_rate=0.01, steps=100), {"memory_budget_bytes": 10_000}, "rdp_fallback"),
     ],
 )
@@ -227,5 +227,5 @@ def test_engine_label_names_the_code_that_composed_the_curves(mechanism, kwargs,
     r = g.analyze(mechanism, **kwargs)
     assert ("closed_form" if r.provenance is None else r.provenance.engine) == label
     assert report_row(0, r, deltas=[1e-5], fprs=[1e-3])["engine"] == label
-    if label == "fast_pld" and mechanism.kind != "subsampled_gaussian":
-        assert r.accountant.startswith("dp_accounting") and "composed by gdpcore.fast_pld" in r.accountant
+    if label == "gdpcore.pld" and mechanism.kind != "subsampled_gaussian":
+        assert r.accountant.startswith("dp_accounting") and "composed by gdpcore.pld" in r.accountant

@@ -50,8 +50,8 @@ def test_mixed_composition_bracket_contains_dp_accounting_at_a_finer_step(delta)
     pessimistic delta at our upper epsilon is at most delta (upper >= truth), its optimistic delta there too, and its
     pessimistic delta at our lower epsilon at least delta (lower <= truth <= its pessimistic side)."""
     r = g.analyze(MIXED, deltas=[1e-5, 1e-10])
-    assert r.provenance.engine == "fast_pld" and r.status == "ok"
-    assert "fast_pld" in r.provenance.accountant
+    assert r.provenance.engine == "gdpcore.pld" and r.status == "ok"
+    assert "gdpcore.pld" in r.provenance.accountant
     step = r.discretization / 10.0
     pess = dp_accounting_pld(MIXED, step=step, pessimistic=True)
     opt = dp_accounting_pld(MIXED, step=step, pessimistic=False)

@@ -120,7 +120,7 @@ SG = g.SubsampledGaussian
 @pytest.mark.parametrize(("sigma", "q", "T"), [(1.0, 0.01, 1000), (0.8, 0.04, 300), (1.5, 0.1, 100)])
 def test_grid_engine_against_dp_accounting(sigma, q, T):
     t = analyze_grid([SG(noise_multiplier=sigma, sampling_rate=q, steps=T)], deltas=DELTAS, fprs=FPRS)
-    assert t.column("engine")[0].as_py() == "fast_pld"
+    assert t.column("engine")[0].as_py() == "gdpcore.pld"
     assert t.column("status")[0].as_py() == "ok"
     eps = t.column("epsilon")[0].as_py()
     pess = _dp_pld(sigma, q, T, 1e-4)
@@ -205,7 +205,7 @@ def test_engines_agree_and_curve_table_is_pessimistic():
     fast, curves = analyze_grid_with_curves(mechs, deltas=DELTAS, fprs=FPRS, curve_lines=64)
     slow = analyze_grid(mechs, deltas=DELTAS, fprs=FPRS, shared=False)
     # Every cell is composed by gdpcore's PLD composition (the Laplace's single step is dp_accounting's).
-    assert fast.column("engine").to_pylist() == ["fast_pld", "fast_pld", "fast_pld"]
+    assert fast.column("engine").to_pylist() == ["gdpcore.pld", "gdpcore.pld", "gdpcore.pld"]
     np.testing.assert_allclose(fast.column("mu").to_numpy(), slow.column("mu").to_numpy(), rtol=5e-3)
     assert curves.schema.names == ["row", "mechanism_hash", "vertex", "fpr", "fnr"]
     assert set(curves.column("row").to_pylist()) == {0, 1, 2}
@@ -285,7 +285,7 @@ def test_schedules_of_dp_sgd_phases_share_single_steps_and_match_dp_accounting(m
     n_alone = len(built)
     # The three cells share their phases' single steps: each (sigma, q, step) is built once for all of them.
     assert len(set(built)) <= n_shared < n_alone
-    assert shared.column("engine").to_pylist() == ["fast_pld"] * 3
+    assert shared.column("engine").to_pylist() == ["gdpcore.pld"] * 3
     for col in ("mu", "advantage", "epsilon", "epsilon_lower"):
         assert shared.column(col).to_pylist() == alone.column(col).to_pylist(), col  # sharing changes no number
     # Against dp_accounting's own composition at a 10x finer step: the bracket contains it.

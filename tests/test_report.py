@@ -351,6 +351,6 @@ def test_optimistic_twin_of_a_two_phase_schedule():
     # A schedule with a non-Gaussian part goes through the generic path (dp_accounting single steps composed by
     # gdpcore.pld); its Gaussian steps keep their Q-mass bounds (a Laplace bucket's residual bound is 0).
     mixed = g.analyze(g.Composed(mechanisms=(phases[1], g.Laplace(scale=20.0))))
-    assert mixed.provenance.engine == "fast_pld" and mixed.accountant.startswith("dp_accounting")
+    assert mixed.provenance.engine == "gdpcore.pld" and mixed.accountant.startswith("dp_accounting")
     assert mixed.accountant.endswith("optimistic twin: privacy buckets + threshold tests on the composed bucket index)")
     assert mixed.epsilon(1e-5, side="optimistic") <= mixed.epsilon(1e-5)

@@ -134,8 +134,7 @@ def _result(problem: Problem, solution: Solution) -> CalibrationResult:
         achieved=hi.metric,
         rejected=None if outcome.lo is None else problem.param(outcome.lo.u),
         rejected_achieved=None if outcome.lo is None else outcome.lo.metric,
-        # "gdpcore.fast_pld" is the stored accountant label (the old name of gdpcore.pld): kept as recorded.
-        accountant="closed_form.gaussian" if exact else "gdpcore.fast_pld (connect-the-dots, pessimistic)",
+        accountant="closed_form.gaussian" if exact else "gdpcore.pld (connect-the-dots, pessimistic)",
         discretization=d,
         tolerance=problem.tolerance,
         evaluations=sum(problem.counts.values()),

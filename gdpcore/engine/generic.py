@@ -100,9 +100,8 @@ class _GenericPath(_ProducerBase):
                 opt,
                 None,
                 Provenance(
-                    # "gdpcore.fast_pld" is the stored accountant label (the old name of gdpcore.pld): kept as recorded.
                     accountant=(
-                        f"{ACCOUNTANT_NAME} single steps composed by gdpcore.fast_pld (connect-the-dots, pessimistic;"
+                        f"{ACCOUNTANT_NAME} single steps composed by gdpcore.pld (connect-the-dots, pessimistic;"
                         f" optimistic twin: {twin})"
                     ),
                     engine=PLD_ENGINE,  # dp_accounting built the single steps; gdpcore.pld composed them

@@ -8,7 +8,7 @@ from gdpcore.curve import (
     SymmetricCurve,
 )
 
-PLD_ENGINE = "fast_pld"
+PLD_ENGINE = "gdpcore.pld"
 """``Provenance.engine`` of every curve gdpcore's PLD composition (:mod:`gdpcore.pld`) produced."""
 
 
@@ -26,7 +26,7 @@ class Provenance:
     accountant: str
     engine: str
     """Which code composed the curves (the lake's ``engine`` column): "closed_form" (exact mu, nothing composed),
-    ``PLD_ENGINE`` ("fast_pld", the lake's name for gdpcore's round-off-bounded PLD composition, :mod:`gdpcore.pld`, on the
+    ``PLD_ENGINE`` ("gdpcore.pld", the lake's name for gdpcore's round-off-bounded PLD composition, :mod:`gdpcore.pld`, on the
     subsampled-Gaussian path and on the generic path alike; ``accountant`` says where the single steps came from,
     dp_accounting's constructions on the generic path) or "rdp_fallback" (dp_accounting's RDP conversion)."""
     status: str = "ok"

@@ -119,9 +119,8 @@ _TWIN_LAW = _Law(
 class _SubsampledGaussianPath(_ProducerBase):
     """The subsampled-Gaussian path of the producer."""
 
-    # "gdpcore.fast_pld" is the stored accountant label (the old name of gdpcore.pld): kept as recorded.
     _FAST_ACCOUNTANT = (
-        "gdpcore.fast_pld (connect-the-dots, pessimistic; dp_accounting's construction, vectorised; optimistic twin: "
+        "gdpcore.pld (connect-the-dots, pessimistic; dp_accounting's construction, vectorised; optimistic twin: "
     )
 
     def _compose(self, phases: dict[tuple[float, float], int], d: float, *, planned_bytes: float = 0.0) -> _Composed:

@@ -84,7 +84,11 @@ def test_published_numbers_never_cross_the_optimistic_bracket(mech, path):
 @pytest.mark.filterwarnings("ignore:.*failed to converge.*")
 @pytest.mark.parametrize(
     ("path", "engine", "status"),
-    [("budget_16KiB", "rdp_fallback", "over_budget"), ("auto", "fast_pld", "ok"), ("per_point", "fast_pld", "ok")],
+    [
+        ("budget_16KiB", "rdp_fallback", "over_budget"),
+        ("auto", "gdpcore.pld", "ok"),
+        ("per_point", "gdpcore.pld", "ok"),
+    ],
 )
 def test_the_stressed_paths_are_really_taken(path, engine, status):
     """The budgets above do reach the fallback (so the property covers it), the default does not."""
