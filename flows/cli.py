@@ -25,8 +25,8 @@ from typing import Any
 
 from flows.commands import COMMANDS
 from flows.mechanism_args import (
+    _add_kind_parsers,
     _mechanism_from_args,
-    _mechanism_kinds,
     _Parser,
     _probability,
     _training_run_from_args,
@@ -369,22 +369,13 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _analyze_options(p, suppress=False)
     _training_run_options(p)
-    kinds = p.add_subparsers(dest="kind", metavar="KIND", parser_class=_Parser, help="mechanism kind (or use --spec)")
-    for kind, (doc, params) in _mechanism_kinds().items():
-        kp = kinds.add_parser(kind, help=doc, description=doc)
-        for prm in params:
-            kp.add_argument(
-                "--" + prm.name.replace("_", "-"),
-                dest=f"param_{prm.name}",
-                type=prm.type,
-                required=prm.required,
-                metavar=prm.type.__name__.upper(),
-                help=f"{prm.doc} ({prm.constraint.describe()}"
-                + ("" if prm.required else f"; default {prm.default}")
-                + ")",
-            )
-        _analyze_options(kp, suppress=True)
-    p.set_defaults(run=_analyze, kind=None)
+    _add_kind_parsers(
+        p,
+        help="mechanism kind (or use --spec)",
+        add_options=lambda kp: _analyze_options(kp, suppress=True),
+        limits_in_help=True,
+    )
+    p.set_defaults(run=_analyze)
     for name, (help_text, add_args, run) in COMMANDS.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         add_args(sp)

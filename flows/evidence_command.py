@@ -17,7 +17,7 @@ import math
 from typing import Any
 
 from flows.command_common import Command
-from flows.mechanism_args import _mechanism_from_args, _mechanism_kinds, _Parser, _probability
+from flows.mechanism_args import _add_kind_parsers, _mechanism_from_args, _probability
 
 __all__ = ["EVIDENCE_COMMANDS", "run_evidence"]
 
@@ -50,20 +50,12 @@ def _common(p: argparse.ArgumentParser, *, suppress: bool) -> None:
 
 def _add_args(p: argparse.ArgumentParser) -> None:
     _common(p, suppress=False)
-    kinds = p.add_subparsers(dest="kind", metavar="KIND", parser_class=_Parser, help="declared mechanism kind")
-    for kind, (doc, params) in _mechanism_kinds().items():
-        kp = kinds.add_parser(kind, help=doc, description=doc)
-        for prm in params:
-            kp.add_argument(
-                "--" + prm.name.replace("_", "-"),
-                dest=f"param_{prm.name}",
-                type=prm.type,
-                required=prm.required,
-                metavar=prm.type.__name__.upper(),
-                help=prm.doc,
-            )
-        _common(kp, suppress=True)
-    p.set_defaults(kind=None)
+    _add_kind_parsers(
+        p,
+        help="declared mechanism kind",
+        add_options=lambda kp: _common(kp, suppress=True),
+        limits_in_help=False,
+    )
 
 
 def run_evidence(args: argparse.Namespace) -> dict[str, Any]:

@@ -9,7 +9,14 @@ import argparse
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-__all__ = ["_Parser", "_mechanism_from_args", "_mechanism_kinds", "_probability", "_training_run_from_args"]
+__all__ = [
+    "_Parser",
+    "_add_kind_parsers",
+    "_mechanism_from_args",
+    "_mechanism_kinds",
+    "_probability",
+    "_training_run_from_args",
+]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,6 +33,39 @@ def _mechanism_kinds() -> dict[str, tuple[str, tuple[Any, ...]]]:
     from gdpcore import kinds
 
     return {name: (kinds.get(name).summary, kinds.get(name).params) for name in kinds.flat_kinds()}
+
+
+def _add_kind_parsers(
+    parser: argparse.ArgumentParser,
+    *,
+    help: str,
+    add_options: Callable[[argparse.ArgumentParser], None],
+    limits_in_help: bool,
+) -> None:
+    """One KIND sub-parser of ``parser`` per flat kind (:func:`_mechanism_kinds`), with a ``--param`` option
+    (dest ``param_<name>``) per declared parameter; ``add_options`` adds the command's own options to each (they
+    must not override the values given before KIND). ``limits_in_help`` adds each parameter's constraint and
+    default to its help. ``kind`` defaults to None (no KIND: ``--spec`` or a training-run file)."""
+    kinds = parser.add_subparsers(dest="kind", metavar="KIND", parser_class=_Parser, help=help)
+    for kind, (doc, params) in _mechanism_kinds().items():
+        kp = kinds.add_parser(kind, help=doc, description=doc)
+        for prm in params:
+            kp.add_argument(
+                "--" + prm.name.replace("_", "-"),
+                dest=f"param_{prm.name}",
+                type=prm.type,
+                required=prm.required,
+                metavar=prm.type.__name__.upper(),
+                help=(
+                    f"{prm.doc} ({prm.constraint.describe()}"
+                    + ("" if prm.required else f"; default {prm.default}")
+                    + ")"
+                    if limits_in_help
+                    else prm.doc
+                ),
+            )
+        add_options(kp)
+    parser.set_defaults(kind=None)
 
 
 def _probability(name: str, *, open_low: bool = False, open_high: bool = False) -> Callable[[str], float]:

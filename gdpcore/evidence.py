@@ -66,7 +66,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -413,13 +413,7 @@ def one_run_epsilon_lower(
     Valid although eps is searched: the rejection sets {W >= v} at each eps are upper sets in W, so the union over
     eps >= eps_true is one such set whose probability the theorem bounds at some eps >= eps_true.
     """
-    m = _count("canaries", canaries, 1)
-    r = _count("guesses", guesses, 0)
-    v = _count("correct", correct, 0)
-    if r > m:
-        raise ValueError(f"guesses must be <= canaries ({m}), got {guesses!r}")
-    if v > r:
-        raise ValueError(f"correct must be <= guesses ({r}), got {correct!r}")
+    m, r, v = _one_run_counts(canaries, guesses, correct)
     d = _delta(delta)
     conf = _confidence(confidence)
     beta = 1.0 - conf
@@ -522,6 +516,24 @@ def _one_run_counts(canaries: Any, guesses: Any, correct: Any) -> tuple[int, int
     return m, r, v
 
 
+def _largest_rejected(
+    roc_inverse_at: Callable[[float], Any], m: int, r: int, v: int, beta: float, *, limit: float
+) -> float:
+    """The largest parameter x >= 0 whose curve ``roc_inverse_at(x)`` the one-run counts reject at level ``beta``
+    (0 if none; rejection is monotone in x): doubling from 1 (stopping once past ``limit``), then bisection to 1e-7."""
+    if not _fdp_rejects(roc_inverse_at(0.0), m, r, v, beta):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while _fdp_rejects(roc_inverse_at(hi), m, r, v, beta):
+        lo, hi = hi, 2 * hi
+        if hi > limit:
+            return lo
+    while hi - lo > 1e-7:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _fdp_rejects(roc_inverse_at(mid), m, r, v, beta) else (lo, mid)
+    return lo
+
+
 def _gaussian_roc_inverse(mu: float) -> Any:
     return lambda x: float(special.ndtr(special.ndtri(x) - mu)) if x > 0 else 0.0
 
@@ -533,17 +545,7 @@ def one_run_mu_lower(*, canaries: int, guesses: int, correct: int, confidence: f
     of :func:`one_run_epsilon_lower` applies."""
     m, r, v = _one_run_counts(canaries, guesses, correct)
     beta = 1.0 - _confidence(confidence)
-    if not _fdp_rejects(_gaussian_roc_inverse(0.0), m, r, v, beta):
-        return 0.0
-    lo, hi = 0.0, 1.0
-    while _fdp_rejects(_gaussian_roc_inverse(hi), m, r, v, beta):
-        lo, hi = hi, 2 * hi
-        if hi > _MU_MAX:
-            return lo
-    while hi - lo > 1e-7:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if _fdp_rejects(_gaussian_roc_inverse(mid), m, r, v, beta) else (lo, mid)
-    return lo
+    return _largest_rejected(_gaussian_roc_inverse, m, r, v, beta, limit=_MU_MAX)
 
 
 def one_run_fdp_epsilon_lower(
@@ -561,17 +563,7 @@ def one_run_fdp_epsilon_lower(
         e = math.exp(eps)
         return lambda x: max(0.0, (x - d) / e, 1.0 - d - e * (1.0 - x))
 
-    if not _fdp_rejects(inverse(0.0), m, r, v, beta):
-        return 0.0
-    lo, hi = 0.0, 1.0
-    while _fdp_rejects(inverse(hi), m, r, v, beta):
-        lo, hi = hi, 2 * hi
-        if hi > 4 * _MU_MAX:
-            return lo
-    while hi - lo > 1e-7:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if _fdp_rejects(inverse(mid), m, r, v, beta) else (lo, mid)
-    return lo
+    return _largest_rejected(inverse, m, r, v, beta, limit=4 * _MU_MAX)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

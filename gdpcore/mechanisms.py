@@ -214,6 +214,18 @@ _SENSITIVITY_DOC = "sensitivity of the released query under the neighbouring rel
 _RELATION_DOC = "neighbouring relation the guarantee is stated for"
 
 
+def _poisson_sampling_rate():  # a fresh field per class (a dataclass field object cannot be shared)
+    return param("Poisson sampling probability of each record per step", Probability())
+
+
+def _poisson_neighbouring():
+    """The relation field of a Poisson-subsampled mechanism: amplification by Poisson subsampling is stated under
+    add/remove only, so that is the one relation it accepts."""
+    return param(
+        _RELATION_DOC + " (Poisson subsampling: add_remove only)", Choice(("add_remove",)), default="add_remove"
+    )
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Gaussian(Mechanism):
     """Gaussian mechanism: query + N(0, (noise_multiplier * sensitivity)^2).
@@ -269,12 +281,10 @@ class SubsampledGaussian(Mechanism):
 
     kind: ClassVar[str] = "subsampled_gaussian"
     noise_multiplier: float = param("noise standard deviation in units of the clipping norm", Positive())
-    sampling_rate: float = param("Poisson sampling probability of each record per step", Probability())
+    sampling_rate: float = _poisson_sampling_rate()
     steps: int = param("number of composed steps", Count())
     sensitivity: float = param("clipping norm (L2 sensitivity of one record's contribution)", Positive(), default=1.0)
-    neighbouring: str = param(
-        _RELATION_DOC + " (Poisson subsampling: add_remove only)", Choice(("add_remove",)), default="add_remove"
-    )
+    neighbouring: str = _poisson_neighbouring()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -387,12 +397,10 @@ class SubsampledLaplace(Mechanism):
 
     kind: ClassVar[str] = "subsampled_laplace"
     scale: float = param("Laplace noise scale b (absolute, not in units of the sensitivity)", Positive())
-    sampling_rate: float = param("Poisson sampling probability of each record per step", Probability())
+    sampling_rate: float = _poisson_sampling_rate()
     steps: int = param("number of composed steps", Count(), default=1)
     sensitivity: float = param("L1 norm bound of one record's contribution", Positive(), default=1.0)
-    neighbouring: str = param(
-        _RELATION_DOC + " (Poisson subsampling: add_remove only)", Choice(("add_remove",)), default="add_remove"
-    )
+    neighbouring: str = _poisson_neighbouring()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -401,12 +409,10 @@ class SubsampledDiscreteLaplace(Mechanism):
 
     kind: ClassVar[str] = "subsampled_discrete_laplace"
     noise_parameter: float = param("parameter a of the discrete Laplace noise, P(z) ~ exp(-a |z|)", Positive())
-    sampling_rate: float = param("Poisson sampling probability of each record per step", Probability())
+    sampling_rate: float = _poisson_sampling_rate()
     steps: int = param("number of composed steps", Count(), default=1)
     sensitivity: int = param("integer L1 norm bound of one record's contribution", Count(), default=1)
-    neighbouring: str = param(
-        _RELATION_DOC + " (Poisson subsampling: add_remove only)", Choice(("add_remove",)), default="add_remove"
-    )
+    neighbouring: str = _poisson_neighbouring()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -540,7 +546,7 @@ class TruncatedSubsampledGaussian(Mechanism):
 
     kind: ClassVar[str] = "truncated_subsampled_gaussian"
     noise_multiplier: float = param(_RECORD_BOUND_DOC, Positive())
-    sampling_rate: float = param("Poisson sampling probability of each record per step", Probability())
+    sampling_rate: float = _poisson_sampling_rate()
     dataset_size: int = param("number of records sampled from", Count())
     truncated_batch_size: int = param("largest batch kept (larger samples are truncated at random)", Count())
     steps: int = param("number of composed steps", Count(), default=1)

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks.lake import atomic_write_parquet, code_version, safe_join
+from tasks.lake import atomic_write_parquet, code_version, read_model_row, safe_join, write_model_row
 from tasks.plan import CURVE_FPRS
 from tasks.registry import STANDARD_DELTAS, STANDARD_FPRS, ModelManifest, is_valid_name
 
@@ -296,17 +296,11 @@ def estimate_flags(rows: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def write_audit(lake: Path, row: dict[str, Any]) -> Path:
-    path = audit_path(lake, row["model"], row["version"], row["audit_key"])
-    atomic_write_parquet(
-        pa.Table.from_pylist([row], schema=AUDIT_SCHEMA),
-        path,
-        {"model": row["model"], "version": row["version"], "run_id": row["run_id"]},
-    )
-    return path
+    return write_model_row(audit_path(lake, row["model"], row["version"], row["audit_key"]), row, AUDIT_SCHEMA)
 
 
 def read_audit(path: Path) -> dict[str, Any]:
-    return pq.read_table(path).to_pylist()[0]
+    return read_model_row(path)
 
 
 def read_members(lake: Path, registry_label: str) -> list[dict[str, Any]]:

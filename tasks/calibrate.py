@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import TASK_SOURCE, CacheKeyFnPolicy
 
-from tasks.evaluate import transient_io_error
+from tasks.evaluate import CHUNK_TASK_RETRIES, current_run_id
 from tasks.lake import atomic_write_parquet, code_version
 from tasks.spec import CalibrationSpec
 
@@ -181,17 +181,12 @@ def _cache_key(context: Any, parameters: dict[str, Any]) -> str:
     name="calibrate-chunk",
     task_run_name="calibrate {chunk.spec_name}/{chunk.short_key} ({chunk.size} cells)",
     cache_policy=CacheKeyFnPolicy(cache_key_fn=_cache_key) + TASK_SOURCE,
-    persist_result=True,
-    retries=2,
-    retry_delay_seconds=[2, 10],
-    retry_condition_fn=transient_io_error,
+    **CHUNK_TASK_RETRIES,
 )
 def calibrate_chunk(chunk: CalibrationChunk, lake: str) -> dict[str, Any]:
     """Calibrate every cell of the chunk, write one Parquet file atomically, return a small manifest."""
-    from prefect.runtime import flow_run
-
     started = time.perf_counter()
-    run_id = str(flow_run.id or "no-flow-run")
+    run_id = current_run_id()
     table = compute_calibration_table(chunk, run_id)
     path = chunk_file(Path(lake), chunk.spec_name, chunk.key)
     atomic_write_parquet(table, path, {"run_id": run_id, "chunk_key": chunk.key, "code_version": chunk.code_version})

@@ -48,12 +48,14 @@ from tasks.spec import GridSpec
 from tasks.trace import phase
 
 __all__ = [
+    "CHUNK_TASK_RETRIES",
     "CURVE_FPRS",
     "Chunk",
     "ChunkManifest",
     "EvalSettings",
     "SweepPlan",
     "compute_chunk_table",
+    "current_run_id",
     "evaluate_chunk",
     "plan_sweep",
     "transient_io_error",
@@ -245,7 +247,17 @@ def transient_io_error(task: Any, task_run: Any, state: Any) -> bool:
     return False
 
 
-def _run_id() -> str:
+# How a chunk task (evaluate-chunk, calibrate-chunk) persists its result and retries: transient I/O errors only.
+CHUNK_TASK_RETRIES: dict[str, Any] = {
+    "persist_result": True,
+    "retries": 2,
+    "retry_delay_seconds": [2, 10],
+    "retry_condition_fn": transient_io_error,
+}
+
+
+def current_run_id() -> str:
+    """The running flow's id ("no-flow-run" outside a flow): the run_id stored with a chunk."""
     from prefect.runtime import flow_run
 
     return str(flow_run.id or "no-flow-run")
@@ -255,16 +267,13 @@ def _run_id() -> str:
     name="evaluate-chunk",
     task_run_name="evaluate {chunk.spec_name}/{chunk.short_key} ({chunk.size} cells)",
     cache_policy=CacheKeyFnPolicy(cache_key_fn=_chunk_cache_key) + TASK_SOURCE,
-    persist_result=True,
-    retries=2,
-    retry_delay_seconds=[2, 10],
-    retry_condition_fn=transient_io_error,
+    **CHUNK_TASK_RETRIES,
 )
 def evaluate_chunk(chunk: Chunk, lake: str) -> ChunkManifest:
     """Evaluate one chunk and write it as one Parquet file (temp + rename); return its manifest."""
     phase("chunk-start")
     started = time.perf_counter()
-    run_id = _run_id()
+    run_id = current_run_id()
     try:
         table = compute_chunk_table(chunk, run_id)
     except (ValueError, ArithmeticError, TypeError, pa.ArrowException) as exc:  # e.g. a value outside int64

@@ -51,7 +51,7 @@ from tasks.evidence_schema import (
     EVIDENCE_SCHEMA,
     MODEL_PRIVACY_EVIDENCE_COLUMNS,
 )
-from tasks.lake import atomic_write_parquet, code_version, safe_join
+from tasks.lake import atomic_write_parquet, code_version, read_model_row, safe_join, write_model_row
 
 __all__ = [
     "DEFAULT_FAMILY_LEVEL",
@@ -399,17 +399,11 @@ def compute_evidence_row(
 
 
 def write_evidence(lake: Path, row: dict[str, Any]) -> Path:
-    path = evidence_path(lake, row["model"], row["version"], row["evidence_key"])
-    atomic_write_parquet(
-        pa.Table.from_pylist([row], schema=EVIDENCE_SCHEMA),
-        path,
-        {"model": row["model"], "version": row["version"], "run_id": row["run_id"]},
-    )
-    return path
+    return write_model_row(evidence_path(lake, row["model"], row["version"], row["evidence_key"]), row, EVIDENCE_SCHEMA)
 
 
 def read_evidence(path: Path) -> dict[str, Any]:
-    return pq.read_table(path).to_pylist()[0]
+    return read_model_row(path)
 
 
 def write_evidence_members(lake: Path, registry_label: str, rows: Sequence[dict[str, Any]]) -> bool:

@@ -46,7 +46,9 @@ __all__ = [
     "computed_cells",
     "default_lake",
     "default_report",
+    "read_model_row",
     "remove_spec_temporaries",
+    "write_model_row",
 ]
 
 LAKE_SCHEMA_VERSION = 1
@@ -295,6 +297,23 @@ def atomic_write_parquet(table: pa.Table, path: Path, provenance: Mapping[str, A
         if tmp.exists():
             tmp.unlink()
     return path.stat().st_size
+
+
+def write_model_row(path: Path, row: Mapping[str, Any], schema: pa.Schema) -> Path:
+    """One model version's record (an audit or evidence row) as its own file at ``path``, with its model, version
+    and run_id as provenance; returns ``path``."""
+    atomic_write_parquet(
+        pa.Table.from_pylist([dict(row)], schema=schema),
+        path,
+        {"model": row["model"], "version": row["version"], "run_id": row["run_id"]},
+    )
+    return path
+
+
+def read_model_row(path: Path) -> dict[str, Any]:
+    """The record :func:`write_model_row` wrote to ``path``."""
+    row: dict[str, Any] = pq.read_table(path).to_pylist()[0]
+    return row
 
 
 def remove_stale_temporaries(directory: Path, *, recursive: bool = True) -> int:

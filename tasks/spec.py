@@ -58,7 +58,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator
@@ -507,16 +507,26 @@ def _check_size(path: Path, spec: GridSpec | CalibrationSpec, force: bool) -> No
         )
 
 
-def load_grid_spec(path: str | Path, *, force: bool = False) -> GridSpec:
-    """Read and validate a grid spec; raises ``ValueError`` naming the file, key and value."""
-    path = Path(path)
+_Spec = TypeVar("_Spec", GridSpec, CalibrationSpec)
+
+
+def _load_spec(path: Path, model: type[_Spec], force: bool, base: dict[str, Any]) -> _Spec:
+    """Read ``path`` as a ``model`` spec: schema, size and mechanism values checked (``base`` as for
+    :func:`_validate_mechanism_values`); ``ValueError`` naming the file, key and value."""
     data = _read_yaml(path)
     try:
-        spec = GridSpec.model_validate(dict(data))
+        spec = model.model_validate(dict(data))
     except ValidationError as exc:
         raise ValueError(_format_validation_error(path, data, exc)) from None
     _check_size(path, spec, force)
-    _validate_mechanism_values(path, spec, {})
+    _validate_mechanism_values(path, spec, base)
+    return spec
+
+
+def load_grid_spec(path: str | Path, *, force: bool = False) -> GridSpec:
+    """Read and validate a grid spec; raises ``ValueError`` naming the file, key and value."""
+    path = Path(path)
+    spec = _load_spec(path, GridSpec, force, {})
     if spec.plot is not None:
         if spec.kind not in _kinds.flat_kinds():
             raise ValueError(
@@ -538,15 +548,7 @@ def load_grid_spec(path: str | Path, *, force: bool = False) -> GridSpec:
 
 
 def load_calibration_spec(path: str | Path, *, force: bool = False) -> CalibrationSpec:
-    path = Path(path)
-    data = _read_yaml(path)
-    try:
-        spec = CalibrationSpec.model_validate(dict(data))
-    except ValidationError as exc:
-        raise ValueError(_format_validation_error(path, data, exc)) from None
-    _check_size(path, spec, force)
-    _validate_mechanism_values(path, spec, {"noise_multiplier": 1.0})
-    return spec
+    return _load_spec(Path(path), CalibrationSpec, force, {"noise_multiplier": 1.0})
 
 
 def spec_json(spec: BaseModel) -> str:

@@ -22,7 +22,7 @@ from gdpcore._validation import (
 )
 from gdpcore.calibration.errors import CalibrationInfeasibleError
 from gdpcore.calibration.search import LevelOutcome, Problem, Solution, solve
-from gdpcore.calibration.targets import make_target
+from gdpcore.calibration.targets import Target, make_target
 from gdpcore.mechanisms import SubsampledGaussian
 from gdpcore.report import DEFAULT_ALPHA_MIN
 
@@ -145,6 +145,25 @@ def _result(problem: Problem, solution: Solution) -> CalibrationResult:
     )
 
 
+# The target keywords every public calibrator takes (explicitly, in its signature) and hands to make_target.
+_TARGET_KEYWORDS = (
+    "target_advantage",
+    "target_tpr",
+    "target_fnr",
+    "fpr",
+    "target_mu",
+    "target_epsilon",
+    "delta",
+    "target_bayes_security",
+    "alpha_min",
+)
+
+
+def _target(arguments: dict[str, Any]) -> Target:
+    """The validated :class:`Target` of a public calibrator, from its arguments (``locals()`` on entry)."""
+    return make_target(**{key: arguments[key] for key in _TARGET_KEYWORDS})
+
+
 def _check_common(tolerance: Any, discretization: Any, accountant: Any) -> tuple[float, float | None]:
     tol = check_tolerance(tolerance)
     if discretization is not None:
@@ -190,17 +209,7 @@ def calibrate_noise(
     sigma <= noise_max (quoting the optimistic estimate there, to tell "infeasible" from "not certifiable"). If even ``noise_min`` meets the target,
     it is returned with ``at_limit=True``.
     """
-    target = make_target(
-        target_advantage=target_advantage,
-        target_tpr=target_tpr,
-        target_fnr=target_fnr,
-        fpr=fpr,
-        target_mu=target_mu,
-        target_epsilon=target_epsilon,
-        delta=delta,
-        target_bayes_security=target_bayes_security,
-        alpha_min=alpha_min,
-    )
+    target = _target(locals())
     q = check_probability("sampling_rate", sampling_rate)
     t = check_count("steps", steps)
     tol, d = _check_common(tolerance, discretization, accountant)
@@ -246,17 +255,7 @@ def calibrate_steps(
     T < 1/tolerance). The single-step PLD is built once per discretisation and re-composed. If T = 1 already
     misses the target a ValueError is raised; if ``steps_max`` meets it, it is returned with ``at_limit=True``.
     """
-    target = make_target(
-        target_advantage=target_advantage,
-        target_tpr=target_tpr,
-        target_fnr=target_fnr,
-        fpr=fpr,
-        target_mu=target_mu,
-        target_epsilon=target_epsilon,
-        delta=delta,
-        target_bayes_security=target_bayes_security,
-        alpha_min=alpha_min,
-    )
+    target = _target(locals())
     sigma = check_positive("noise_multiplier", noise_multiplier)
     q = check_probability("sampling_rate", sampling_rate)
     t_max = check_count("steps_max", steps_max)
@@ -298,17 +297,7 @@ def calibrate_sampling_rate(
     subsampling). q = 1 is checked first, exactly when ``accountant="auto"`` (the plain Gaussian is
     (sqrt(T)/sigma)-GDP); if it meets the target it is returned with ``at_limit=True``.
     """
-    target = make_target(
-        target_advantage=target_advantage,
-        target_tpr=target_tpr,
-        target_fnr=target_fnr,
-        fpr=fpr,
-        target_mu=target_mu,
-        target_epsilon=target_epsilon,
-        delta=delta,
-        target_bayes_security=target_bayes_security,
-        alpha_min=alpha_min,
-    )
+    target = _target(locals())
     sigma = check_positive("noise_multiplier", noise_multiplier)
     t = check_count("steps", steps)
     q_min = check_probability("sampling_rate_min", sampling_rate_min, high_open=True)
