@@ -50,7 +50,7 @@ from tasks.audit import (
     write_members,
 )
 from tasks.evaluate import transient_io_error
-from tasks.evidence import DEFAULT_FAMILY_LEVEL, audit_evidence
+from tasks.evidence import DEFAULT_FAMILY_LEVEL, audit_evidence, evidence_for_version
 from tasks.lake import default_lake, default_report
 from tasks.registry import DEFAULT_REGISTRY, MANIFEST_DEADLINE, ModelManifest, load_registry
 
@@ -98,6 +98,14 @@ def audit_model_version(manifest: ModelManifest, lake: str, run_id: str) -> dict
     row = compute_audit_row(manifest, run_id)
     write_audit(Path(lake), row)
     return row
+
+
+evidence_model_version = task(
+    name="evidence-model-version",
+    task_run_name="evidence-{manifest.name}-v{manifest.version}",
+    timeout_seconds=AUDIT_DEADLINE,
+)(evidence_for_version)
+"""One version's canary scores held against its audit row's certified curve (:func:`tasks.evidence.evidence_for_version`)."""
 
 
 @task(name="compare-versions", timeout_seconds=AUDIT_DEADLINE)
@@ -193,8 +201,9 @@ def privacy_audit(
     audited = [m for m in reg.manifests if m.key in rows]
     record_members(str(lake_p), reg.label, _member_rows(reg, audited, rows, lake_p, models))
     n_cmp, less_private = _compare_versions(audited, reg.production, rows, lake_p)  # step 3
+    run_id = str(flow_run.id or "local")
     evidence = audit_evidence(
-        audited, rows, lake_p, reg.label, str(flow_run.id or "local"), family_level=evidence_level
+        audited, rows, lake_p, reg.label, run_id, family_level=evidence_level, submit=evidence_model_version.submit
     )
     reg.failed.update(evidence.failed)
     evidence.attach(rows)  # step 4: canary scores vs the certified curve; rows[k]["evidence"] feeds cards and tags

@@ -37,7 +37,7 @@ import json
 import math
 import os
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ __all__ = [
     "EvidenceResult",
     "Scores",
     "audit_evidence",
+    "evidence_for_version",
     "compute_evidence_row",
     "evidence_key",
     "evidence_path",
@@ -453,7 +454,11 @@ class EvidenceResult:
                 rows[k] = {**rows[k], "evidence": e}
 
 
-def _evidence_task(manifest: Any, audit_row: dict[str, Any], lake: str, run_id: str, conf: float, level: float, n: int):
+def evidence_for_version(
+    manifest: Any, audit_row: dict[str, Any], lake: str, run_id: str, conf: float, level: float, n: int
+) -> dict[str, Any]:
+    """One version's evidence row: its scores read, held against ``audit_row``'s certified curve, written to the lake
+    (the body of the flow's ``evidence-model-version`` task)."""
     scores = read_scores(_scores_path(manifest))
     row = compute_evidence_row(
         manifest, audit_row, scores, confidence=conf, family_level=level, family_size=n, run_id=run_id
@@ -479,10 +484,11 @@ def audit_evidence(
     run_id: str,
     *,
     family_level: float = DEFAULT_FAMILY_LEVEL,
-    submit: bool = True,
+    submit: Callable[..., Any] | None = None,
 ) -> EvidenceResult:
     """Evidence audits of every audited manifest with an ``evidence`` block, family-wise at ``family_level``; rows
-    whose file exists for their key are reused. ``submit``: run each computation as a Prefect task (inside a flow)."""
+    whose file exists for their key are reused. ``submit``: a Prefect task's ``submit`` wrapping
+    :func:`evidence_for_version` (the flow's), returning futures; None computes each row here."""
     lake = Path(lake)
     out = EvidenceResult()
     todo = [m for m in manifests if getattr(m, "evidence", None) is not None and m.key in rows]
@@ -507,10 +513,10 @@ def audit_evidence(
 
                 quarantine(lake, path, f"unreadable evidence row: {type(exc).__name__}: {exc}"[:500])
         args = (m, rows[m.key], str(lake), run_id, conf, family_level, n)
-        pending[m.key] = evidence_task.submit(*args) if submit else args
+        pending[m.key] = submit(*args) if submit is not None else args
     for k, fut in pending.items():
         try:
-            out.rows[k] = fut.result() if submit else _evidence_task(*fut)
+            out.rows[k] = fut.result() if submit is not None else evidence_for_version(*fut)
             out.computed.append(k)
         except Exception as exc:  # one bad scores file fails its own evidence only
             out.failed[f"{k} (evidence)"] = f"{k}: evidence: {exc}"
@@ -531,17 +537,6 @@ def _log(out: EvidenceResult) -> None:
         logger.warning("evidence of a privacy violation: %s", line)
     for msg in out.failed.values():
         logger.warning("evidence not checked: %s", msg)
-
-
-def _make_task() -> Any:
-    from prefect import task
-
-    return task(name="evidence-model-version", task_run_name="evidence-{manifest.name}-v{manifest.version}")(
-        _evidence_task
-    )
-
-
-evidence_task = _make_task()
 
 
 def attach_from_report(row: dict[str, Any], report: str | Path, lake: str | Path) -> dict[str, Any]:
