@@ -79,14 +79,18 @@ def _fmt(x: float) -> str:
 
 
 def _describe(mech: dict[str, Any]) -> str:
-    """``gaussian(noise_multiplier=1)``; nested for composed mechanisms, e.g. ``self_composed(4 x gaussian(...))``."""
-    kind = mech.get("kind", "?")
-    if kind == "composed":
-        return "composed(" + ", ".join(_describe(m) for m in mech.get("mechanisms", [])) + ")"
-    if kind == "self_composed":
-        return f"self_composed({mech.get('count')} x {_describe(mech.get('mechanism', {}))})"
-    params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in mech.items() if k != "kind")
-    return f"{kind}({params})"
+    """``gaussian(noise_multiplier=1, ...)``; a parameter that is itself a mechanism (or a list of them) is described the
+    same way, e.g. ``self_composed(mechanism=gaussian(...), count=4)``: generic over kinds, no kind named here."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, dict) and "kind" in v:
+            return _describe(v)
+        if isinstance(v, list) and v and all(isinstance(x, dict) and "kind" in x for x in v):
+            return "[" + ", ".join(_describe(x) for x in v) + "]"
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    params = ", ".join(f"{k}={value(v)}" for k, v in mech.items() if k != "kind")
+    return f"{mech.get('kind', '?')}({params})"
 
 
 def _bound(label: str) -> str:

@@ -133,7 +133,8 @@ def test_spec_accepts_yaml_and_composed_header_is_readable(tmp_path, capsys):
     assert main(["analyze", "--spec", str(spec), "--delta", "1e-5"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == (
-        "Privacy report: self_composed(4 x gaussian(noise_multiplier=4, sensitivity=1, neighbouring=add_remove))"
+        "Privacy report: self_composed(mechanism=gaussian(noise_multiplier=4, sensitivity=1, neighbouring=add_remove), "
+        "count=4)"
     )
     # 4 compositions of a 4-Gaussian: exactly (sqrt(4)/4 = 0.5)-GDP
     assert "mu-GDP          0.5   (exact bound" in out
