@@ -122,10 +122,10 @@ def _bomb(tmp_path: Path) -> Path:
 
 def test_memo_bomb_is_refused_in_seconds_by_the_python_api(tmp_path):
     path = _bomb(tmp_path)
-    started = time.monotonic()
+    started = time.process_time()  # CPU seconds: the work done, which another job's load on the machine does not change
     with pytest.raises(TrainingRunFileError, match=r"holds more than 1,000,000 values \(every reference to a shared"):
         load_opacus_file(path, use_torch=False)
-    assert time.monotonic() - started < 5  # safety net (was: ~100 s growing ~27 MB/s to a MemoryError)
+    assert time.process_time() - started < 5  # safety net (was: ~100 s growing ~27 MB/s to a MemoryError)
 
 
 @pytest.mark.subprocess
@@ -172,9 +172,9 @@ def test_hostile_pt_files_fail_with_one_line(tmp_path, capsys, case):
     content, expected = CASES[case]
     path = tmp_path / f"{case}.pt"
     path.write_bytes(content)
-    started = time.monotonic()
+    started = time.process_time()  # CPU seconds, as above
     assert main(["analyze", "--opacus", str(path)]) == 2
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 1 and len(err) < 1000, err[-2000:]
     assert err.startswith(f"gdp analyze: error: {path}: "), err
