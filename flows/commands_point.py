@@ -270,6 +270,15 @@ def mechanism_from_text(text: str, what: str) -> Any:
     from flows.mechanism_args import _add_kind_parsers, _mechanism_from_args, _Parser
     from gdpcore._validation import bounded_repr
 
+    stripped = text.strip()
+    if stripped.startswith("--spec") and stripped[6:7] in (" ", "="):  # the rest is the spec (file or YAML/JSON text)
+        spec = stripped[7:].strip()
+        if len(spec) >= 2 and spec[0] == spec[-1] and spec[0] in "'\"":
+            spec = spec[1:-1]
+        try:
+            return _mechanism_from_args(argparse.Namespace(spec=spec, kind=None))
+        except ValueError as exc:
+            raise ValueError(f"{what}: {exc}") from None
     try:
         argv = shlex.split(text)
     except ValueError as exc:
@@ -284,6 +293,8 @@ def mechanism_from_text(text: str, what: str) -> Any:
     except SystemExit:
         message = err.getvalue().strip().splitlines()[0] if err.getvalue().strip() else "not a mechanism"
         message = message.split(": error: ", 1)[-1].split(" (see '", 1)[0]
+        if len(message) > 400:  # argparse echoes an invalid choice whole
+            message = message[:300] + f"... ({len(message):,} characters)"
         message += " (see 'gdp analyze KIND --help')"
         raise ValueError(f"{what} {bounded_repr(text)}: {message}") from None
     try:
