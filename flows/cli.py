@@ -22,6 +22,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from flows.command_common import describe_mechanism as _describe
 from flows.commands import COMMANDS
 from flows.mechanism_args import (
     _add_kind_parsers,
@@ -75,21 +76,6 @@ def _fmt(x: float) -> str:
     from tasks.formatting import format_number
 
     return format_number(x, 6)
-
-
-def _describe(mech: dict[str, Any]) -> str:
-    """``gaussian(noise_multiplier=1, ...)``; a parameter that is itself a mechanism (or a list of them) is described the
-    same way, e.g. ``self_composed(mechanism=gaussian(...), count=4)``: generic over kinds, no kind named here."""
-
-    def value(v: Any) -> str:
-        if isinstance(v, dict) and "kind" in v:
-            return _describe(v)
-        if isinstance(v, list) and v and all(isinstance(x, dict) and "kind" in x for x in v):
-            return "[" + ", ".join(_describe(x) for x in v) + "]"
-        return f"{v:g}" if isinstance(v, float) else str(v)
-
-    params = ", ".join(f"{k}={value(v)}" for k, v in mech.items() if k != "kind")
-    return f"{mech.get('kind', '?')}({params})"
 
 
 def _bound(label: str) -> str:

@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from flows.command_common import Command
+from flows.command_common import Command, describe_mechanism
 
 __all__ = ["POINT_COMMANDS"]
 
@@ -372,8 +372,6 @@ def compare_point(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from flows.cli import _describe
-
     out = compare_point(args)
     w = f" ({out['weight']}-weighted)" if out["weight"] else ""
 
@@ -385,8 +383,8 @@ def _compare(args: argparse.Namespace) -> int:
         )
 
     lines = [
-        f"A  {_describe(out['a'])}",
-        f"B  {_describe(out['b'])}",
+        f"A  {describe_mechanism(out['a'])}",
+        f"B  {describe_mechanism(out['b'])}",
         line("Delta(A || B)", out["delta_a_b"], "how much more an attacker can gain against B than against A"),
         line("Delta(B || A)", out["delta_b_a"], "how much more an attacker can gain against A than against B"),
         f"  symmetric Delta  {_g(out['symmetric']['value'])}   ({out['symmetric']['bound']}; seed 002 Eq. 5)",
