@@ -127,9 +127,24 @@ def _calibrate_args(p: argparse.ArgumentParser) -> None:
         "--sampling-rate 0.01 --steps 1000 --target-epsilon 8 --delta 1e-5"
     )
     m = p.add_argument_group("the mechanism (two of three)")
-    m.add_argument("--noise-multiplier", type=_number("--noise-multiplier", low=0, low_open=True), metavar="SIGMA")
-    m.add_argument("--sampling-rate", type=_number("--sampling-rate", low=0, low_open=True, high=1), metavar="Q")
-    m.add_argument("--steps", type=_count("--steps"), metavar="T")
+    m.add_argument(
+        "--noise-multiplier",
+        type=_number("--noise-multiplier", low=0, low_open=True),
+        metavar="SIGMA",
+        help="noise multiplier (solved for when omitted: the smallest that meets the target)",
+    )
+    m.add_argument(
+        "--sampling-rate",
+        type=_number("--sampling-rate", low=0, low_open=True, high=1),
+        metavar="Q",
+        help="Poisson sampling rate in (0, 1] (solved for when omitted: the largest that meets the target)",
+    )
+    m.add_argument(
+        "--steps",
+        type=_count("--steps"),
+        metavar="T",
+        help="number of steps (solved for when omitted: the largest that meets the target)",
+    )
     t = p.add_argument_group("the target (exactly one)")
     t.add_argument("--target-epsilon", type=_number("--target-epsilon", low=0), metavar="EPS", help="eps at --delta")
     t.add_argument("--target-mu", type=_number("--target-mu", low=0, low_open=True), metavar="MU", help="mu-GDP")
@@ -405,9 +420,9 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
         "give values for two of --mu, --epsilon, --delta (lists: every combination is converted) and get the third; "
         "--mu or --epsilon alone uses Table 3's deltas; no values prints Table 3."
     )
-    p.add_argument("--mu", nargs="+", type=_number("--mu", low=0, low_open=True), metavar="MU")
-    p.add_argument("--epsilon", nargs="+", type=_number("--epsilon", low=0), metavar="EPS")
-    p.add_argument("--delta", nargs="+", type=_probability("--delta"), metavar="DELTA")
+    p.add_argument("--mu", nargs="+", type=_number("--mu", low=0, low_open=True), metavar="MU", help="mu-GDP values")
+    p.add_argument("--epsilon", nargs="+", type=_number("--epsilon", low=0), metavar="EPS", help="epsilon values")
+    p.add_argument("--delta", nargs="+", type=_probability("--delta"), metavar="DELTA", help="delta values in (0, 1)")
     _json_option(p)
 
 
@@ -467,9 +482,21 @@ def _bayes_args(p: argparse.ArgumentParser) -> None:
         "--target BETA and two of them to plan the third (Eq. 4); or --epsilon and --delta for the (eps, delta) "
         "lower bound (Eq. 5)."
     )
-    p.add_argument("--sampling-rate", type=_number("--sampling-rate", low=0, low_open=True, high=1), metavar="Q")
-    p.add_argument("--noise-multiplier", type=_number("--noise-multiplier", low=0, low_open=True), metavar="SIGMA")
-    p.add_argument("--steps", type=_number("--steps", low=0, low_open=True), metavar="T")
+    p.add_argument(
+        "--sampling-rate",
+        type=_number("--sampling-rate", low=0, low_open=True, high=1),
+        metavar="Q",
+        help="Poisson sampling rate p in (0, 1]",
+    )
+    p.add_argument(
+        "--noise-multiplier", type=_number("--noise-multiplier", low=0, low_open=True), metavar="SIGMA", help="sigma"
+    )
+    p.add_argument(
+        "--steps",
+        type=_number("--steps", low=0, low_open=True),
+        metavar="T",
+        help="number of steps (the paper's T = epochs / p; may be fractional for the closed form)",
+    )
     p.add_argument("--target", type=_probability("--target"), metavar="BETA", help="plan: the Bayes security to reach")
     p.add_argument("--epsilon", type=_number("--epsilon", low=0), help="(eps, delta) -> beta* lower bound (Eq. 5)")
     p.add_argument("--delta", type=_number("--delta", low=0, high=1), help="with --epsilon")
