@@ -221,12 +221,12 @@ def calibrate_point(args: argparse.Namespace) -> dict[str, Any]:
     described, kwargs = _calibration_target(args)
     solve = missing[0]
     fixed = {k: getattr(args, k) for k in _SOLVABLE if k != solve}
-    fn = {
+    calibrators: dict[str, Callable[..., Any]] = {
         "noise_multiplier": calibration.calibrate_noise,
         "sampling_rate": calibration.calibrate_sampling_rate,
         "steps": calibration.calibrate_steps,
-    }[solve]
-    res = fn(**fixed, **kwargs, tolerance=args.tolerance, discretization=args.discretization)
+    }
+    res = calibrators[solve](**fixed, **kwargs, tolerance=args.tolerance, discretization=args.discretization)
     report = gdpcore.analyze(res.mechanism, deltas=(_REPORT_DELTA,))
     labels = report.bound_types
     return {
@@ -560,14 +560,14 @@ def bayes_security_point(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError("--target plans one of --sampling-rate, --noise-multiplier, --steps: give the other two")
         solve = missing[0]
         kw = {k: v for k, v in given.items() if v is not None}
-        fn = {
+        plan: dict[str, Callable[..., float]] = {
             "sampling_rate": bs.get_sampling_rate_for_bayes_security,
             "noise_multiplier": bs.get_noise_multiplier_for_bayes_security,
             "steps": bs.get_max_steps_for_bayes_security,
-        }[solve]
-        value = fn(target=args.target, relation=args.relation, **kw)
+        }
+        value = plan[solve](target=args.target, relation=args.relation, **kw)
         given[solve] = value
-        est = bs.get_bayes_security_from_dpsgd(relation=args.relation, **given)  # type: ignore[arg-type]
+        est = bs.get_bayes_security_from_dpsgd(relation=args.relation, **given)
         return {
             "mode": "plan",
             "target": args.target,
@@ -576,7 +576,7 @@ def bayes_security_point(args: argparse.Namespace) -> dict[str, Any]:
             "value_bound": "estimate",
             "source": "seed 004 Eq. 4 (inverse of Cor. 7)",
             "relation": args.relation,
-            "warnings": cor7_warnings(error_term=est.error_term, **given),  # type: ignore[arg-type]
+            "warnings": cor7_warnings(error_term=est.error_term, **given),
         }
     if missing:
         raise ValueError("give --sampling-rate, --noise-multiplier and --steps (or --target and two of them)")
