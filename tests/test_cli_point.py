@@ -303,3 +303,21 @@ def test_each_command_answers_within_3_seconds_warm(capsys):
         start = time.process_time()
         assert _run(capsys, *argv)[0] == 0
         assert time.process_time() - start < 3.0, argv  # CPU seconds: a shared machine's load does not count
+
+
+def test_the_readme_examples_run(capsys):
+    """README "What a report looks like": each one-point example line answers (exit 0, strict JSON with --json)."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    lines = [
+        line.split("  #")[0].strip()
+        for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+        for line in block.splitlines()
+        if line.startswith(("gdp calibrate", "gdp compare", "gdp convert", "gdp bayes-security"))
+    ]
+    assert len(lines) >= 4
+    for line in lines:
+        _json(capsys, *shlex.split(line)[1:])
