@@ -189,7 +189,8 @@ def _analyze(args: argparse.Namespace) -> int:
         print(json_text({**summary, **(extras or {})}))
     else:
         _print_report(summary)
-        print("\n".join(best_representation_text(report, extras)))
+        for line in best_representation_text(report, extras):
+            print(line)
         if args.plot is not None:
             print(f"  plot            {args.plot}")
     return 0

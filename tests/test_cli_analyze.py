@@ -263,3 +263,8 @@ def test_plot_writes_the_three_panel_figure_and_refuses_to_overwrite(capsys, tmp
     rc, _, err = _run(capsys, "analyze", "laplace", "--scale", "1", "--plot", str(tmp_path / "x.pdf"))
     assert rc == 2 and ".png" in err and not (tmp_path / "x.pdf").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["laplace.png"]  # no temporary file left behind
+
+
+def test_text_report_ends_with_the_table_when_gdp_is_complete(capsys):
+    rc, out, _ = _run(capsys, "analyze", "gaussian", "--noise-multiplier", "1")
+    assert rc == 0 and out.splitlines()[-1].strip().startswith("0.1 ")  # the last FPR row, no trailing blank line
