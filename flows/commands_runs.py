@@ -247,6 +247,7 @@ REGRET_TIE = 1e-4
 """Regrets closer than this are reported as tied (below what a PLD-based regret estimate resolves at the default
 discretisation, e.g. Laplace b = 1: eps-DP 3.4323% against (eps, 1e-5) 3.4322%, docs/references.md S000-5)."""
 _CURVE_GRID_POINTS = 201
+_EPS_PLOT_MAX = 700.0
 
 
 def _curve_block(report: Any) -> dict[str, Any]:
@@ -401,7 +402,8 @@ def write_analyze_plot(report: Any, summary: dict[str, Any], path: str, *, title
         np.asarray(curve["fnr"]),
         curve_label=f"this mechanism ({'exact' if report.exact else 'pessimistic: upper bound on attack TPR'})",
         mu=mu,
-        eps_deltas=[(float(report.epsilon(d)), d) for d in deltas[:2]],
+        # exp(eps) overflows past ~709 (and such a curve is TPR = 1 at every FPR > 0 on these axes anyway)
+        eps_deltas=[(e, d) for e, d in ((float(report.epsilon(d)), d) for d in deltas[:2]) if e < _EPS_PLOT_MAX],
         mu_cutoff=summary.get("mu_certified_for_fpr_at_least") or None,
         difference=True,
         regret=float(report.gdp_regret),

@@ -214,8 +214,9 @@ def test_exact_report_curve_is_f_mu(capsys):
     assert rows["gdp"]["regret"] == 0.0 and rows["pure_dp"]["parameter"] == "inf"  # not pure DP: strict JSON "inf"
 
 
-def test_json_is_strict_where_numbers_are_not_finite(capsys):
-    """issue 30 finding 12: the RDP fallback printed bare NaN; null = not computed, "inf" = infinite."""
+def test_json_is_strict_where_numbers_are_not_finite(capsys, tmp_path):
+    """The RDP fallback printed bare NaN; null = not computed, "inf" = infinite. Its plot (eps(1e-5) = 1.6e5, mu = inf)
+    has the two curve panels and no (eps, delta) curve exp(eps) cannot draw."""
     rc, out, _ = _run(
         capsys,
         "analyze",
@@ -227,8 +228,12 @@ def test_json_is_strict_where_numbers_are_not_finite(capsys):
         "--steps",
         "1000000000",
         "--json",
+        "--plot",
+        str(tmp_path / "rdp.png"),
     )
     assert rc == 0
+    width, height = _png_size(tmp_path / "rdp.png")
+    assert 1.5 * height < width < 2.5 * height
     s = _strict(out)
     assert s["mu"]["value"] == "inf" and s["mu"]["lower"] is None and s["advantage"]["lower"] is None
     assert s["curve"]["optimistic"] is None and s["curve"]["optimistic_reason"]
