@@ -349,18 +349,8 @@ def compare_point(args: argparse.Namespace) -> dict[str, Any]:
             f"{b.neighbouring_relation!r}"
         )
     ra, rb = gdpcore.analyze(a), gdpcore.analyze(b)
-    ab = get_delta_divergence(ra, rb, weight=args.weight)
-    ba = get_delta_divergence(rb, ra, weight=args.weight)
-
-    def div(d: Any) -> dict[str, Any]:
-        return {
-            "value": d.value,
-            "lower": d.lower,
-            "upper": d.upper,
-            "bound": d.bound,
-            "most_exposed_prior": d.argmax_prior,
-        }
-
+    ab, ba = get_delta_divergence(ra, rb), get_delta_divergence(rb, ra)
+    # The verdict is read off the unweighted Delta (Thm 1); a weight only re-scores the priors.
     a_dominates, b_dominates = blackwell_verdict(ba), blackwell_verdict(ab)
     if a_dominates and b_dominates:
         verdict = "A and B are equally private (Delta = 0 both ways)"
@@ -372,29 +362,50 @@ def compare_point(args: argparse.Namespace) -> dict[str, Any]:
         verdict = "neither dominates: the trade-off curves cross (each is more private for some attack)"
     else:
         verdict = "undecided within the accountant's resolution"
-    return {
+    out = {
         "a": a.to_dict(),
         "b": b.to_dict(),
-        "weight": args.weight,
-        "delta_a_b": div(ab),
-        "delta_b_a": div(ba),
-        "symmetric": {"value": max(ab.value, ba.value), "bound": ab.bound if ab.value >= ba.value else ba.bound},
+        **_divergences(ab, ba),
         "a_at_least_as_private_as_b": a_dominates,
         "b_at_least_as_private_as_a": b_dominates,
         "verdict": verdict,
+        "weighted": None,
         "accountants": {"a": ra.accountant, "b": rb.accountant},
+    }
+    if args.weight is not None:
+        out["weighted"] = {
+            "weight": args.weight,
+            **_divergences(
+                get_delta_divergence(ra, rb, weight=args.weight), get_delta_divergence(rb, ra, weight=args.weight)
+            ),
+        }
+    return out
+
+
+def _divergences(ab: Any, ba: Any) -> dict[str, Any]:
+    def div(d: Any) -> dict[str, Any]:
+        return {
+            "value": d.value,
+            "lower": d.lower,
+            "upper": d.upper,
+            "bound": d.bound,
+            "most_exposed_prior": d.argmax_prior,
+        }
+
+    return {
+        "delta_a_b": div(ab),
+        "delta_b_a": div(ba),
+        "symmetric": {"value": max(ab.value, ba.value), "bound": ab.bound if ab.value >= ba.value else ba.bound},
     }
 
 
 def _compare(args: argparse.Namespace) -> int:
     out = compare_point(args)
-    w = f" ({out['weight']}-weighted)" if out["weight"] else ""
 
     def line(name: str, d: dict[str, Any], meaning: str) -> str:
         prior = "" if math.isnan(d["most_exposed_prior"]) else f"; most exposed prior {d['most_exposed_prior']:.4g}"
-        return (
-            f"  {name}{w}  {_g(d['value'])}   ({d['bound']}; bracket [{_g(d['lower'])}, {_g(d['upper'])}]{prior})"
-            f"\n                  {meaning}"
+        return f"  {name}  {_g(d['value'])}   ({d['bound']}; bracket [{_g(d['lower'])}, {_g(d['upper'])}]{prior})" + (
+            f"\n                  {meaning}" if meaning else ""
         )
 
     lines = [
@@ -405,6 +416,14 @@ def _compare(args: argparse.Namespace) -> int:
         f"  symmetric Delta  {_g(out['symmetric']['value'])}   ({out['symmetric']['bound']}; seed 002 Eq. 5)",
         f"  Blackwell        {out['verdict']}",
     ]
+    w = out["weighted"]
+    if w is not None:
+        lines += [
+            f"  {w['weight']}-weighted (seed 002 Sec. 5):",
+            line("Delta(A || B)", w["delta_a_b"], ""),
+            line("Delta(B || A)", w["delta_b_a"], ""),
+            f"  symmetric Delta  {_g(w['symmetric']['value'])}   ({w['symmetric']['bound']})",
+        ]
     return _emit(args, out, lines)
 
 

@@ -127,6 +127,17 @@ def test_compare_crossing_curves_say_neither_dominates(capsys):
     assert "neither dominates" in out["verdict"]
 
 
+@pytest.mark.parametrize("weight", ["beta", "uquadratic"])
+def test_compare_weighted_is_the_apis_and_keeps_the_unweighted_verdict(capsys, weight):
+    out = _json(capsys, "compare", "gaussian --noise-multiplier 1", "gaussian --noise-multiplier 2", "--weight", weight)
+    a, b = gdpcore.Gaussian(noise_multiplier=1.0), gdpcore.Gaussian(noise_multiplier=2.0)
+    w = out["weighted"]
+    assert w["weight"] == weight and w["delta_b_a"]["value"] == gdpcore.get_delta_divergence(b, a, weight=weight).value
+    assert w["delta_a_b"]["value"] == gdpcore.get_delta_divergence(a, b, weight=weight).value
+    assert out["delta_b_a"]["value"] == gdpcore.get_delta_divergence(b, a).value
+    assert out["b_at_least_as_private_as_a"] is True  # Blackwell from the unweighted Delta (seed 002 Thm 1)
+
+
 def test_compare_takes_a_spec(capsys):
     out = _json(
         capsys, "compare", '--spec {"kind": "gaussian", "noise_multiplier": 2}', "gaussian --noise-multiplier 2"
