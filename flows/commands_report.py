@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,22 +14,6 @@ from flows.command_common import (
 )
 
 __all__ = ["REPORT_COMMANDS"]
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, float):
-        if math.isnan(v):
-            return None
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return v
-    if isinstance(v, int | str | bool) or v is None:
-        return v
-    if isinstance(v, list | tuple):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    return str(v)
 
 
 def _table_text(columns: list[str], rows: list[tuple]) -> str:
@@ -85,7 +67,9 @@ def _sql(args: argparse.Namespace) -> int:
         },
     )
     if args.format == "json":
-        print(json.dumps([{c: _jsonable(v) for c, v in zip(columns, r, strict=True)} for r in rows], indent=1))
+        from tasks.formatting import json_text
+
+        print(json_text([dict(zip(columns, r, strict=True)) for r in rows], indent=1))
     elif args.format == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(columns)
