@@ -495,7 +495,7 @@ def _parse_pmf(name: str, text: str) -> tuple[float, int, float, np.ndarray]:
         inf = float(fields["infinity_mass"])
     except ValueError:
         raise ValueError(f"{name}: discretization, lower_index and infinity_mass must be numbers") from None
-    probs = _numbers(f"{name}.probs", fields["probs"])
+    probs = _numbers(f"{name} probs", fields["probs"])
     return d, lower, inf, probs
 
 
@@ -503,15 +503,15 @@ def _check_pmf(name: str, d: float, lower: int, inf: float, probs: np.ndarray) -
     """Validated (discretization, lower index, +inf mass, probs): negative round-off atoms (dp_accounting's FFT
     compositions, at most 1e-12 each) are moved to the +inf mass, which only raises every delta(eps)."""
     if not (math.isfinite(d) and d > 0.0):
-        raise ValueError(f"{name}.discretization must be a finite real > 0, got {d!r}")
+        raise ValueError(f"{name} discretization must be a finite real > 0, got {d!r}")
     if not (math.isfinite(inf) and 0.0 <= inf <= 1.0):
-        raise ValueError(f"{name}.infinity_mass must be in [0, 1], got {inf!r}")
+        raise ValueError(f"{name} infinity_mass must be in [0, 1], got {inf!r}")
     if abs(lower) > 2**53 or abs(lower + probs.size) * d > 1e6:
-        raise ValueError(f"{name}.lower_index puts losses beyond 1e6: lower_index = {lower!r}, discretization {d!r}")
+        raise ValueError(f"{name} lower_index puts losses beyond 1e6: lower_index = {lower!r}, discretization {d!r}")
     bad = np.flatnonzero(~np.isfinite(probs) | (probs < -1e-12))
     if bad.size:
         i = int(bad[0])
-        raise ValueError(f"{name}.probs must be finite and >= 0: {_point(f'{name}.probs', probs, i)}")
+        raise ValueError(f"{name} probs must be finite and >= 0: {_point('probs', probs, i)}")
     negative = probs < 0.0
     if negative.any():
         inf = min(1.0, inf + float(-probs[negative].sum()))
