@@ -22,8 +22,8 @@ import math
 
 import numpy as np
 import pytest
-from dp_accounting.pld.common import DifferentialPrivacyParameters
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from dp_accounting.pld.common import DifferentialPrivacyParameters
 from scipy.stats import norm
 
 import gdpcore as g
@@ -187,7 +187,10 @@ def test_optimistic_or_foreign_pld_is_refused():
         ("discretization=0.001;lower_index=0;infinity_mass=0.0;probs=0.5,-0.1,0.5", r"probs\[1\] = -0\.1"),
         ("discretization=0.001;lower_index=0;infinity_mass=0.0;probs=0.5,nan", r"probs\[1\] must be a finite real"),
         ("discretization=0.001;lower_index=0;infinity_mass=0.0;probs=0.9,0.9", r"total mass at most 1"),
-        ("discretization=-1;lower_index=0;infinity_mass=0.0;probs=1", r"remove_pmf discretization must be a finite real > 0"),
+        (
+            "discretization=-1;lower_index=0;infinity_mass=0.0;probs=1",
+            r"remove_pmf discretization must be a finite real > 0",
+        ),
         ("discretization=0.001;lower_index=0;infinity_mass=2;probs=1", r"infinity_mass must be in \[0, 1\]"),
         ("lower_index=0;probs=1", r"lacks discretization, infinity_mass"),
     ],

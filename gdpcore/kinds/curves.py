@@ -196,7 +196,7 @@ class DiscretePair:
 
 def _pld(pairs: tuple[DiscretePair, DiscretePair | None], step: float, pessimistic: bool):
     """The dp_accounting PLD of (remove pair, add pair or None when symmetric) at ``step``."""
-    pmfs = []
+    pmfs: list[pld_pmf.PLDPmf | None] = []
     for pair in pairs:
         if pair is None:
             pmfs.append(None)
