@@ -165,6 +165,18 @@ def test_laplace_pld_gives_dp_accountings_own_epsilon(sampling_prob):
         assert kinds.evaluate(m, "pure_epsilon") == pytest.approx(1.0, abs=1e-3)  # Laplace: pure 1-DP
 
 
+def test_pld_whose_add_direction_dominates_is_bracketed_as_tightly():
+    """Swapping a PLD's two directions changes nothing the relation sees (the curve is their pointwise max): the
+    bracket still contains dp_accounting's epsilon (which takes the max of both) and is as narrow."""
+    pld = pld_lib.from_laplace_mechanism(1.0, value_discretization_interval=1e-3, sampling_prob=0.3)
+    swapped = pld_lib.PrivacyLossDistribution(pld._pmf_add, pld._pmf_remove)
+    r = g.analyze(g.from_pld(swapped))
+    assert r.status == "ok" and r.certified_gap < 1e-3
+    for d in DELTAS:
+        dpa = swapped.get_epsilon_for_delta(d)
+        assert float(r.epsilon(d, side="optimistic")) <= dpa * (1 + REL) and dpa <= float(r.epsilon(d)) * (1 + REL)
+
+
 def test_pld_infinity_mass_is_kept():
     pld = pld_lib.from_privacy_parameters(DifferentialPrivacyParameters(1.0, 1e-3), value_discretization_interval=1e-3)
     r = g.analyze(g.from_pld(pld))

@@ -567,11 +567,28 @@ class PrivacyLossDistributionInput(Mechanism):
     neighbouring: str = param(_RELATION_DOC, Choice(NEIGHBOURING_RELATIONS), default="add_remove")
 
     def pairs(self) -> tuple[DiscretePair, DiscretePair | None]:
-        return _cached(
-            self,
-            "_pairs",
-            lambda: (_pmf_pair(self.remove_pmf), _pmf_pair(self.add_pmf) if self.add_pmf else None),
-        )
+        """(first, second or None): the remove and add directions, the one whose profile dominates first. The curve
+        analysed depends only on the two profiles (their pointwise max), and the engine's optimistic twin reads the
+        first direction only (:func:`gdpcore.engine.generic_parts`): a dominating add direction put second would leave
+        the bracket wide open."""
+
+        def build() -> tuple[DiscretePair, DiscretePair | None]:
+            remove = _pmf_pair(self.remove_pmf)
+            if not self.add_pmf:
+                return remove, None
+            add = _pmf_pair(self.add_pmf)
+            return (add, remove) if _dominates(add, remove) else (remove, add)
+
+        return _cached(self, "_pairs", build)
+
+
+def _dominates(a: DiscretePair, b: DiscretePair) -> bool:
+    """delta_a(eps) >= delta_b(eps) on a grid of eps >= 0 up to the largest loss, and larger somewhere."""
+    top = max(1e-3, float(np.max(a.losses, initial=0.0)), float(np.max(b.losses, initial=0.0)))
+    grid = np.linspace(0.0, top, 64)
+    da = np.array([a.delta(e) for e in grid])
+    db = np.array([b.delta(e) for e in grid])
+    return bool(np.all(da >= db - 1e-15) and np.any(da > db))
 
 
 def _cached(m: Mechanism, key: str, build: Callable[[], Any]) -> Any:
