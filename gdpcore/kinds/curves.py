@@ -14,25 +14,35 @@ report's accountant says so (:data:`USER_SUPPLIED`, :attr:`KindSpec.input_note`)
 
 The three inputs:
 
-* :class:`PrivacyProfile` - (eps_i, delta_i) on a grid. Each point is an (eps_i, delta_i)-DP statement, whose
-  trade-off curve is f_{eps_i, delta_i}(alpha) = max(0, 1 - delta_i - e^{eps_i} alpha, e^{-eps_i}(1 - delta_i - alpha))
-  (seed 000 Eq. 3; Dong, Roth & Su 2022 Prop. 2.5); the mechanism satisfies all of them, i.e. f = max_i f_{eps_i,
-  delta_i} (Dong, Roth & Su 2022 Prop. 2.12 / seed 000 Thm A.9). Between grid points this is the *weakest* curve the
-  statements allow: a profile sampled from a mechanism gives a curve below the mechanism's (mu above its mu).
+* :class:`PrivacyProfile` - (eps_i, delta_i) on a grid. Each point is an (eps_i, delta_i)-DP statement, i.e.
+  f_{eps_i, delta_i}-DP with f_{eps,delta}(alpha) = max(0, 1 - delta - e^eps alpha, e^{-eps}(1 - delta - alpha))
+  (seed 000 Eq. 2); the mechanism satisfies all of them, so its curve is f = max_i f_{eps_i, delta_i} (seed 000
+  Thm 2.4, Eq. 3, with the sup over the grid only). Between grid points this is the *weakest* curve the statements
+  allow: a profile sampled from a mechanism gives a curve below the mechanism's (mu above its mu).
 * :class:`TradeoffCurve` - breakpoints (fpr_i, fnr_i) of a convex piecewise-linear f, from (0, f(0)) to (a, 0).
   Testing P against Q with f = T(P, Q), segment j is an outcome with P-mass fpr_j - fpr_{j-1} and Q-mass
-  fnr_{j-1} - fnr_j (Neyman-Pearson: likelihood ratio = minus the slope), and 1 - f(0) is Q-mass where P = 0.
-  **Asymmetric input**: under a neighbouring relation that contains both orders of each pair (add/remove, and
-  replace-one), a mechanism with T(M(S), M(S')) >= f in one order satisfies T >= f^{-1} in the other; the curve it
-  satisfies for the relation is the symmetrisation conv(min(f, f^{-1})) (Dong, Roth & Su 2022 Def. F.1 / Prop. F.2;
-  the add/remove PLD's two directions, seed 000 Thm A.10). That is what is analysed: never more than the input says.
-  An input that is already symmetric is analysed as given; an asymmetric one is lowered by at most
-  :attr:`TradeoffCurve.asymmetry`, which the report's accountant states.
+  fnr_{j-1} - fnr_j (Neyman-Pearson: likelihood ratio = minus the slope; seed 000 Thm A.10 read backwards), and
+  1 - f(0) is Q-mass where P = 0.
+  **Asymmetric input**: a mechanism with T(M(S), M(S')) >= f for one order of each neighbouring pair has
+  T >= f^{-1} for the other order, so every pair of the relation (add/remove and replace-one both contain both
+  orders) has T >= min(f, f^{-1}), and T is convex: T >= conv(min(f, f^{-1})). That symmetrisation is what is
+  analysed (Dong, Roth & Su 2022 Def. F.1, its first case; its other case, max(f, f^{-1}), would claim more than
+  the input says and is never taken). It equals the pointwise max of the two directions' profiles, as the engine
+  symmetrises an asymmetric PLD (:func:`gdpcore.curve.curve_from_loss_pmf`). A symmetric input is analysed as
+  given; an asymmetric one is lowered by at most :attr:`TradeoffCurve.asymmetry`, which the report's accountant
+  states.
 * :class:`PrivacyLossDistributionInput` - the PMFs of a dp_accounting ``PrivacyLossDistribution`` (both adjacency
   directions, each with its +inf mass). dp_accounting has no serialised form of a PLD; this kind's JSON is one
   (:func:`from_pld`). Only a pessimistic PLD is accepted (its delta(eps) is the upper bound the user states); a
   negative round-off atom is moved to the +inf mass (never dropped). An asymmetric PLD keeps both directions: the
   engine's profile is their pointwise max (:func:`gdpcore.curve.curve_from_loss_pmf`), the same symmetrisation.
+
+Limits: a curve with a real catastrophic mass (f(0) < 1 by more than ``gdpcore.curve.INFINITY_MASS_TOLERANCE``, e.g.
+one (eps, delta) statement) gets its pessimistic end right (mu = inf, eps = inf below that mass), but the engine's
+optimistic twin treats +inf mass as tail truncation and drops it (:func:`gdpcore.engine.generic_parts`), so such a
+report's lower ends are loose and its status "tolerance_not_met"; both ends stay valid bounds. The RDP of a pair with
++inf mass is +inf (exact). A dp_accounting PMF is read as given: one whose total mass exceeds 1 (up to
+``PLD_MASS_SLACK``) is not a probability law, and its RDP and rho are those of the PMF as written.
 
 Every rejection is a ``ValueError`` (:class:`gdpcore.mechanisms.ParameterError` from :func:`from_tradeoff_curve`,
 :func:`from_privacy_profile`, :func:`from_pld`) naming the field, the index and the values (bounded).
@@ -263,10 +273,11 @@ def _check_profile(eps: np.ndarray, delta: np.ndarray) -> None:
 
 def profile_pair(eps: np.ndarray, delta: np.ndarray) -> DiscretePair:
     """The symmetric discrete pair of f = max_i f_{eps_i, delta_i} (the curve's steep half and its mirror image).
+    Validated input (:func:`_check_profile`): eps strictly increasing, delta non-increasing.
 
     The steep half (alpha up to the fixed point alpha*, slopes <= -1 by symmetry and convexity) is the upper envelope
     of the lines beta = 1 - delta_i - e^{eps_i} alpha, i.e. the lower envelope of tail(alpha) = 1 - beta =
-    min_i (delta_i + e^{eps_i} alpha) (seed 000 Thm A.9; :mod:`gdpcore.curve`). The segment of line i, of length a_i,
+    min_i (delta_i + e^{eps_i} alpha) (seed 000 Eq. 3; the construction of :mod:`gdpcore.curve`). The segment of line i, of length a_i,
     is an outcome with loss eps_i (P-mass a_i, Q-mass e^{eps_i} a_i); its mirror image an outcome with loss -eps_i
     (Q-mass a_i); tail(0) = min_i delta_i is Q-mass where P = 0. Masses sum to tail(alpha*) + alpha* = 1.
     """
@@ -388,7 +399,7 @@ def _lower_hull(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def symmetrised(fpr: np.ndarray, fnr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Vertices of conv(min(f, f^{-1})) (Dong, Roth & Su 2022 Def. F.1): the lower convex hull of the vertices of f,
+    """Vertices of conv(min(f, f^{-1})) (module docstring): the lower convex hull of the vertices of f,
     their mirror images (the vertices of f^{-1}) and (1, 0), cut where it first reaches 0."""
     x = np.concatenate([fpr, fnr, [1.0]])
     y = np.concatenate([fnr, fpr, [0.0]])
