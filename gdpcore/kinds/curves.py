@@ -106,33 +106,43 @@ _RELATION_DOC = "neighbouring relation the supplied guarantee is stated for"
 # Parameters: lists of numbers stored as canonical text, checked with the index of the offending point
 # ---------------------------------------------------------------------------------------------------------------------
 def _numbers(name: str, value: Any) -> np.ndarray:
-    """``value`` (comma-separated text, list, tuple or 1-d array) as finite floats; errors name the index."""
+    """``value`` (comma-separated text, list, tuple or 1-d array) as finite floats; errors name the index. Parsed
+    in one numpy call; the element-wise pass runs only to name the first bad element."""
     if isinstance(value, str):
-        parts: list[Any] = [p.strip() for p in value.split(",")] if value.strip() else []
-        nums = []
-        for i, p in enumerate(parts):
-            try:
-                nums.append(float(p))
-            except ValueError:
-                raise ValueError(f"{name}[{i}] must be a number, got {bounded_repr(p)}") from None
+        parts = value.split(",") if value.strip() else []
+        try:
+            arr = np.array(parts, dtype=float)
+        except ValueError:
+            for i, p in enumerate(parts):
+                try:
+                    float(p)
+                except ValueError:
+                    raise ValueError(f"{name}[{i}] must be a number, got {bounded_repr(p.strip())}") from None
+            raise
     elif isinstance(value, list | tuple | np.ndarray):
-        if isinstance(value, np.ndarray) and value.ndim != 1:
-            raise ValueError(f"{name} must be a 1-d list of numbers, got an array of shape {value.shape}")
-        nums = []
-        for i, v in enumerate(value):
-            if isinstance(v, bool | np.bool_) or not isinstance(v, int | float | np.integer | np.floating):
-                raise ValueError(f"{name}[{i}] must be a number, got {bounded_repr(v)}")
-            nums.append(float(v))
+        raw = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object)
+        if raw.ndim != 1:
+            raise ValueError(f"{name} must be a 1-d list of numbers, got an array of shape {raw.shape}")
+        if raw.dtype.kind in "iuf":
+            arr = raw.astype(float)
+        else:
+            for i, v in enumerate(raw):
+                if isinstance(v, bool | np.bool_) or not isinstance(v, int | float | np.integer | np.floating):
+                    raise ValueError(f"{name}[{i}] must be a number, got {bounded_repr(v)}")
+            arr = np.asarray([float(v) for v in raw], dtype=float)
     else:
         raise ValueError(f"{name} must be a list of numbers, got {bounded_repr(value)}")
-    if not nums:
+    if arr.size == 0:
         raise ValueError(f"{name} must not be empty, got {bounded_repr(value)}")
-    arr = np.asarray(nums, dtype=float)
-    bad = np.flatnonzero(~np.isfinite(arr))
-    if bad.size:
-        i = int(bad[0])
+    i = _first(~np.isfinite(arr))
+    if i is not None:
         raise ValueError(f"{name}[{i}] must be a finite real, got {float(arr[i])!r}")
     return arr
+
+
+def _text(arr: np.ndarray) -> str:
+    """Canonical comma-separated text of floats (Python's shortest round-trip repr)."""
+    return ",".join(map(repr, np.asarray(arr, dtype=float).tolist()))
 
 
 class Numbers(Constraint):
@@ -142,14 +152,14 @@ class Numbers(Constraint):
     type = str
 
     def check(self, name: str, value: Any) -> str:
-        return floats_text(_numbers(name, value))
+        return _text(_numbers(name, value))
 
     def describe(self) -> str:
         return "comma-separated finite reals"
 
 
 def _values(text: str) -> np.ndarray:
-    return np.asarray([float(x) for x in text.split(",")], dtype=float)
+    return np.array(text.split(","), dtype=float)
 
 
 def _point(name: str, arr: np.ndarray, i: int) -> str:
@@ -254,21 +264,29 @@ def _check_profile(eps: np.ndarray, delta: np.ndarray) -> None:
         raise ValueError(
             f"epsilons and deltas must have the same length, got {eps.size} epsilons and {delta.size} deltas"
         )
-    for i in range(eps.size):
-        if not 0.0 <= eps[i] <= MAX_EPSILON:
-            raise ValueError(f"epsilons must be in [0, {MAX_EPSILON:g}]: {_point('epsilons', eps, i)}")
-        if not 0.0 <= delta[i] <= 1.0:
-            raise ValueError(f"deltas must be in [0, 1]: {_point('deltas', delta, i)} (at epsilon {float(eps[i])!r})")
-        if i and eps[i] <= eps[i - 1]:
-            raise ValueError(
-                f"epsilons must be strictly increasing: {_point('epsilons', eps, i)} <= "
-                f"{_point('epsilons', eps, i - 1)}"
-            )
-        if i and delta[i] > delta[i - 1]:
-            raise ValueError(
-                f"deltas must be non-increasing in epsilon (a privacy profile): {_point('deltas', delta, i)} > "
-                f"{_point('deltas', delta, i - 1)}"
-            )
+    i = _first(~((eps >= 0.0) & (eps <= MAX_EPSILON)))
+    if i is not None:
+        raise ValueError(f"epsilons must be in [0, {MAX_EPSILON:g}]: {_point('epsilons', eps, i)}")
+    i = _first(~((delta >= 0.0) & (delta <= 1.0)))
+    if i is not None:
+        raise ValueError(f"deltas must be in [0, 1]: {_point('deltas', delta, i)} (at epsilon {float(eps[i])!r})")
+    i = _first(np.diff(eps) <= 0.0)
+    if i is not None:
+        raise ValueError(
+            f"epsilons must be strictly increasing: {_point('epsilons', eps, i + 1)} <= {_point('epsilons', eps, i)}"
+        )
+    i = _first(np.diff(delta) > 0.0)
+    if i is not None:
+        raise ValueError(
+            f"deltas must be non-increasing in epsilon (a privacy profile): {_point('deltas', delta, i + 1)} > "
+            f"{_point('deltas', delta, i)}"
+        )
+
+
+def _first(bad: np.ndarray) -> int | None:
+    """Index of the first True, or None."""
+    idx = np.flatnonzero(bad)
+    return int(idx[0]) if idx.size else None
 
 
 def profile_pair(eps: np.ndarray, delta: np.ndarray) -> DiscretePair:
@@ -355,11 +373,12 @@ def _check_curve(fpr: np.ndarray, fnr: np.ndarray, names: tuple[str, str] = ("fp
         raise ValueError(f"{xn} must start at 0 (the curve from alpha = 0 on): {_point(xn, fpr, 0)}")
     if fnr[-1] != 0.0:
         raise ValueError(f"{yn} must end at 0 (the curve down to beta = 0): {_point(yn, fnr, fnr.size - 1)}")
-    for i in range(1, fpr.size):
-        if fpr[i] <= fpr[i - 1]:
-            raise ValueError(f"{xn} must be strictly increasing: {_point(xn, fpr, i)} <= {_point(xn, fpr, i - 1)}")
-        if fnr[i] > fnr[i - 1]:
-            raise ValueError(f"{yn} must be non-increasing: {_point(yn, fnr, i)} > {_point(yn, fnr, i - 1)}")
+    i = _first(np.diff(fpr) <= 0.0)
+    if i is not None:
+        raise ValueError(f"{xn} must be strictly increasing: {_point(xn, fpr, i + 1)} <= {_point(xn, fpr, i)}")
+    i = _first(np.diff(fnr) > 0.0)
+    if i is not None:
+        raise ValueError(f"{yn} must be non-increasing: {_point(yn, fnr, i + 1)} > {_point(yn, fnr, i)}")
     over = fnr - (1.0 - fpr)
     bad = np.flatnonzero(over > CURVE_TOLERANCE)
     if bad.size:
@@ -369,15 +388,16 @@ def _check_curve(fpr: np.ndarray, fnr: np.ndarray, names: tuple[str, str] = ("fp
             f"1 - {_point(xn, fpr, i)}"
         )
     fnr = np.minimum(fnr, 1.0 - fpr)  # within the slack: lowered onto the bound (a weaker curve)
-    for i in range(1, fpr.size - 1):
-        # Convex: point i lies on or below the chord of its neighbours (cross product of the two segments >= 0).
-        cross = (fpr[i] - fpr[i - 1]) * (fnr[i + 1] - fnr[i]) - (fpr[i + 1] - fpr[i]) * (fnr[i] - fnr[i - 1])
-        if cross < -CURVE_TOLERANCE:
-            raise ValueError(
-                f"{yn} must be convex in {xn}: breakpoint {i} ({_point(xn, fpr, i)}, {_point(yn, fnr, i)}) lies "
-                f"above the chord from breakpoint {i - 1} ({float(fpr[i - 1])!r}, {float(fnr[i - 1])!r}) to breakpoint {i + 1} "
-                f"({float(fpr[i + 1])!r}, {float(fnr[i + 1])!r})"
-            )
+    # Convex: each inner point lies on or below the chord of its neighbours (cross product of the two segments >= 0).
+    dx, dy = np.diff(fpr), np.diff(fnr)
+    j = _first(dx[:-1] * dy[1:] - dx[1:] * dy[:-1] < -CURVE_TOLERANCE)
+    if j is not None:
+        i = j + 1
+        raise ValueError(
+            f"{yn} must be convex in {xn}: breakpoint {i} ({_point(xn, fpr, i)}, {_point(yn, fnr, i)}) lies above "
+            f"the chord from breakpoint {i - 1} ({float(fpr[i - 1])!r}, {float(fnr[i - 1])!r}) to breakpoint "
+            f"{i + 1} ({float(fpr[i + 1])!r}, {float(fnr[i + 1])!r})"
+        )
     return fnr
 
 
@@ -484,7 +504,7 @@ def _pmf_text(discretization: float, lower_index: int, infinity_mass: float, pro
         probs = np.zeros(1)
     return (
         f"discretization={float(discretization)!r};lower_index={int(lower_index)};"
-        f"infinity_mass={float(infinity_mass)!r};probs={floats_text(probs)}"
+        f"infinity_mass={float(infinity_mass)!r};probs={_text(probs)}"
     )
 
 
