@@ -95,6 +95,11 @@ PLD_MASS_SLACK = 1e-3
 """How far above 1 a PLD direction's total mass may be: dp_accounting's composed add-direction PMFs carry excess mass
 at fine discretisation (1.0000675 at sigma 0.7, q 0.1, T 2500, step 1e-4; gdpcore.accounting). More is refused."""
 
+MAX_LOSS = 100.0
+"""Largest |privacy loss| put on the engine's lattice (2e6 atoms at step 1e-4): a loss beyond it is moved to the safe
+side of each end (:meth:`DiscretePair.rounded`); it moves delta(eps) by at most e^{eps - 100} of its mass for eps
+below 100."""
+
 _SNAP = 1e-9
 """Losses within this many lattice steps of a lattice point are put on it (float noise of k * d_user / d): moves a
 loss by at most 1e-9 steps."""
@@ -204,14 +209,23 @@ class DiscretePair:
 
     def rounded(self, step: float, pessimistic: bool) -> tuple[dict[int, float], float]:
         """(lattice index -> mass, +inf mass) at ``step``: losses rounded up (pessimistic: every delta(eps) can only
-        grow) or down (optimistic: every delta(eps) can only shrink), as dp_accounting rounds a pair's losses."""
-        r = self.losses / step
+        grow) or down (optimistic: every delta(eps) can only shrink), as dp_accounting rounds a pair's losses.
+        Losses beyond +-``MAX_LOSS`` are moved the same way: above it to +inf (pessimistic) or onto it (optimistic),
+        below -``MAX_LOSS`` onto it (pessimistic) or dropped (optimistic: no delta(eps >= 0) reads them)."""
+        losses, masses, inf = self.losses, self.masses, float(self.infinity_mass)
+        big, small = losses > MAX_LOSS, losses < -MAX_LOSS
+        if pessimistic:
+            inf = min(1.0, inf + float(masses[big].sum()))
+            losses, masses = np.maximum(losses[~big], -MAX_LOSS), masses[~big]
+        else:
+            losses, masses = np.minimum(losses[~small], MAX_LOSS), masses[~small]
+        r = losses / step
         near = np.round(r)
         r = np.where(np.abs(r - near) <= _SNAP, near, r)
         idx = np.ceil(r) if pessimistic else np.floor(r)
         keys, inv = np.unique(idx.astype(np.int64), return_inverse=True)
-        sums = np.bincount(inv, weights=self.masses, minlength=keys.size)
-        return {int(k): float(v) for k, v in zip(keys, sums, strict=True) if v > 0.0}, float(self.infinity_mass)
+        sums = np.bincount(inv, weights=masses, minlength=keys.size)
+        return {int(k): float(v) for k, v in zip(keys, sums, strict=True) if v > 0.0}, inf
 
 
 def _pld(pairs: tuple[DiscretePair, DiscretePair | None], step: float, pessimistic: bool):
