@@ -131,10 +131,15 @@ def _numbers(name: str, value: Any) -> np.ndarray:
         if raw.dtype.kind in "iuf":
             arr = raw.astype(float)
         else:
+            nums = []
             for i, v in enumerate(raw):
                 if isinstance(v, bool | np.bool_) or not isinstance(v, int | float | np.integer | np.floating):
                     raise ValueError(f"{name}[{i}] must be a number, got {bounded_repr(v)}")
-            arr = np.asarray([float(v) for v in raw], dtype=float)
+                try:
+                    nums.append(float(v))
+                except OverflowError:  # an int beyond the float range
+                    raise ValueError(f"{name}[{i}] must be a finite real, got {bounded_repr(v)}") from None
+            arr = np.asarray(nums, dtype=float)
     else:
         raise ValueError(f"{name} must be a list of numbers, got {bounded_repr(value)}")
     if arr.size == 0:
@@ -530,6 +535,8 @@ def _parse_pmf(name: str, text: str) -> tuple[float, int, float, np.ndarray]:
             raise ValueError(
                 f"{name} must read {';'.join(f + '=...' for f in _PMF_FIELDS)}, got part {bounded_repr(part)}"
             )
+        if key.strip() in fields:
+            raise ValueError(f"{name} gives {key.strip()} twice")
         fields[key.strip()] = value.strip()
     missing = [f for f in _PMF_FIELDS if f not in fields]
     if missing:
@@ -539,7 +546,11 @@ def _parse_pmf(name: str, text: str) -> tuple[float, int, float, np.ndarray]:
         lower = int(fields["lower_index"])
         inf = float(fields["infinity_mass"])
     except ValueError:
-        raise ValueError(f"{name}: discretization, lower_index and infinity_mass must be numbers") from None
+        raise ValueError(
+            f"{name} fields discretization, lower_index (an integer) and infinity_mass must be numbers, got "
+            f"{bounded_repr(fields['discretization'])}, {bounded_repr(fields['lower_index'])}, "
+            f"{bounded_repr(fields['infinity_mass'])}"
+        ) from None
     probs = _numbers(f"{name} probs", fields["probs"])
     return d, lower, inf, probs
 
