@@ -144,9 +144,9 @@ def _numbers(name: str, value: Any) -> np.ndarray:
         raise ValueError(f"{name} must be a list of numbers, got {bounded_repr(value)}")
     if arr.size == 0:
         raise ValueError(f"{name} must not be empty, got {bounded_repr(value)}")
-    i = _first(~np.isfinite(arr))
-    if i is not None:
-        raise ValueError(f"{name}[{i}] must be a finite real, got {float(arr[i])!r}")
+    bad = _first(~np.isfinite(arr))
+    if bad is not None:
+        raise ValueError(f"{name}[{bad}] must be a finite real, got {float(arr[bad])!r}")
     return arr
 
 
@@ -384,10 +384,9 @@ def _check_curve(fpr: np.ndarray, fnr: np.ndarray, names: tuple[str, str] = ("fp
     if fpr.size < 2:
         raise ValueError(f"{xn} must hold at least two breakpoints, got {fpr.size}")
     for name, arr in ((xn, fpr), (yn, fnr)):
-        bad = np.flatnonzero((arr < 0.0) | (arr > 1.0))
-        if bad.size:
-            i = int(bad[0])
-            raise ValueError(f"{name} must be in [0, 1]: {_point(name, arr, i)}")
+        out = _first((arr < 0.0) | (arr > 1.0))
+        if out is not None:
+            raise ValueError(f"{name} must be in [0, 1]: {_point(name, arr, out)}")
     if fpr[0] != 0.0:
         raise ValueError(f"{xn} must start at 0 (the curve from alpha = 0 on): {_point(xn, fpr, 0)}")
     if fnr[-1] != 0.0:
