@@ -63,6 +63,14 @@ from gdpcore.evidence import (
 from gdpcore.gdpt import bracket_mu, get_delta_from_epsilon_delta, identify_gdp, implies
 from gdpcore.grid import analyze_grid
 from gdpcore.kinds import UnsupportedMechanismError
+from gdpcore.kinds.curves import (
+    PrivacyLossDistributionInput,
+    PrivacyProfile,
+    TradeoffCurve,
+    from_pld,
+    from_privacy_profile,
+    from_tradeoff_curve,
+)
 from gdpcore.mechanisms import (
     ZCDP,
     Composed,
@@ -142,6 +150,12 @@ __all__ = [
     "fnr_target_from_advantage",
     "fnr_target_from_precision",
     "from_dp_event",
+    "from_pld",
+    "from_privacy_profile",
+    "from_tradeoff_curve",
+    "PrivacyLossDistributionInput",
+    "PrivacyProfile",
+    "TradeoffCurve",
     "get_advantage_from_gdp",
     "get_bayes_risk",
     "get_bayes_security_from_dpsgd",

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from gdpcore import closed_form
+from gdpcore import closed_form, kinds
 from gdpcore._validation import (
     check_alpha_min,
     check_choice,
@@ -95,9 +95,12 @@ class PrivacyReport:
         """The report of ``mechanism`` read off the engine's curves (:func:`gdpcore.engine.produce`): the one way a
         report is built."""
         prov = curves.provenance
+        # A user's curve, profile or PLD is what the user says it is: the accountant names it first, so that every
+        # number read from this report (and its rows and card) carries that provenance (gdpcore.kinds.curves).
+        accountant = "; ".join([*kinds.input_notes(mechanism), prov.accountant])
         return cls(
             mechanism=mechanism,
-            accountant=prov.accountant,
+            accountant=accountant,
             discretization=prov.discretization,
             alpha_min=float(alpha_min),
             _pessimistic=curves.pessimistic,
