@@ -44,6 +44,8 @@ Modules (each of one concern; none reads another's privates):
 * :mod:`~gdpcore.calibration.search` - level solver, coarse-to-fine ladder, bias estimate, closed-form solver;
 * :mod:`~gdpcore.calibration.api` - ``calibrate_noise`` / ``calibrate_steps`` / ``calibrate_sampling_rate``;
 * :mod:`~gdpcore.calibration.conversions` - seed 001 Table 1 (App. C) FNR targets, Eq. 30, Prop. 3.6;
+* :mod:`~gdpcore.calibration.blackbox` - calibration through any external accountant's eps(delta) or delta(eps)
+  callable (seed 001 Sec. 3.3, App. A);
 * :mod:`~gdpcore.calibration.errors` - :class:`CalibrationInfeasibleError` (a ValueError) and
   :class:`CalibrationSearchError` (a RuntimeError).
 """
@@ -51,6 +53,7 @@ Modules (each of one concern; none reads another's privates):
 from __future__ import annotations
 
 from gdpcore.calibration.api import CalibrationResult, calibrate_noise, calibrate_sampling_rate, calibrate_steps
+from gdpcore.calibration.blackbox import BlackBoxCalibration, calibrate_with_accountant
 from gdpcore.calibration.conversions import (
     AdvantageCalibrationCost,
     advantage_calibration_cost,
@@ -65,6 +68,8 @@ from gdpcore.calibration.search import DISCRETIZATION_LADDER_START
 
 __all__ = [
     "DISCRETIZATION_LADDER_START",
+    "BlackBoxCalibration",
+    "calibrate_with_accountant",
     "AdvantageCalibrationCost",
     "CalibrationInfeasibleError",
     "CalibrationResult",

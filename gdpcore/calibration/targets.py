@@ -48,6 +48,19 @@ class Target:
     fpr: float | None = None
     delta: float | None = None
     alpha_min: float = DEFAULT_ALPHA_MIN
+    # An attack accuracy or precision (PPV) target at ``fpr`` (seed 001 Table 1, App. C), held as the FNR target
+    # it converts to: ("accuracy" | "precision", the user's value). None for the other targets.
+    requested: tuple[str, float] | None = None
+
+    def requested_metric(self, fnr: float) -> float | None:
+        """The accuracy / precision of the attack at ``fpr`` when f(fpr) = ``fnr`` (Table 1 rows 2-3), None for the
+        other targets; a bound of the same kind as an FNR-derived TPR (upper when ``fnr`` is a lower bound)."""
+        if self.requested is None:
+            return None
+        a, tpr = self.at_fpr, 1.0 - fnr
+        if self.requested[0] == "accuracy":
+            return 0.5 * ((1.0 - a) + tpr)
+        return tpr / (tpr + a)
 
     @property
     def is_risk(self) -> bool:
@@ -72,6 +85,9 @@ class Target:
         return self.delta
 
     def describe(self) -> str:
+        if self.requested is not None:
+            kind, v = self.requested
+            return f"attack {kind} <= {v!r} at fpr={self.fpr!r} (fnr >= {self.value!r}, seed 001 Table 1)"
         if self.name in ("tpr", "fnr"):
             return f"{self.name} {'<=' if self.is_risk else '>='} {self.value!r} at fpr={self.fpr!r}"
         if self.name == "epsilon":
@@ -156,6 +172,8 @@ def make_target(
     delta: Any,
     target_bayes_security: Any,
     alpha_min: Any,
+    target_accuracy: Any = None,
+    target_precision: Any = None,
 ) -> Target:
     """Validate the keyword arguments of the public calibrators into one :class:`Target`.
 
@@ -169,6 +187,8 @@ def make_target(
         "target_mu": target_mu,
         "target_epsilon": target_epsilon,
         "target_bayes_security": target_bayes_security,
+        "target_accuracy": target_accuracy,
+        "target_precision": target_precision,
     }
     set_ = [k for k, v in given.items() if v is not None]
     if len(set_) != 1:
@@ -179,12 +199,17 @@ def make_target(
     name = set_[0]
     value = given[name]
     alpha_min = check_probability("alpha_min", alpha_min, high_open=True)
-    if fpr is not None and name not in ("target_tpr", "target_fnr"):
-        raise ValueError(f"fpr={fpr!r} is only meaningful with target_tpr or target_fnr, got {name}={value!r}")
+    if fpr is not None and name not in ("target_tpr", "target_fnr", "target_accuracy", "target_precision"):
+        raise ValueError(
+            f"fpr={fpr!r} is only meaningful with target_tpr, target_fnr, target_accuracy or target_precision, got "
+            f"{name}={value!r}"
+        )
     if delta is not None and name != "target_epsilon":
         raise ValueError(f"delta={delta!r} is only meaningful with target_epsilon, got {name}={value!r}")
     if name == "target_advantage":
         return Target(name="advantage", value=check_probability("target_advantage", value, high_open=True))
+    if name in ("target_accuracy", "target_precision"):
+        return _converted_target(name, value, fpr)
     if name == "target_bayes_security":
         return Target(name="bayes_security", value=check_probability("target_bayes_security", value, high_open=True))
     if name in ("target_tpr", "target_fnr"):
@@ -208,6 +233,22 @@ def make_target(
     if delta is None:
         raise ValueError(f"target_epsilon={value!r} needs delta=")
     return Target(name="epsilon", value=eps, delta=check_probability("delta", delta, high_open=True))
+
+
+def _converted_target(name: str, value: Any, fpr: Any) -> Target:
+    """Seed 001 Table 1 (App. C): an attack accuracy or precision target at FPR alpha* is the FNR target f(alpha*) >=
+    beta* of :func:`gdpcore.calibration.conversions.fnr_target_from_accuracy` / ``fnr_target_from_precision``."""
+    from gdpcore.calibration import conversions  # local import: conversions imports the calibrators
+
+    if fpr is None:
+        raise ValueError(f"{name}={value!r} needs fpr= (the false-positive rate at which it applies)")
+    kind = name.removeprefix("target_")
+    if kind == "accuracy":
+        fnr = conversions.fnr_target_from_accuracy(accuracy=value, fpr=fpr)
+    else:
+        fnr = conversions.fnr_target_from_precision(precision=value, fpr=fpr)
+    a = check_probability("fpr", fpr, high_open=True)
+    return Target(name="fnr", value=fnr, fpr=a, requested=(kind, float(value)))
 
 
 def strict_fnr_target(
