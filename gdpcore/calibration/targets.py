@@ -23,7 +23,16 @@ from gdpcore.calibration.errors import CalibrationInfeasibleError
 from gdpcore.curve import SymmetricCurve
 from gdpcore.report import DEFAULT_ALPHA_MIN
 
-__all__ = ["TARGET_LABELS", "Target", "TargetName", "make_target", "strict_fnr_target"]
+__all__ = [
+    "TARGET_LABELS",
+    "Target",
+    "TargetName",
+    "fnr_target_from_accuracy",
+    "fnr_target_from_advantage",
+    "fnr_target_from_precision",
+    "make_target",
+    "strict_fnr_target",
+]
 
 TargetName = Literal["advantage", "tpr", "fnr", "mu", "epsilon", "bayes_security"]
 
@@ -237,16 +246,14 @@ def make_target(
 
 def _converted_target(name: str, value: Any, fpr: Any) -> Target:
     """Seed 001 Table 1 (App. C): an attack accuracy or precision target at FPR alpha* is the FNR target f(alpha*) >=
-    beta* of :func:`gdpcore.calibration.conversions.fnr_target_from_accuracy` / ``fnr_target_from_precision``."""
-    from gdpcore.calibration import conversions  # local import: conversions imports the calibrators
-
+    beta* of :func:`fnr_target_from_accuracy` / :func:`fnr_target_from_precision`."""
     if fpr is None:
         raise ValueError(f"{name}={value!r} needs fpr= (the false-positive rate at which it applies)")
     kind = name.removeprefix("target_")
     if kind == "accuracy":
-        fnr = conversions.fnr_target_from_accuracy(accuracy=value, fpr=fpr)
+        fnr = fnr_target_from_accuracy(accuracy=value, fpr=fpr)
     else:
-        fnr = conversions.fnr_target_from_precision(precision=value, fpr=fpr)
+        fnr = fnr_target_from_precision(precision=value, fpr=fpr)
     a = check_probability("fpr", fpr, high_open=True)
     return Target(name="fnr", value=fnr, fpr=a, requested=(kind, float(value)))
 
@@ -274,3 +281,39 @@ def strict_fnr_target(
         )
         raise CalibrationInfeasibleError(msg) if infeasible else ValueError(msg)
     return fnr
+
+
+def fnr_target_from_advantage(*, advantage: float, fpr: float) -> float:
+    """beta* = 1 - alpha* - eta*: TPR - FPR <= eta* at FPR alpha* (seed 001 Table 1, row 1)."""
+    eta = check_probability("advantage", advantage, high_open=True)
+    a = check_probability("fpr", fpr, high_open=True)
+    return strict_fnr_target(name="advantage", value=advantage, fnr=1.0 - a - eta, fpr=a, risk=lambda tpr: tpr - a)
+
+
+def fnr_target_from_accuracy(*, accuracy: float, fpr: float) -> float:
+    """beta* = 2 (1 - acc*) - alpha*: attack accuracy (1/2)((1 - alpha) + (1 - beta)) <= acc* at FPR alpha*.
+
+    Seed 001 Table 1, row 2 (accuracy as in Rezaei & Liu 2021, balanced prior). Needs 1/2 < acc* < 1 - alpha*/2.
+    """
+    acc = check_probability("accuracy", accuracy, high_open=True)
+    a = check_probability("fpr", fpr, high_open=True)
+    return strict_fnr_target(
+        name="accuracy", value=accuracy, fnr=2.0 * (1.0 - acc) - a, fpr=a, risk=lambda tpr: 0.5 * ((1.0 - a) + tpr)
+    )
+
+
+def fnr_target_from_precision(*, precision: float, fpr: float) -> float:
+    """beta* = ((alpha* + 1) ppv* - 1) / (ppv* - 1): attack precision (1 - beta)/(1 - beta + alpha) <= ppv* at alpha*.
+
+    Seed 001 Table 1, row 3 with Eq. (27) (balanced prior). Solving ppv = TPR/(TPR + alpha) for TPR gives
+    TPR = ppv alpha / (1 - ppv). Needs ppv* > 1/2 (random guessing already reaches 1/2).
+    """
+    ppv = check_probability("precision", precision, high_open=True)
+    a = check_probability("fpr", fpr, high_open=True)
+    return strict_fnr_target(
+        name="precision",
+        value=precision,
+        fnr=((a + 1.0) * ppv - 1.0) / (ppv - 1.0),
+        fpr=a,
+        risk=lambda tpr: tpr / (tpr + a),
+    )
