@@ -89,6 +89,7 @@ from gdpcore.representations import REPRESENTATIONS, RepresentationRegret, get_r
 # isort: off
 # Seed capabilities reachable from the package (appended; see each module for its paper source).
 from gdpcore.bayes_security import (
+    check_attribute_inference_from_gradients,
     check_bayes_security_from_dpsgd,
     get_bayes_security_from_dpsgd_array,
 )
@@ -198,6 +199,7 @@ __all__ = [
     "registry_confidence",
     "BlackBoxCalibration",
     "calibrate_with_accountant",
+    "check_attribute_inference_from_gradients",
     "check_bayes_security_from_dpsgd",
     "clip_and_rectify",
     "fixed_point",

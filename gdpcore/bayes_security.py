@@ -16,6 +16,10 @@ conversions (seed 004, Cherubin et al., USENIX Security 2024).
 * Attribute inference (Cor. 10): beta* ~= 1 - erf(q ||R|| / (2 sqrt(2) sigma C)), R_t = per-step max distance of
   clipped gradients when only the sensitive attribute changes (L2 norm by default as in the official code; L1 is the
   more conservative form of the printed proof).
+* From gradients (Alg. 4, Sec. 5.4): :func:`get_max_gradient_distances` turns per-step sets of clipped gradients (one
+  per attribute value, per record in the batch) into R_t, exactly (the point-set diameter, O(|A|^2)) or by Sec. 5.4's
+  approximation 2 max_a ||g_a - mean|| (O(|A|), never below the diameter, so never more optimistic);
+  :func:`check_attribute_inference_from_gradients` puts both Cor. 10 values next to the Cor. 7 (MIA) value of the run.
 * (eps, delta) => beta* >= (2 - 2 delta)/(e^eps + 1) (Eq. 5, Humphries et al.), a lower bound; and the Sec. 4.2.1
   estimate eps >= ln((2 - beta* - 2 delta)/beta*).
 * Where Cor. 7 fails: Sec. 4.1 (Fig. 4) finds the error "small (<= 0.01) for sigma >= 1 up to 50 epochs", ~0.02 at
@@ -51,7 +55,10 @@ __all__ = [
     "COR7_RELIABLE_MIN_SIGMA",
     "BayesSecurity",
     "BayesSecurityArray",
+    "AttributeInferenceCheck",
     "BayesSecurityCheck",
+    "check_attribute_inference_from_gradients",
+    "get_max_gradient_distances",
     "check_bayes_security_from_dpsgd",
     "cor7_warnings",
     "get_bayes_security_from_dpsgd_array",
@@ -426,3 +433,108 @@ def get_epsilon_estimate_from_bayes_security(*, beta: float, delta: float) -> fl
     d = check_probability("delta", delta, low_open=False, high_open=True)
     arg = (2.0 - b - 2.0 * d) / b
     return math.log(arg) if arg > 0 else -math.inf
+
+
+# -- attribute inference from gradients (Alg. 4, Sec. 5.4) ----------------------------------------------------------
+def _step_sets(gradients: Any) -> list[np.ndarray]:
+    """Per step, an array (records, |A|, d) of gradients (one row per attribute value)."""
+    if isinstance(gradients, np.ndarray):
+        steps = [gradients[t] for t in range(gradients.shape[0])] if gradients.ndim == 4 else None
+        if steps is None:
+            raise ValueError(
+                f"gradients must be (steps, records, attribute values, dimension), got an array of shape {gradients.shape}"
+            )
+    elif isinstance(gradients, list | tuple):
+        steps = list(gradients)
+    else:
+        raise ValueError(
+            f"gradients must be a list over steps of (records, attribute values, dimension) arrays, got {bounded_repr(gradients)}"
+        )
+    if not steps:
+        raise ValueError("gradients must hold at least one step, got []")
+    out = []
+    for t, g in enumerate(steps):
+        try:
+            arr = np.asarray(g, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"gradients[{t}] must be an array of numbers, got {bounded_repr(g)}") from None
+        if arr.size == 0:
+            out.append(np.zeros((0, 2, 1)))
+            continue
+        if arr.ndim != 3 or arr.shape[1] < 2:
+            raise ValueError(
+                f"gradients[{t}] must be (records, attribute values >= 2, dimension), got shape {arr.shape}"
+            )
+        if not np.isfinite(arr).all():
+            raise ValueError(f"gradients[{t}] must be finite")
+        out.append(arr)
+    return out
+
+
+def get_max_gradient_distances(gradients: Any, *, clipping_norm: float, method: str = "full") -> np.ndarray:
+    """R_t of seed 004 Cor. 10 / Alg. 4 from per-step gradient sets: ``gradients[t]`` is an array (records in the
+    batch at step t, |A| attribute values, d) of per-sample gradients of each record with its sensitive attribute set
+    to each value (the same label). Every gradient is clipped to ``clipping_norm`` first (as DP-SGD does), then
+    ``method="full"``: R_t = max over records of the point-set diameter max_{a, b} ||g_a - g_b|| (O(|A|^2));
+    ``method="approximate"``: Sec. 5.4's 2 max_a ||g_a - mean|| (O(|A|); by the triangle inequality never below the
+    diameter, so the beta* it gives is never more optimistic). A step with no record has R_t = 0."""
+    c = check_positive("clipping_norm", clipping_norm)
+    check_choice("method", method, ("full", "approximate"))
+    out = []
+    for g in _step_sets(gradients):
+        if g.shape[0] == 0:
+            out.append(0.0)
+            continue
+        norms = np.linalg.norm(g, axis=2, keepdims=True)
+        clipped = g / np.maximum(1.0, norms / c)
+        if method == "full":
+            diff = clipped[:, :, None, :] - clipped[:, None, :, :]
+            r = float(np.linalg.norm(diff, axis=3).max())
+        else:
+            centre = clipped.mean(axis=1, keepdims=True)
+            r = float(2.0 * np.linalg.norm(clipped - centre, axis=2).max())
+        out.append(min(r, 2.0 * c))  # R_t <= 2C always (round-off guard for the Cor. 10 validation)
+    return np.asarray(out, float)
+
+
+@dataclasses.dataclass(frozen=True)
+class AttributeInferenceCheck:
+    """Cor. 10 from gradients: ``full`` (exact diameters) and ``approximate`` (Sec. 5.4; <= full), next to the Cor. 7
+    MIA value ``mia`` of the same run (the AI value is never below it: R_t <= 2C). All three are estimates (Prop. 4);
+    Sec. 5.3: do not publish beta*_AI when membership inference is also a concern (R_t may depend on the challenge
+    record)."""
+
+    full: BayesSecurity | None
+    approximate: BayesSecurity
+    mia: BayesSecurity
+    distances_full: np.ndarray | None
+    distances_approximate: np.ndarray
+
+
+def check_attribute_inference_from_gradients(
+    *,
+    sampling_rate: float,
+    noise_multiplier: float,
+    clipping_norm: float,
+    gradients: Any,
+    full: bool = True,
+    norm: str = "l2",
+) -> AttributeInferenceCheck:
+    """Seed 004 Alg. 4 + Cor. 10 from the per-step gradient sets users can record (see
+    :func:`get_max_gradient_distances`): the approximate (Sec. 5.4) and, with ``full=True``, the exact-diameter
+    Bayes security against attribute inference, and the Cor. 7 membership-inference value for the same T steps."""
+    approx_r = get_max_gradient_distances(gradients, clipping_norm=clipping_norm, method="approximate")
+    common = {"sampling_rate": sampling_rate, "noise_multiplier": noise_multiplier, "clipping_norm": clipping_norm}
+    approx = get_bayes_security_from_attribute_distances(**common, max_gradient_distances=approx_r, norm=norm)
+    full_r = get_max_gradient_distances(gradients, clipping_norm=clipping_norm, method="full") if full else None
+    full_b = (
+        None
+        if full_r is None
+        else get_bayes_security_from_attribute_distances(**common, max_gradient_distances=full_r, norm=norm)
+    )
+    mia = get_bayes_security_from_dpsgd(
+        sampling_rate=sampling_rate, noise_multiplier=noise_multiplier, steps=int(approx_r.size)
+    )
+    return AttributeInferenceCheck(
+        full=full_b, approximate=approx, mia=mia, distances_full=full_r, distances_approximate=approx_r
+    )

@@ -269,3 +269,61 @@ def test_array_closed_forms_match_the_scalar_ones_and_the_reference():
         get_bayes_security_from_dpsgd_array(sampling_rate=[0.1, 1.5], noise_multiplier=1.0, steps=10)
     with pytest.raises(ValueError, match="delta"):
         get_bayes_security_from_epsilon_delta_array(epsilon=1.0, delta=[0.1, float("nan")])
+
+
+# -- attribute inference from gradient sets (Alg. 4, Sec. 5.4) --------------------------------------------------------
+def test_gradient_distances_full_and_approximate_diameters():
+    from gdpcore.bayes_security import get_max_gradient_distances
+
+    c = 1.0
+    # Two attribute values: the mean is the midpoint, so Sec. 5.4's 2 max ||g - mean|| IS the diameter.
+    two = [np.array([[[0.3, 0.1], [-0.2, 0.4]]])]
+    d = math.hypot(0.5, 0.3)
+    for method in ("full", "approximate"):
+        assert get_max_gradient_distances(two, clipping_norm=c, method=method)[0] == pytest.approx(d, abs=1e-15)
+    # Three values on an equilateral triangle of side s: diameter s, approximation 2 s / sqrt(3) (centroid distance).
+    s = 0.6
+    tri = np.array([[[0.0, 0.0], [s, 0.0], [s / 2, s * math.sqrt(3) / 2]]])
+    assert get_max_gradient_distances([tri], clipping_norm=c, method="full")[0] == pytest.approx(s, abs=1e-15)
+    assert get_max_gradient_distances([tri], clipping_norm=c, method="approximate")[0] == pytest.approx(
+        2 * s / math.sqrt(3), abs=1e-15
+    )
+    # Clipping first (Alg. 4 "MUST clip"): (10, 0) and (-10, 0) clip to (C, 0) and (-C, 0): R_t = 2C (Sec. 5.1).
+    big = np.array([[[[10.0, 0.0], [-10.0, 0.0]]]])  # (steps, records, values, d) array form
+    assert get_max_gradient_distances(big, clipping_norm=c)[0] == pytest.approx(2.0)
+    # Max over the records of a step; an empty step contributes 0.
+    batch = [np.concatenate([0.5 * tri, tri]), np.zeros((0, 3, 2))]
+    r = get_max_gradient_distances(batch, clipping_norm=c, method="full")
+    assert r[0] == pytest.approx(s) and r[1] == 0.0
+    with pytest.raises(ValueError, match="attribute values >= 2"):
+        get_max_gradient_distances([np.zeros((1, 1, 2))], clipping_norm=c)
+    with pytest.raises(ValueError, match="method"):
+        get_max_gradient_distances(two, clipping_norm=c, method="exact")
+
+
+def test_attribute_inference_check_orders_the_three_values():
+    from gdpcore.bayes_security import check_attribute_inference_from_gradients
+
+    rng = np.random.default_rng(3)
+    t, q, sigma, c = 200, 0.01, 1.0, 1.0
+    grads = [rng.normal(size=(3, 5, 4)) * 0.3 for _ in range(t)]
+    chk = check_attribute_inference_from_gradients(
+        sampling_rate=q, noise_multiplier=sigma, clipping_norm=c, gradients=grads
+    )
+    # approximate R_t >= full R_t (triangle inequality) => approximate beta* <= full beta*; both >= MIA (R_t <= 2C).
+    assert np.all(chk.distances_approximate >= chk.distances_full - 1e-15)
+    assert chk.mia.value <= chk.approximate.value <= chk.full.value
+    # Full value against Cor. 10 computed here from scratch (clipped, pairwise diameters, L2 over steps).
+    r = []
+    for g in grads:
+        g = g / np.maximum(1.0, np.linalg.norm(g, axis=2, keepdims=True) / c)
+        r.append(max(np.linalg.norm(g[i, a] - g[i, b]) for i in range(3) for a in range(5) for b in range(5)))
+    expected = 1 - math.erf(q * np.linalg.norm(r) / (2 * math.sqrt(2) * sigma * c))
+    assert chk.full.value == pytest.approx(expected, abs=1e-14)
+    assert chk.mia.value == pytest.approx(1 - math.erf(q * math.sqrt(t) / (math.sqrt(2) * sigma)), abs=1e-14)
+    # The contrived gradients of Sec. 5.1 (g(s0) = -g(s1) = (C, 0, ...)) reduce attribute inference to MIA.
+    worst = [np.array([[[c, 0.0], [-c, 0.0]]])] * t
+    w = check_attribute_inference_from_gradients(
+        sampling_rate=q, noise_multiplier=sigma, clipping_norm=c, gradients=worst, full=False
+    )
+    assert w.full is None and w.approximate.value == pytest.approx(w.mia.value, abs=1e-14)
