@@ -35,7 +35,14 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from gdpcore._validation import check_choice, check_open_unit_array, check_positive
+from gdpcore._validation import (
+    bounded_repr,
+    check_choice,
+    check_count,
+    check_open_unit_array,
+    check_positive,
+    check_real,
+)
 from gdpcore.mechanisms import Mechanism
 from gdpcore.report import PrivacyReport, analyze
 from gdpcore.representations import _TAIL_EPS, certified_sup, mechanism_profile
@@ -314,6 +321,13 @@ def get_extremal_divergences(m: Any, *, discretization: float | None = None) -> 
     }
 
 
+def _grid_size(n_grid: Any) -> int:
+    n = check_count("n_grid", n_grid, minimum=3)
+    if n > MAX_GRID:
+        raise ValueError(f"n_grid must be <= {MAX_GRID}, got {bounded_repr(n_grid)}")
+    return n
+
+
 # -- where the order flips (Fig. 3) ---------------------------------------------------------------------------------
 def _risk_difference(r1: PrivacyReport, r2: PrivacyReport) -> Any:
     def diff(pi: np.ndarray | float) -> np.ndarray:
@@ -335,9 +349,7 @@ def get_crossing_priors(
     """
     from scipy import optimize
 
-    n = int(n_grid)
-    if n < 3:
-        raise ValueError(f"n_grid must be >= 3, got {n_grid!r}")
+    n = _grid_size(n_grid)
     check_positive("atol", atol)
     r1, r2 = _pair(m1, m2, discretization)
     diff = _risk_difference(r1, r2)
@@ -378,18 +390,19 @@ def is_approximately_dominating(
     """Does M1 D-approximately dominate M2 (seed 002 Def. 2 / Thm 2), i.e. is M2 at most D more vulnerable than M1
     anywhere (every FPR, every eps, every prior)? Decided from the certified bracket of Delta(M1 || M2); the three
     equivalent forms of Thm 2 are evaluated on grids alongside (they agree up to the grids and the accountant)."""
-    d = float(D)
-    if not (math.isfinite(d) and 0.0 <= d <= 0.5):
-        raise ValueError(f"D must be in [0, 1/2] (Delta never exceeds 1/2), got {D!r}")
+    d = check_real("D", D)
+    n = _grid_size(n_grid)
+    if not 0.0 <= d <= 0.5:
+        raise ValueError(f"D must be in [0, 1/2] (Delta never exceeds 1/2), got {bounded_repr(D)}")
     r1, r2 = _pair(m1, m2, discretization)
     res = get_delta_divergence(r1, r2)
     verdict = True if res.upper <= d else (False if res.lower > d else None)
-    alpha = np.linspace(0.0, 1.0, int(n_grid))
+    alpha = np.linspace(0.0, 1.0, n)
     shifted = np.where(alpha + d <= 1.0, _tradeoff(r1, alpha + d), 0.0) - d
     tradeoff_form = float(np.max(shifted - _tradeoff(r2, alpha)))
-    eps = np.linspace(-20.0, 20.0, int(n_grid))
+    eps = np.linspace(-20.0, 20.0, n)
     profile_form = float(np.max(_signed_delta(r2, eps) - _signed_delta(r1, eps) - d * (1.0 + np.exp(eps))))
-    pi = np.linspace(0.0, 1.0, int(n_grid))
+    pi = np.linspace(0.0, 1.0, n)
     bayes_form = float(np.max(_risk_difference(r1, r2)(pi) - d))
     return ApproximateDominance(
         verdict=verdict,
@@ -450,6 +463,8 @@ def _gdp_moments(mu: float) -> PlrvMoments:
 
 
 _UNRESOLVED_MASS_LIMIT = 1e-12
+MAX_GRID = 10**7
+"""Largest prior / alpha / eps grid the grid-based checks accept (80 MB per array)."""
 
 
 def get_plrv_moments(m: Any, *, discretization: float | None = None) -> PlrvMoments:
@@ -508,8 +523,6 @@ def predict_composition_dominance(
 ) -> CompositionDominance:
     """Emergent Blackwell dominance (seed 002 Lemma 6 / Thm 3): the moments of one step of each mechanism, the Thm 3
     precondition and Eq. 14 bound on Delta(M1^(n) || M2^(n_tilde)), and the predicted eventual order."""
-    from gdpcore._validation import check_count
-
     n = check_count("n", n)
     nt = check_count("n_tilde", n_tilde)
     mo = get_plrv_moments(m1, discretization=discretization)
@@ -571,9 +584,10 @@ def get_weighted_delta_divergence(
             return np.asarray(density(np.asarray(x, float)), float) * np.ones_like(np.asarray(x, float))
 
         name = "user"
+    n = _grid_size(n_grid)
     r1, r2 = _pair(m1, m2, discretization)
     diff = _risk_difference(r1, r2)
-    pi = np.linspace(0.0, 1.0, int(n_grid))[1:-1]
+    pi = np.linspace(0.0, 1.0, n)[1:-1]
     wv = psi(pi)
     if np.isnan(wv).any() or (wv < 0).any():
         i = int(np.argmax(np.isnan(wv) | (wv < 0)))
