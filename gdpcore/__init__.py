@@ -94,6 +94,25 @@ from gdpcore.mechanisms import (
 from gdpcore.report import DEFAULT_ALPHA_MIN, GDP_COMPLETE_REGRET, PrivacyReport, analyze
 from gdpcore.representations import REPRESENTATIONS, RepresentationRegret, get_regret, get_representation_table
 
+# isort: off
+# Seed capabilities reachable from the package (appended; see each module for its paper source).
+from gdpcore.bayes_security import (
+    check_attribute_inference_from_gradients,
+    check_bayes_security_from_dpsgd,
+    get_bayes_security_from_dpsgd_array,
+)
+from gdpcore.calibration import BlackBoxCalibration, calibrate_with_accountant
+from gdpcore.divergence import (
+    get_crossing_priors,
+    get_plrv_moments,
+    get_weighted_delta_divergence,
+    is_approximately_dominating,
+    predict_composition_dominance,
+)
+from gdpcore.gdpt import clip_and_rectify, refine_noise, refine_profile, subsample_profile
+from gdpcore.guidance import fixed_point, regime_warning
+# isort: on
+
 try:
     __version__ = version("gdp-audit")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
@@ -192,4 +211,20 @@ __all__ = [
     "OneRunCheck",
     "check_one_run",
     "registry_confidence",
+    "BlackBoxCalibration",
+    "calibrate_with_accountant",
+    "check_attribute_inference_from_gradients",
+    "check_bayes_security_from_dpsgd",
+    "clip_and_rectify",
+    "fixed_point",
+    "get_bayes_security_from_dpsgd_array",
+    "get_crossing_priors",
+    "get_plrv_moments",
+    "get_weighted_delta_divergence",
+    "is_approximately_dominating",
+    "predict_composition_dominance",
+    "refine_noise",
+    "refine_profile",
+    "regime_warning",
+    "subsample_profile",
 ]
