@@ -529,31 +529,6 @@ def _bayes_args(p: argparse.ArgumentParser) -> None:
     _json_option(p)
 
 
-COR7_SIGMA_MIN = 1.0
-"""seed 004 Sec. 6 (Fig. 4): 'for sigma < 1 the error is large ... it is not advisable to use our bound for sigma < 1'."""
-COR7_Q_MAX = 0.005  # the authors' calculator's range for the sampling rate
-COR7_EPOCHS_MAX = 50.0  # Fig. 4: error <= 0.01 up to 50 epochs (about 0.02 at 100)
-
-
-def cor7_warnings(*, sampling_rate: float, noise_multiplier: float, steps: float, error_term: float) -> list[str]:
-    """Where seed 004 says Cor. 7 is not to be trusted (Sec. 6, Fig. 4; App. A) and when its rigorous error term is
-    vacuous: one sentence each."""
-    out = []
-    if noise_multiplier < COR7_SIGMA_MIN:
-        out.append(
-            f"noise multiplier {noise_multiplier:g} < 1: the paper advises against this bound (large, optimistic "
-            "error; e.g. sigma 0.5, q 0.001, 100 epochs: 0.527 against 0.155 exact)"
-        )
-    if sampling_rate > COR7_Q_MAX:
-        out.append(f"sampling rate {sampling_rate:g} > {COR7_Q_MAX:g}: outside the range the paper validates")
-    epochs = sampling_rate * steps
-    if epochs > COR7_EPOCHS_MAX:
-        out.append(f"{epochs:g} epochs (q T) > {COR7_EPOCHS_MAX:g}: the paper measures errors above 0.01 there")
-    if error_term >= 1.0:
-        out.append(f"the rigorous error term sqrt(T q (1 - q))/sigma = {error_term:.3g} is vacuous")
-    return out
-
-
 def bayes_security_point(args: argparse.Namespace) -> dict[str, Any]:
     """The seed 004 closed forms (:mod:`gdpcore.bayes_security`) for one DP-SGD configuration, one plan or one
     (eps, delta) pair, as a JSON-ready dict."""
@@ -595,7 +570,7 @@ def bayes_security_point(args: argparse.Namespace) -> dict[str, Any]:
             "value_bound": "estimate",
             "source": "seed 004 Eq. 4 (inverse of Cor. 7)",
             "relation": args.relation,
-            "warnings": cor7_warnings(error_term=est.error_term, **given),
+            "warnings": list(est.warnings),
         }
     if missing:
         raise ValueError("give --sampling-rate, --noise-multiplier and --steps (or --target and two of them)")
@@ -605,7 +580,7 @@ def bayes_security_point(args: argparse.Namespace) -> dict[str, Any]:
         **given,
         "relation": args.relation,
         "closed_form": {"value": est.value, "bound": est.bound, "error_term": est.error_term, "source": est.source},
-        "warnings": cor7_warnings(sampling_rate=q, noise_multiplier=sigma, steps=t, error_term=est.error_term),
+        "warnings": list(est.warnings),
         "accountant": None,
     }
     if not args.no_accountant:

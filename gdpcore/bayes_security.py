@@ -53,6 +53,7 @@ from gdpcore._validation import (
 __all__ = [
     "COR7_RELIABLE_MAX_EPOCHS",
     "COR7_RELIABLE_MIN_SIGMA",
+    "COR7_VALIDATED_MAX_Q",
     "BayesSecurity",
     "BayesSecurityArray",
     "AttributeInferenceCheck",
@@ -142,12 +143,17 @@ COR7_RELIABLE_MIN_SIGMA = 1.0
 """Seed 004 Sec. 4.1: "for sigma < 1 the error is large ... it is not advisable to use our bound for sigma < 1"."""
 COR7_RELIABLE_MAX_EPOCHS = 50.0
 """Seed 004 Sec. 4.1 (Fig. 4, p = 0.001): error <= 0.01 for sigma >= 1 "up to 50 epochs", ~0.02 at 100 epochs."""
+COR7_VALIDATED_MAX_Q = 0.005
+"""The largest sampling rate the authors' web calculator accepts (github.com/microsoft/dpsgd-calculator,
+``MAX_SAMPLE_RATE``: "at most 0.015 error in the Bayes security approximation")."""
 
 
 def cor7_warnings(*, noise_multiplier: float, sampling_rate: float, steps: float) -> tuple[str, ...]:
     """The warnings seed 004 Sec. 4.1 (Fig. 4) attaches to the Cor. 7 closed form: sigma < 1 (error "large": at
     sigma 0.5, q 0.001, 100 epochs Cor. 7 gives 0.527 against the exact 0.155, docs/references.md S004-2) and more
-    than 50 epochs q T (error up to ~0.02 at 100 epochs). Both say the estimate is optimistic (too high)."""
+    than 50 epochs q T (error up to ~0.02 at 100 epochs). Both say the estimate is optimistic (too high). Also a
+    sampling rate above the range the authors' calculator accepts (q <= 0.005). The rigorous error term of Prop. 4 is
+    reported as a number, not a warning: it is >= 1 (bounds nothing) for most practical runs (seed 004 Sec. 4.1)."""
     out = []
     epochs = sampling_rate * steps
     if noise_multiplier < COR7_RELIABLE_MIN_SIGMA:
@@ -161,13 +167,15 @@ def cor7_warnings(*, noise_multiplier: float, sampling_rate: float, steps: float
             f"{epochs:g} epochs (q T) > 50: seed 004 Sec. 4.1 bounds the Cor. 7 error by 0.01 only up to 50 epochs "
             "(~0.02 at 100 epochs, sigma >= 1; optimistic) - use the accountant's value (check_bayes_security_from_dpsgd)"
         )
+    if sampling_rate > COR7_VALIDATED_MAX_Q:
+        out.append(f"sampling_rate {sampling_rate:g} > {COR7_VALIDATED_MAX_Q:g}: outside the range the paper validates")
     return tuple(out)
 
 
 @dataclasses.dataclass(frozen=True)
 class BayesSecurityArray:
     """Cor. 7 over a broadcast grid of (q, sigma, T): ``value`` and ``error_term`` arrays, and ``unreliable`` (True
-    where :func:`cor7_warnings` warns: sigma < 1 or more than 50 epochs)."""
+    where :func:`cor7_warnings` warns: sigma < 1, more than 50 epochs, or q > 0.005)."""
 
     value: np.ndarray
     error_term: np.ndarray
@@ -197,13 +205,13 @@ def get_bayes_security_from_dpsgd_array(
 ) -> BayesSecurityArray:
     """Cor. 7 (seed 004) broadcast over arrays of sampling rates, noise multipliers and steps (numpy rules); the same
     formula and error term as :func:`get_bayes_security_from_dpsgd`, elementwise. ``unreliable`` marks the entries
-    the paper warns about (Sec. 4.1: sigma < 1 or more than 50 epochs)."""
+    the paper warns about (Sec. 4.1: sigma < 1 or more than 50 epochs; q above the authors' calculator range)."""
     q = _array("sampling_rate", sampling_rate, low=0.0, high=1.0)
     sigma = _array("noise_multiplier", noise_multiplier, low=0.0, high=None)
     t = _array("steps", steps, low=0.0, high=None)
     q, sigma, t = np.broadcast_arrays(q, sigma, t)
     value, err = _cor7(q, sigma, t, _k(relation))
-    unreliable = (sigma < COR7_RELIABLE_MIN_SIGMA) | (q * t > COR7_RELIABLE_MAX_EPOCHS)
+    unreliable = (sigma < COR7_RELIABLE_MIN_SIGMA) | (q * t > COR7_RELIABLE_MAX_EPOCHS) | (q > COR7_VALIDATED_MAX_Q)
     return BayesSecurityArray(
         value=value,
         error_term=err,
