@@ -111,6 +111,7 @@ def _print_report(summary: dict[str, Any]) -> None:
     )
     lines += [
         f"  GDP regret      {_fmt(summary['gdp_regret']['value'])}   ({summary['gdp_regret']['bound']}; {verdict})",
+        *_regime_lines(summary["gdp_regret"].get("regime_warning")),
         f"  advantage       {_fmt(summary['advantage']['value'])}   ({_bound(summary['advantage']['bound'])}; "
         f"max TPR - FPR of membership inference)",
         f"  Bayes security  {_fmt(summary['bayes_security']['value'])}   ({_bound(summary['bayes_security']['bound'])})",
@@ -120,8 +121,10 @@ def _print_report(summary: dict[str, Any]) -> None:
     for row in summary["epsilon"]:
         lines.append(f"                  {row['delta']:<12g} {_fmt(row['value'])} ({row['bound']})")
     lines += ["", "  attack TPR      FPR          TPR (bound)"]
+    alpha_star = summary.get("fixed_point", {}).get("value")
     for row in summary["tpr"]:
-        lines.append(f"                  {row['fpr']:<12g} {_fmt(row['value'])} ({row['bound']})")
+        note = "   alpha*: FPR = FNR (seed 000)" if row["fpr"] == alpha_star else ""
+        lines.append(f"                  {row['fpr']:<12g} {_fmt(row['value'])} ({row['bound']}){note}")
     if "claim" in summary:
         lines += ["", f"  published claim {summary['claim']['summary']}"]
     run = summary.get("training_run")
@@ -134,6 +137,11 @@ def _print_report(summary: dict[str, Any]) -> None:
         if run["estimate_reason"]:
             lines[3:3] = [f"  ESTIMATE        every number below is an estimate: {run['estimate_reason']}"]
     print("\n".join(lines))
+
+
+def _regime_lines(warning: str | None) -> list[str]:
+    """The seed 000 rule-of-thumb warning (:func:`gdpcore.guidance.regime_warning`) under the regret, when it applies."""
+    return [] if warning is None else [f"                  {warning}"]
 
 
 def _analyze(args: argparse.Namespace) -> int:

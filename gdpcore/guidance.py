@@ -58,13 +58,12 @@ def dpsgd_regime_warning(*, noise_multiplier: float, steps: int) -> str | None:
 
 
 def regime_warning(mechanism: Any) -> str | None:
-    """:func:`dpsgd_regime_warning` for a mechanism description that is a DP-SGD run (a subsampled Gaussian kind with
-    ``noise_multiplier`` and ``steps`` fields: Poisson, fixed-size or truncated batches); None for every other kind
-    (the rule of thumb is stated for DP-SGD only)."""
+    """:func:`dpsgd_regime_warning` for a mechanism description that is a DP-SGD run: one with ``noise_multiplier``,
+    ``sampling_rate`` and ``steps`` fields (the subsampled Gaussian kinds: Poisson, fixed-size or truncated batches);
+    None for every other description (the rule of thumb is stated for DP-SGD only)."""
     sigma = getattr(mechanism, "noise_multiplier", None)
     steps = getattr(mechanism, "steps", None)
-    kind = str(getattr(mechanism, "kind", ""))
-    if sigma is None or steps is None or "gaussian" not in kind or "sampled" not in kind:
+    if sigma is None or steps is None or getattr(mechanism, "sampling_rate", None) is None:
         return None
     return dpsgd_regime_warning(noise_multiplier=sigma, steps=steps)
 

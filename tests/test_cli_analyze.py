@@ -272,4 +272,25 @@ def test_plot_writes_the_three_panel_figure_and_refuses_to_overwrite(capsys, tmp
 
 def test_text_report_ends_with_the_table_when_gdp_is_complete(capsys):
     rc, out, _ = _run(capsys, "analyze", "gaussian", "--noise-multiplier", "1")
-    assert rc == 0 and out.splitlines()[-1].strip().startswith("0.1 ")  # the last FPR row, no trailing blank line
+    lines = out.splitlines()
+    # the last rows: FPR 0.1, then alpha* (seed 000: FPR = FNR); no trailing blank line
+    assert rc == 0 and lines[-2].strip().startswith("0.1 ") and "alpha*" in lines[-1]
+
+
+def test_text_report_shows_the_rule_of_thumb_and_alpha_star(capsys):
+    # seed 000 Sec. 6: sigma >= 2 and T >= 400 give regret < 0.01; outside it the text says so under the regret.
+    code, out, _ = _run(
+        capsys, "analyze", "subsampled_gaussian", "--noise-multiplier", "1", "--sampling-rate", "0.01", "--steps", "300"
+    )
+    assert code == 0
+    assert "sigma = 1 < 2 and T = 300 < 400" in out
+    code, out, _ = _run(
+        capsys, "analyze", "subsampled_gaussian", "--noise-multiplier", "2", "--sampling-rate", "0.01", "--steps", "400"
+    )
+    assert code == 0 and "rule of thumb" not in out
+    # alpha* of G_mu is Phi(-mu/2) (f_mu(alpha*) = alpha*): for mu = 1, 0.308538, with TPR 1 - alpha*.
+    code, out, _ = _run(capsys, "analyze", "gaussian", "--noise-multiplier", "1")
+    row = next(line for line in out.splitlines() if "alpha*" in line)
+    fpr, tpr = (float(x) for x in row.split()[:2])
+    assert fpr == pytest.approx(stats.norm.cdf(-0.5), rel=1e-5)
+    assert tpr == pytest.approx(1 - stats.norm.cdf(-0.5), rel=1e-5)
