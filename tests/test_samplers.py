@@ -3,11 +3,11 @@
 * cyclic_gaussian: the closed-form composition of ``epochs`` Gaussian mechanisms, delta(eps) of mu-GDP with
   mu = sqrt(epochs)/sigma (Dong, Roth, Su 2022, Cor. 2.13), inverted here with scipy's brentq.
 * shuffled_gaussian / balls_in_bins_gaussian lower ends: never below Chua et al. 2024's own cube-set bound
-  delta >= max_C [P(max_t x_t > C) - e^eps Q(max_t x_t > C)] (their Sec. 4; computed here from the normal CDF on a
+  delta >= max_C [P(max_t x_t > C) - e^eps Q(max_t x_t > C)] (their shuffle lower bound; computed here from the normal CDF on a
   grid of C, one epoch), and never above the pair's true delta(eps) = E_P[(1 - e^(eps - L))_+] estimated by Monte
   Carlo over several epochs with an empirical-Bernstein upper confidence bound (Maurer and Pontil 2009, Thm 4) at
   error probability 1e-9: the lower bound is a post-processing of that pair, so it may not exceed it.
-* lower <= upper everywhere, and in the regime of Chua et al. 2024's Fig. 1 (small sigma, many steps per epoch) the
+* lower <= upper everywhere, and in the regime where Chua et al. 2024 show the gap (small sigma, many steps per epoch) the
   proven shuffle lower bound exceeds the Poisson accountant's upper bound at sampling rate 1/steps_per_epoch.
 """
 
@@ -114,11 +114,11 @@ def test_lower_end_never_exceeds_the_pair_it_post_processes(cls, sigma, steps, e
         lower = float(r.delta(eps, side="optimistic"))
         mean, ucb = _pair_delta_ucb(sigma, steps, epochs, means, eps, n=200_000, seed=j)
         assert lower <= ucb, (eps, lower, mean, ucb)
-        assert lower >= 0.5 * mean  # and it is not vacuous: most of the pair's delta is certified
+        assert lower >= 0.9 * mean  # and it is not vacuous: the largest coordinate carries most of the pair
 
 
 def test_lower_bound_exceeds_the_poisson_estimate_where_chua_et_al_show_it():
-    # Chua et al. 2024, Fig. 1: for small sigma and many steps per epoch the shuffled mechanism is provably far less
+    # Chua et al. 2024: for small sigma and many steps per epoch the shuffled mechanism is provably far less
     # private than the Poisson figure usually reported for it.
     sigma, steps = 0.6, 10_000
     shuffled = g.analyze(g.ShuffledGaussian(noise_multiplier=sigma, steps_per_epoch=steps, epochs=1))
@@ -159,3 +159,13 @@ def test_bad_parameters_name_the_field():
         g.BallsInBinsGaussian(noise_multiplier=-1.0, steps_per_epoch=3, epochs=1)
     with pytest.raises(ValueError, match="neighbouring"):
         g.CyclicGaussian(noise_multiplier=1.0, steps_per_epoch=3, epochs=1, neighbouring="replace_one")
+
+
+def test_shuffled_counterpart_of_an_opacus_shuffled_run():
+    # Opacus poisson_sampling=False: sample_rate = 1 / len(data_loader); 2.5 epochs of 40 batches.
+    m = g.SubsampledGaussian(noise_multiplier=1.1, sampling_rate=1 / 40, steps=100, sensitivity=2.0)
+    c = samplers.shuffled_counterpart(m)
+    assert c == g.ShuffledGaussian(noise_multiplier=1.1, steps_per_epoch=40, epochs=2, sensitivity=2.0)
+    assert samplers.shuffled_counterpart(g.SubsampledGaussian(noise_multiplier=1.0, sampling_rate=0.3, steps=9)) is None
+    assert samplers.shuffled_counterpart(g.SubsampledGaussian(noise_multiplier=1.0, sampling_rate=0.1, steps=9)) is None
+    assert samplers.shuffled_counterpart(g.Gaussian(noise_multiplier=1.0)) is None

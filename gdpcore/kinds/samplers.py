@@ -1,8 +1,8 @@
 """DP-SGD with the batch samplers people use instead of Poisson sampling: cyclic (deterministic) batches, batches
 reshuffled every epoch, and balls-in-bins (random allocation). Registered by :mod:`gdpcore.kinds`.
 
-Convention (Chua et al., "How Private are DP-SGD Implementations?", ICML 2024, Sec. 2): a run has ``epochs`` epochs of
-``steps_per_epoch`` steps; each step releases the sum of the clipped contributions (L2 norm at most ``sensitivity``)
+Convention (Chua et al., "How Private are DP-SGD Implementations?", ICML 2024: the ABLQ mechanisms): a run has
+``epochs`` epochs of ``steps_per_epoch`` steps; each step releases the sum of the clipped contributions (L2 norm at most ``sensitivity``)
 of the examples in its batch plus N(0, (noise_multiplier * sensitivity)^2). Adjacent datasets differ in one example
 replaced by a record that contributes nothing (Chua et al.'s "zeroing-out" relation, their stand-in for add/remove
 that keeps every batch's size): the relation of Poisson DP-SGD under add/remove, so ``noise_multiplier`` means what it
@@ -24,8 +24,8 @@ sensitivity cancels), which is what all bounds below use.
     both datasets, of those mechanisms' outputs, and the hockey-stick divergence is jointly convex, so every
     delta(eps) of the shuffled run is at most the cyclic one (revealing the permutations only adds information, and
     not revealing them is post-processing). This is a valid upper bound with no amplification by shuffling.
-  - Lower end (``side="optimistic"``): the proven lower bound of Chua et al. 2024 (Sec. 4, their shuffle lower
-    bound): with every other example contributing -1 and the differing one +1 (zeroed in the neighbour), after a
+  - Lower end (``side="optimistic"``): the proven lower bound of Chua et al. 2024 (their shuffle lower bound,
+    the pair below with the cube sets): with every other example contributing -1 and the differing one +1 (zeroed in the neighbour), after a
     shift of the known constants one epoch releases P = (1/T) sum_t N(2 e_t, sigma^2 I_T) against
     Q = (1/T) sum_t N(e_t, sigma^2 I_T), T = ``steps_per_epoch``; reshuffling makes the epochs independent, so the
     run releases P^E against Q^E. Any test on that pair lower-bounds the run's privacy profile. We post-process one
@@ -61,7 +61,7 @@ from scipy import special
 from gdpcore._validation import Choice, Count, Positive
 from gdpcore.kinds._common import NOT_PURE, dpa_discretisation, log_uniform
 from gdpcore.kinds.registry import KindSpec, Unsupported
-from gdpcore.mechanisms import Mechanism, param
+from gdpcore.mechanisms import Mechanism, SubsampledGaussian, param
 
 __all__ = [
     "BALLS_IN_BINS_GAUSSIAN",
@@ -73,6 +73,7 @@ __all__ = [
     "ShuffledGaussian",
     "max_slice_lower_pld",
     "max_slice_masses",
+    "shuffled_counterpart",
 ]
 
 LOWER_LABEL = {
@@ -217,6 +218,29 @@ def max_slice_lower_pld(
     probs = np.bincount(index - lower, weights=np.exp(log_p))
     pmf = pld_pmf.DensePLDPmf(step, lower, probs, 0.0, False)
     return pld_lib.PrivacyLossDistribution(pmf)
+
+
+def shuffled_counterpart(mechanism: Mechanism) -> ShuffledGaussian | None:
+    """The shuffled run a Poisson-accounted description stands for, for its proven lower bound; None if there is none.
+
+    Opacus with ``poisson_sampling=False`` (and Keras / TF-Privacy) accounts a shuffled run of T = ``steps_per_epoch``
+    fixed batches per epoch as a :class:`~gdpcore.mechanisms.SubsampledGaussian` with ``sampling_rate`` = 1/T
+    (Opacus: 1 / len(data_loader)). The counterpart keeps the noise multiplier and sensitivity and counts the *whole*
+    epochs only (``steps // T``): a run's output contains those epochs' outputs, so their lower bound is one of the
+    run's (a partial epoch can only add privacy loss). None unless ``mechanism`` is such a description with 1/q an
+    integer (to 1e-9) and at least one whole epoch.
+    """
+    if not isinstance(mechanism, SubsampledGaussian):
+        return None
+    per_epoch = round(1.0 / mechanism.sampling_rate)
+    if per_epoch < 1 or abs(per_epoch * mechanism.sampling_rate - 1.0) > 1e-9 or mechanism.steps < per_epoch:
+        return None
+    return ShuffledGaussian(
+        noise_multiplier=mechanism.noise_multiplier,
+        steps_per_epoch=per_epoch,
+        epochs=mechanism.steps // per_epoch,
+        sensitivity=mechanism.sensitivity,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------------
