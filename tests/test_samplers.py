@@ -169,3 +169,18 @@ def test_shuffled_counterpart_of_an_opacus_shuffled_run():
     assert samplers.shuffled_counterpart(g.SubsampledGaussian(noise_multiplier=1.0, sampling_rate=0.3, steps=9)) is None
     assert samplers.shuffled_counterpart(g.SubsampledGaussian(noise_multiplier=1.0, sampling_rate=0.1, steps=9)) is None
     assert samplers.shuffled_counterpart(g.Gaussian(noise_multiplier=1.0)) is None
+
+
+def test_shuffled_counterpart_of_phases_composes_the_phase_lower_bounds():
+    a = g.SubsampledGaussian(noise_multiplier=1.0, sampling_rate=1 / 20, steps=40)
+    b = g.SubsampledGaussian(noise_multiplier=0.8, sampling_rate=1 / 10, steps=10)
+    c = samplers.shuffled_counterpart(g.Composed(mechanisms=(a, g.SelfComposed(mechanism=b, count=2))))
+    ca = g.ShuffledGaussian(noise_multiplier=1.0, steps_per_epoch=20, epochs=2)
+    cb = g.ShuffledGaussian(noise_multiplier=0.8, steps_per_epoch=10, epochs=1)
+    assert c == g.Composed(mechanisms=(ca, g.SelfComposed(mechanism=cb, count=2)))
+    # The composed lower end sits between each phase's lower end and the composed upper end.
+    r = g.analyze(c)
+    lower = float(r.epsilon(1e-5, side="optimistic"))
+    assert lower >= float(g.analyze(ca).epsilon(1e-5, side="optimistic"))
+    assert lower <= float(r.epsilon(1e-5)) == pytest.approx(_gdp_epsilon(math.sqrt(2 / 1.0 + 2 / 0.64), 1e-5), rel=1e-3)
+    assert samplers.shuffled_counterpart(g.Composed(mechanisms=(a, g.Gaussian(noise_multiplier=1.0)))) is None

@@ -61,7 +61,7 @@ from scipy import special
 from gdpcore._validation import Choice, Count, Positive
 from gdpcore.kinds._common import NOT_PURE, dpa_discretisation, log_uniform
 from gdpcore.kinds.registry import KindSpec, Unsupported
-from gdpcore.mechanisms import Mechanism, SubsampledGaussian, param
+from gdpcore.mechanisms import Composed, Mechanism, SelfComposed, SubsampledGaussian, param
 
 __all__ = [
     "BALLS_IN_BINS_GAUSSIAN",
@@ -220,16 +220,24 @@ def max_slice_lower_pld(
     return pld_lib.PrivacyLossDistribution(pmf)
 
 
-def shuffled_counterpart(mechanism: Mechanism) -> ShuffledGaussian | None:
+def shuffled_counterpart(mechanism: Mechanism) -> Mechanism | None:
     """The shuffled run a Poisson-accounted description stands for, for its proven lower bound; None if there is none.
 
     Opacus with ``poisson_sampling=False`` (and Keras / TF-Privacy) accounts a shuffled run of T = ``steps_per_epoch``
     fixed batches per epoch as a :class:`~gdpcore.mechanisms.SubsampledGaussian` with ``sampling_rate`` = 1/T
     (Opacus: 1 / len(data_loader)). The counterpart keeps the noise multiplier and sensitivity and counts the *whole*
     epochs only (``steps // T``): a run's output contains those epochs' outputs, so their lower bound is one of the
-    run's (a partial epoch can only add privacy loss). None unless ``mechanism`` is such a description with 1/q an
-    integer (to 1e-9) and at least one whole epoch.
+    run's (a partial epoch can only add privacy loss). Phases (``Composed`` / ``SelfComposed`` of such descriptions)
+    map part by part: Chua et al.'s dataset pair is the same in every phase, so the run releases the product of the
+    phases' pairs and the composed lower bound is one of the run's. None unless every part is a Poisson-subsampled
+    Gaussian with 1/q an integer (to 1e-9) and at least one whole epoch.
     """
+    if isinstance(mechanism, SelfComposed):
+        inner = shuffled_counterpart(mechanism.mechanism)
+        return None if inner is None else SelfComposed(mechanism=inner, count=mechanism.count)
+    if isinstance(mechanism, Composed):
+        parts = [shuffled_counterpart(part) for part in mechanism.mechanisms]
+        return None if any(p is None for p in parts) else Composed(mechanisms=tuple(p for p in parts if p is not None))
     if not isinstance(mechanism, SubsampledGaussian):
         return None
     per_epoch = round(1.0 / mechanism.sampling_rate)
