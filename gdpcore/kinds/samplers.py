@@ -41,10 +41,10 @@ sensitivity cancels), which is what all bounds below use.
   - Upper end: again the cyclic guarantee (every fixed allocation puts the differing example in exactly one step
     per epoch; joint convexity as above). Certified, but without the amplification balls-in-bins enjoys; the
     amplified certified bounds of Feldman and Shenfeld 2025 are not implemented here.
-  - Lower end: the same slice construction on the pair Chua et al. 2025 prove dominating for balls-in-bins,
+  - Lower end: the same slice construction on the pair Chua et al. 2025 analyse for balls-in-bins,
     P = (1/T) sum_t N(e_t, sigma^2 I_T) against Q = N(0, sigma^2 I_T) (the differing example contributes +1 at its
-    uniformly chosen step, every other example 0): realised by the mechanism on that dataset pair, so a proven lower
-    bound whatever the dominance result.
+    uniformly chosen step, every other example 0): the mechanism releases exactly this pair on that dataset pair, so
+    the bound is proven without any dominance result.
 """
 
 from __future__ import annotations
