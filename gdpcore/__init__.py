@@ -71,6 +71,7 @@ from gdpcore.kinds.curves import (
     from_privacy_profile,
     from_tradeoff_curve,
 )
+from gdpcore.kinds.samplers import BallsInBinsGaussian, CyclicGaussian, ShuffledGaussian
 from gdpcore.mechanisms import (
     ZCDP,
     Composed,
@@ -227,4 +228,7 @@ __all__ = [
     "refine_profile",
     "regime_warning",
     "subsample_profile",
+    "BallsInBinsGaussian",
+    "CyclicGaussian",
+    "ShuffledGaussian",
 ]

@@ -36,6 +36,8 @@ _AXES = (
     "truncated_batch_size",
     "rho",
     "xi",
+    "steps_per_epoch",
+    "epochs",
 )
 
 

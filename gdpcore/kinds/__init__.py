@@ -51,7 +51,7 @@ randomized response).
 
 from __future__ import annotations
 
-from gdpcore.kinds import composite, curves, gaussian, laplace, mixture, randomized_response, zcdp
+from gdpcore.kinds import composite, curves, gaussian, laplace, mixture, randomized_response, samplers, zcdp
 from gdpcore.kinds.dp_events import mechanism_from_dp_event
 from gdpcore.kinds.formulas import clt_mu_subsampled_gaussian, solve_clt_subsampled_gaussian
 from gdpcore.kinds.registry import (
@@ -153,6 +153,9 @@ _DECLARED: tuple[KindSpec, ...] = (
     curves.PRIVACY_PROFILE,
     curves.TRADEOFF_CURVE,
     curves.PRIVACY_LOSS_DISTRIBUTION,
+    samplers.CYCLIC_GAUSSIAN,
+    samplers.SHUFFLED_GAUSSIAN,
+    samplers.BALLS_IN_BINS_GAUSSIAN,
 )
 """Every built-in kind, in registration order (see the module docstring for why the order matters)."""
 for _spec in _DECLARED:
