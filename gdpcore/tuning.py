@@ -147,14 +147,12 @@ class RepetitionDistribution:
     """gamma of the truncated negative binomial (the halting probability; gamma = 1 is K = 1)."""
 
     @classmethod
-    def fixed(cls, count: int) -> RepetitionDistribution:
+    def fixed(cls, count: Any) -> RepetitionDistribution:
         k = check_count("count", count)
         return cls("fixed", float(k), count=k)
 
     @classmethod
-    def truncated_negative_binomial(
-        cls, shape: float, *, gamma: float | None = None, mean: float | None = None
-    ) -> RepetitionDistribution:
+    def truncated_negative_binomial(cls, shape: Any, *, gamma: Any = None, mean: Any = None) -> RepetitionDistribution:
         """D_{eta, gamma} of Papernot & Steinke 2022 Def. 1: P[K = k] = (1 - gamma)^k / (gamma^-eta - 1) *
         prod_{l<k} (l + eta)/(l + 1), k >= 1; give ``gamma`` or ``mean`` (E[K]; gamma is then the conservative
         solution). eta >= 0 (dp_accounting's ``RepeatAndSelectDpEvent`` range)."""
@@ -162,7 +160,9 @@ class RepetitionDistribution:
         if eta < 0:
             raise ValueError(f"shape must be >= 0, got {bounded_repr(shape)}")
         if (gamma is None) == (mean is None):
-            raise ValueError(f"give exactly one of gamma and mean, got gamma={gamma!r}, mean={mean!r}")
+            raise ValueError(
+                f"gamma and mean: give exactly one, got gamma={bounded_repr(gamma)}, mean={bounded_repr(mean)}"
+            )
         if gamma is not None:
             g = check_real("gamma", gamma)
             if not 0.0 < g <= 1.0:
@@ -184,7 +184,7 @@ class RepetitionDistribution:
         return cls.truncated_negative_binomial(0.0, gamma=gamma, mean=mean)
 
     @classmethod
-    def poisson(cls, mean: float) -> RepetitionDistribution:
+    def poisson(cls, mean: Any) -> RepetitionDistribution:
         """K ~ Poisson(mean) (nothing is released when K = 0); mean >= 1."""
         return cls("poisson", _check_mean(mean))
 
@@ -207,13 +207,14 @@ class RepetitionDistribution:
         return np.where(kk >= 1, out, 0.0)
 
     def to_dict(self) -> dict[str, Any]:
-        """The manifest form: ``{"distribution": ..., <its parameters>, "mean": E[K]}``."""
-        out: dict[str, Any] = {"distribution": self.kind, "mean": self.mean}
+        """The manifest form (:meth:`from_dict` reads it back): ``{"distribution": "fixed", "count": K}``,
+        ``{"distribution": "truncated_negative_binomial", "shape": eta, "gamma": gamma}`` or
+        ``{"distribution": "poisson", "mean": m}``."""
         if self.kind == "fixed":
-            out["count"] = self.count
-        elif self.kind == "truncated_negative_binomial":
-            out.update(shape=self.shape, gamma=self.gamma)
-        return out
+            return {"distribution": self.kind, "count": self.count}
+        if self.kind == "truncated_negative_binomial":
+            return {"distribution": self.kind, "shape": self.shape, "gamma": self.gamma}
+        return {"distribution": self.kind, "mean": self.mean}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, path: str = "tuning") -> RepetitionDistribution:
@@ -223,9 +224,8 @@ class RepetitionDistribution:
         ``{"distribution": "poisson", "mean": m}``. Errors name ``path.field``."""
         if not isinstance(data, Mapping):
             raise ValueError(f"{path} must be a mapping, got {bounded_repr(data)}")
-        kind = data.get("distribution")
         names = ("fixed", "geometric", "logarithmic", "truncated_negative_binomial", "poisson")
-        check_choice(f"{path}.distribution", kind, names)
+        kind: str = check_choice(f"{path}.distribution", data.get("distribution"), names)
         allowed = {
             "fixed": {"count"},
             "geometric": {"gamma", "mean"},
@@ -233,18 +233,19 @@ class RepetitionDistribution:
             "truncated_negative_binomial": {"shape", "gamma", "mean"},
             "poisson": {"mean"},
         }[kind]
-        extra = sorted(set(data) - allowed - {"distribution"})
+        fields: dict[str, Any] = {str(key): value for key, value in data.items()}
+        extra = sorted(set(fields) - allowed - {"distribution"})
         if extra:
             raise ValueError(f"{path}.{extra[0]} is not a field of a {kind} tuning block, got {bounded_repr(extra)}")
         try:
             if kind == "fixed":
-                return cls.fixed(data.get("count"))  # type: ignore[arg-type]
+                return cls.fixed(fields.get("count"))
             if kind == "poisson":
-                return cls.poisson(data.get("mean"))  # type: ignore[arg-type]
-            shape = {"geometric": 1.0, "logarithmic": 0.0}.get(kind, data.get("shape"))
-            return cls.truncated_negative_binomial(shape, gamma=data.get("gamma"), mean=data.get("mean"))  # type: ignore[arg-type]
+                return cls.poisson(fields.get("mean"))
+            shape = {"geometric": 1.0, "logarithmic": 0.0}.get(kind, fields.get("shape"))
+            return cls.truncated_negative_binomial(shape, gamma=fields.get("gamma"), mean=fields.get("mean"))
         except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
+            raise ValueError(f"{path}.{exc}") from None
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -354,7 +355,11 @@ def get_tuned_report_bound(
     :meth:`RepetitionDistribution.from_dict`). See the module docstring for the analyses."""
     if not isinstance(report, PrivacyReport):
         raise ValueError(f"report must be a PrivacyReport, got {bounded_repr(report)}")
-    dist = distribution if isinstance(distribution, RepetitionDistribution) else RepetitionDistribution.from_dict(distribution)
+    dist = (
+        distribution
+        if isinstance(distribution, RepetitionDistribution)
+        else RepetitionDistribution.from_dict(distribution)
+    )
     d_arr = np.atleast_1d(check_open_unit_array("deltas", deltas)).astype(float)
     if d_arr.size == 0:
         raise ValueError("deltas must not be empty, got []")
