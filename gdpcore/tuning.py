@@ -303,16 +303,23 @@ def poisson_eps_hat(orders: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------------------------------
 # The result
 # ---------------------------------------------------------------------------------------------------------------------
+_PROFILE_POINTS = 400
+"""Points of the eps grid :meth:`TuningBound.profile` hands to :func:`gdpcore.from_privacy_profile` (the RDP
+fallback's density, :mod:`gdpcore.engine.rdp`)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class TuningBound:
     """Privacy of releasing the best of K runs: epsilon at each of ``deltas`` (an *upper* bound), the analysis that
-    gives it, the law of K and E[K]; beside it the single run's epsilon at the same deltas."""
+    gives it, the law of K and E[K]; beside it the single run's epsilon at the same deltas. :meth:`epsilon` and
+    :meth:`delta` answer at any point, :meth:`report` gives the full labelled report (mu, TPR, advantage) of the
+    tuned procedure. Build it with :func:`get_tuned_report_bound`."""
 
     distribution: RepetitionDistribution
     analysis: str
-    deltas: tuple[float, ...]
-    epsilons: tuple[float, ...]
-    single_run_epsilons: tuple[float, ...]
+    single: PrivacyReport = dataclasses.field(repr=False)
+    """The single run's report."""
+    deltas: tuple[float, ...] = ()
     bound: str = "upper"
     orders: tuple[float, ...] | None = dataclasses.field(default=None, repr=False)
     rdp: tuple[float, ...] | None = dataclasses.field(default=None, repr=False)
@@ -326,9 +333,72 @@ class TuningBound:
         return float(self.distribution.mean)
 
     @property
+    def epsilons(self) -> tuple[float, ...]:
+        """epsilon at each of ``deltas`` (upper bounds)."""
+        return tuple(self.epsilon(d) for d in self.deltas)
+
+    @property
+    def single_run_epsilons(self) -> tuple[float, ...]:
+        return tuple(float(self.single.epsilon(d)) for d in self.deltas)
+
+    @property
     def value(self) -> float:
         """epsilon at the first of ``deltas``."""
-        return self.epsilons[0]
+        return self.epsilon(self.deltas[0])
+
+    def _tuned_curve(self) -> tuple[np.ndarray, np.ndarray]:
+        t, r = np.asarray(self.orders, dtype=float), np.asarray(self.rdp, dtype=float)
+        keep = np.isfinite(r)
+        return t[keep], r[keep]
+
+    def epsilon(self, delta: float) -> float:
+        """Upper bound on best-of-K's epsilon at ``delta`` in (0, 1); never below the single run's."""
+        d = float(check_open_unit_array("delta", delta))
+        single = float(self.single.epsilon(d))
+        if self.composed is not None:
+            return max(float(self.composed.epsilon(d)), single)
+        from dp_accounting.rdp import rdp_privacy_accountant as rdp_acc
+
+        t, r = self._tuned_curve()
+        eps = float(rdp_acc.compute_epsilon(t, r, d)[0]) if t.size else math.inf
+        return max(eps, single)
+
+    def delta(self, epsilon: float) -> float:
+        """Upper bound on best-of-K's delta at ``epsilon`` >= 0 (dp_accounting's ``compute_delta`` of the tuned RDP
+        curve, or the composition's profile); never below the single run's."""
+        e = check_real("epsilon", epsilon)
+        if e < 0:
+            raise ValueError(f"epsilon must be >= 0, got {bounded_repr(epsilon)}")
+        single = float(self.single.delta(e))
+        if self.composed is not None:
+            return max(float(self.composed.delta(e)), single)
+        from dp_accounting.rdp import rdp_privacy_accountant as rdp_acc
+
+        t, r = self._tuned_curve()
+        return max(float(rdp_acc.compute_delta(t, r, e)[0]) if t.size else 1.0, single)
+
+    def profile(self) -> tuple[np.ndarray, np.ndarray]:
+        """(eps, delta(eps)) on ``_PROFILE_POINTS`` points from 0 to epsilon(1e-12): an upper bound on the tuned
+        procedure's privacy profile."""
+        top = min(max(self.epsilon(1e-12), 1e-3), 700.0)
+        eps = np.linspace(0.0, top, _PROFILE_POINTS)
+        delta = np.minimum.accumulate(np.asarray([self.delta(float(e)) for e in eps]))  # exact no-op: guards round-off
+        return eps, delta
+
+    def mechanism(self) -> Mechanism:
+        """The tuned procedure as a :class:`gdpcore.PrivacyProfile` mechanism (its curve is max_i f_{eps_i, delta_i}
+        over :meth:`profile`): fixed K returns the composition itself."""
+        if self.composed is not None:
+            return self.composed.mechanism
+        from gdpcore.kinds.curves import from_privacy_profile
+
+        eps, delta = self.profile()
+        return from_privacy_profile(eps, delta, neighbouring=self.single.neighbouring_relation)
+
+    def report(self) -> PrivacyReport:
+        """The full report of the tuned procedure (every number an upper / lower bound as labelled, relative to
+        :meth:`profile`; fixed K: the composition's report)."""
+        return self.composed if self.composed is not None else analyze(self.mechanism())
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: every number with its label."""
@@ -363,21 +433,12 @@ def get_tuned_report_bound(
     d_arr = np.atleast_1d(check_open_unit_array("deltas", deltas)).astype(float)
     if d_arr.size == 0:
         raise ValueError("deltas must not be empty, got []")
-    single = np.asarray([float(report.epsilon(float(d))) for d in d_arr])
+    d_tuple = tuple(map(float, d_arr))
     if dist.kind == "fixed":
         k = int(dist.count or 1)
         composed = report if k == 1 else analyze(SelfComposed(mechanism=report.mechanism, count=k))
-        eps = np.asarray([float(composed.epsilon(float(d))) for d in d_arr])
-        return TuningBound(
-            dist,
-            _ANALYSIS["fixed"] if k > 1 else "a single run (K = 1): the run's own report",
-            tuple(map(float, d_arr)),
-            tuple(map(float, np.maximum(eps, single))),
-            tuple(map(float, single)),
-            composed=composed,
-        )
-    from dp_accounting.rdp import rdp_privacy_accountant as rdp_acc
-
+        analysis = _ANALYSIS["fixed"] if k > 1 else "a single run (K = 1): the run's own report"
+        return TuningBound(dist, analysis, report, d_tuple, composed=composed)
     from gdpcore.engine import kind_rdp_curve
 
     orders, curve = kind_rdp_curve(report.mechanism)
@@ -385,19 +446,11 @@ def get_tuned_report_bound(
     if dist.kind == "poisson":
         delta_hat = np.asarray(report.delta(poisson_eps_hat(orders)), dtype=float)
     tuned = get_tuned_rdp(orders, curve, dist, delta_hat=delta_hat)
-    finite = np.isfinite(tuned)
-    eps = np.asarray(
-        [
-            float(rdp_acc.compute_epsilon(orders[finite], tuned[finite], float(d))[0]) if finite.any() else math.inf
-            for d in d_arr
-        ]
-    )
     return TuningBound(
         dist,
         _ANALYSIS[dist.kind],
-        tuple(map(float, d_arr)),
-        tuple(map(float, np.maximum(eps, single))),
-        tuple(map(float, single)),
+        report,
+        d_tuple,
         orders=tuple(map(float, orders)),
         rdp=tuple(map(float, tuned)),
     )

@@ -279,3 +279,46 @@ def test_manifest_block_round_trip():
 def test_bad_blocks_name_the_field(block, needle):
     with pytest.raises(ValueError, match=needle):
         RepetitionDistribution.from_dict(block)
+
+
+# -- the tuned procedure's full report ---------------------------------------------------------------------------------
+def _exact_tpr(P: np.ndarray, Q: np.ndarray, fpr: np.ndarray) -> np.ndarray:
+    """Neyman-Pearson: the most powerful (randomised) test of Q against P on finite outputs, both directions."""
+
+    keep = (P > 0) | (Q > 0)
+    P, Q = P[keep], Q[keep]
+
+    def one(null: np.ndarray, alt: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            order = np.argsort(-(alt / null))
+        a = np.concatenate([[0.0], np.cumsum(null[order])])
+        b = np.concatenate([[0.0], np.cumsum(alt[order])])
+        return np.interp(fpr, a, b)
+
+    return np.maximum(one(P, Q), one(Q, P))
+
+
+@pytest.mark.parametrize(
+    "dist", [RepetitionDistribution.geometric(gamma=0.2), RepetitionDistribution.poisson(5.0)], ids=["geom", "poisson"]
+)
+def test_tuned_report_bounds_the_exact_best_of_k_tradeoff(dist):
+    eps = 1.0
+    law = _k_law("geometric", gamma=0.2) if dist.kind != "poisson" else _k_law("poisson", mean=5.0)
+    k = np.arange(law.size)
+    p = math.exp(eps) / (1 + math.exp(eps))
+    P = np.array([law[0], (law * (1 - p) ** k).sum() - law[0], 1 - (law * (1 - p) ** k).sum()])
+    Q = np.array([law[0], (law * p**k).sum() - law[0], 1 - (law * p**k).sum()])
+    bound = analyze_tuning(RandomizedResponse(epsilon=eps), distribution=dist, deltas=[1e-5])
+    tuned = bound.report()
+    fpr = np.geomspace(1e-8, 0.5, 60)
+    assert (np.asarray(tuned.tpr(fpr)) >= _exact_tpr(P, Q, fpr) - 1e-12).all()
+    assert tuned.bound_types["tpr"] == "upper"
+    single = bound.single
+    assert tuned.mu >= single.mu and tuned.advantage >= single.advantage
+    for e in (0.0, 1.0, 3.0):
+        assert bound.delta(e) >= float(single.delta(e))
+
+
+def test_fixed_k_report_is_the_composition():
+    bound = analyze_tuning(Gaussian(noise_multiplier=SIGMA), distribution=RepetitionDistribution.fixed(9))
+    assert bound.report().mu == pytest.approx(3 * MU, rel=1e-12)  # 9 Gaussians: 3 mu-GDP, exact
