@@ -30,7 +30,9 @@ accounting does) and converted to epsilon(delta) by dp_accounting's ``compute_ep
 :mod:`gdpcore.claims` and the engine's RDP fallback use. The single run's RDP curve is the kinds' own
 (:func:`gdpcore.engine.kind_rdp_curve`, dp_accounting's default orders). A random-K number is finally taken as at
 least the single run's reported epsilon (both sides are upper bounds on A's epsilon once the theorem's is, so the
-maximum is one too): a tuned version never reports less than one of its runs.
+maximum is one too): a tuned version never reports less than one of its runs. :meth:`TuningBound.report` turns the
+tuned privacy profile into a full labelled report (mu, TPR at FPR, advantage) through
+:func:`gdpcore.from_privacy_profile`. Formulas, sources and measured numbers: docs/references.md, section H.
 
 Assumptions (the theorems'; they are the user's to meet, :attr:`TuningBound.assumptions` states them): the single
 run's guarantee holds for *every* candidate configuration (a run with less noise needs its own, larger, guarantee);
