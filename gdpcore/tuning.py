@@ -355,7 +355,10 @@ class TuningBound:
 
     def epsilon(self, delta: float) -> float:
         """Upper bound on best-of-K's epsilon at ``delta`` in (0, 1); never below the single run's."""
-        d = float(check_open_unit_array("delta", delta))
+        arr = check_open_unit_array("delta", delta)
+        if arr.ndim != 0:
+            raise ValueError(f"delta must be one number in (0, 1), got {bounded_repr(delta)}")
+        d = float(arr)
         single = float(self.single.epsilon(d))
         if self.composed is not None:
             return max(float(self.composed.epsilon(d)), single)

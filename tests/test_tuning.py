@@ -322,3 +322,15 @@ def test_tuned_report_bounds_the_exact_best_of_k_tradeoff(dist):
 def test_fixed_k_report_is_the_composition():
     bound = analyze_tuning(Gaussian(noise_multiplier=SIGMA), distribution=RepetitionDistribution.fixed(9))
     assert bound.report().mu == pytest.approx(3 * MU, rel=1e-12)  # 9 Gaussians: 3 mu-GDP, exact
+
+
+def test_bad_points_name_the_field():
+    bound = analyze_tuning(Gaussian(noise_multiplier=SIGMA), distribution=RepetitionDistribution.geometric(mean=3))
+    for bad in (0.0, 1.0, [1e-5, 1e-6], float("nan")):
+        with pytest.raises(ValueError, match="delta"):
+            bound.epsilon(bad)
+    for bad in (-1.0, float("inf"), True):
+        with pytest.raises(ValueError, match="epsilon"):
+            bound.delta(bad)
+    with pytest.raises(ValueError, match="deltas"):
+        get_tuned_report_bound(bound.single, distribution=RepetitionDistribution.poisson(2), deltas=[])
