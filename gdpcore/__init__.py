@@ -112,6 +112,7 @@ from gdpcore.divergence import (
 )
 from gdpcore.gdpt import clip_and_rectify, refine_noise, refine_profile, subsample_profile
 from gdpcore.guidance import fixed_point, regime_warning
+from gdpcore.tuning import RepetitionDistribution, TuningBound, analyze_tuning, get_tuned_report_bound
 # isort: on
 
 try:
@@ -231,4 +232,8 @@ __all__ = [
     "BallsInBinsGaussian",
     "CyclicGaussian",
     "ShuffledGaussian",
+    "RepetitionDistribution",
+    "TuningBound",
+    "analyze_tuning",
+    "get_tuned_report_bound",
 ]
