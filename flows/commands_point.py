@@ -321,7 +321,7 @@ def mechanism_from_text(text: str, what: str) -> Any:
 def _compare_args(p: argparse.ArgumentParser) -> None:
     p.description = (
         "Compare two mechanisms beyond one calibration point (seed 002): Delta-divergence both ways, the symmetric "
-        "Delta and the Blackwell verdict. Each mechanism is one quoted argument written as for 'gdp analyze', e.g. "
+        "Delta, the Blackwell verdict, the priors where the order flips and the approximate-dominance D. Each mechanism is one quoted argument written as for 'gdp analyze', e.g. "
         "gdp compare 'gaussian --noise-multiplier 1' 'laplace --scale 1' (or '--spec FILE')."
     )
     p.add_argument("a", metavar="A", help="first mechanism, e.g. 'gaussian --noise-multiplier 1'")
@@ -339,7 +339,7 @@ def compare_point(args: argparse.Namespace) -> dict[str, Any]:
     """Delta(A || B), Delta(B || A), the symmetric Delta and the Blackwell verdicts (seed 002 Def. 1, Thm 1-2,
     Eq. 5), from :func:`gdpcore.divergence.get_delta_divergence` on the two reports :func:`gdpcore.analyze` gives."""
     import gdpcore
-    from gdpcore.divergence import blackwell_verdict, get_delta_divergence
+    from gdpcore.divergence import blackwell_verdict, get_crossing_priors, get_delta_divergence
 
     a = mechanism_from_text(args.a, "A")
     b = mechanism_from_text(args.b, "B")
@@ -369,6 +369,14 @@ def compare_point(args: argparse.Namespace) -> dict[str, Any]:
         "a_at_least_as_private_as_b": a_dominates,
         "b_at_least_as_private_as_a": b_dominates,
         "verdict": verdict,
+        # seed 002 Sec. 3 / Fig. 3: the priors at which the Delta order flips (none when Blackwell-ordered)
+        "crossing_priors": list(get_crossing_priors(ra, rb)),
+        # seed 002 Def. 2 / Thm 2: A D-approximately dominates B for every D >= Delta(A || B) (the bracket's upper end,
+        # labelled as the divergence is)
+        "approximate_dominance": {
+            "a_over_b_min_D": {"value": ab.upper, "bound": ab.bound},
+            "b_over_a_min_D": {"value": ba.upper, "bound": ba.bound},
+        },
         "weighted": None,
         "accountants": {"a": ra.accountant, "b": rb.accountant},
     }
@@ -415,6 +423,18 @@ def _compare(args: argparse.Namespace) -> int:
         line("Delta(B || A)", out["delta_b_a"], "how much more an attacker can gain against A than against B"),
         f"  symmetric Delta  {_g(out['symmetric']['value'])}   ({out['symmetric']['bound']}; seed 002 Eq. 5)",
         f"  Blackwell        {out['verdict']}",
+        "  crossing priors  "
+        + (", ".join(f"{p:.5g}" for p in out["crossing_priors"]) or "none (the Delta order is the same at every prior)")
+        + "   (seed 002 Fig. 3: where the order flips)",
+        "  approx. dominance  "
+        + ", ".join(
+            f"{x} >=_D {y} for D >= {_g(d['value'])} ({d['bound']})"
+            for x, y, d in (
+                ("A", "B", out["approximate_dominance"]["a_over_b_min_D"]),
+                ("B", "A", out["approximate_dominance"]["b_over_a_min_D"]),
+            )
+        )
+        + "   (seed 002 Def. 2)",
     ]
     w = out["weighted"]
     if w is not None:

@@ -115,6 +115,7 @@ def test_compare_two_gaussians_is_the_closed_form(capsys):
     a, b = gdpcore.Gaussian(noise_multiplier=1.0), gdpcore.Gaussian(noise_multiplier=2.0)
     assert out["delta_b_a"]["value"] == gdpcore.get_delta_divergence(b, a).value
     assert out["delta_a_b"]["value"] == gdpcore.get_delta_divergence(a, b).value
+    assert out["crossing_priors"] == []  # Blackwell-ordered: the order never flips (seed 002 Thm 1)
 
 
 def test_compare_crossing_curves_say_neither_dominates(capsys):
@@ -125,6 +126,14 @@ def test_compare_crossing_curves_say_neither_dominates(capsys):
     assert out["delta_a_b"]["value"] > 1e-3 and out["delta_b_a"]["value"] > 1e-3
     assert out["a_at_least_as_private_as_b"] is False and out["b_at_least_as_private_as_a"] is False
     assert "neither dominates" in out["verdict"]
+    # seed 002 Fig. 3 (docs/references.md S002-1): the Gaussian sigma = 1 and Laplace b = 1 Bayes risks cross at
+    # pi = 0.41854 and 0.58146 (the closed-form risks are checked in tests/test_divergence.py)
+    a_cross = out["crossing_priors"]
+    assert a_cross == pytest.approx([0.41854, 0.58146], abs=5e-6)
+    assert a_cross[0] + a_cross[1] == pytest.approx(1.0, abs=1e-9)  # both curves are symmetric
+    # Def. 2 / Thm 2: the smallest D with A >=_D B is Delta(A || B) itself (the bracket's upper end)
+    assert out["approximate_dominance"]["a_over_b_min_D"]["value"] == api_ab.upper
+    assert out["approximate_dominance"]["b_over_a_min_D"]["value"] == api_ba.upper
 
 
 @pytest.mark.parametrize("weight", ["beta", "uquadratic"])
