@@ -5,19 +5,20 @@ The numbers come from :func:`gdpcore.analyze_grid` (one row per mechanism). This
 lake's staging schema (:data:`tasks.lake.STAGING_SCHEMA`) and adds provenance. A chunk is a few dozen to a few
 thousand cells, so a flow run has hundreds of task runs, not one per cell (docs/references.md C-1).
 
-Resumability has two layers:
+Resumability and persistence:
 
 * planning (:func:`plan_sweep`) drops cells whose (cell_id, eval_key) is already in the spec's staging files, so a
-  re-run computes nothing and an edit to one grid value computes only the new cells;
-* every chunk file is written by the flow process, from the rows its task returned, and checked before the chunk
-  counts (``flows.chunks.collect_chunks``): a chunk is in the lake once its file is, whatever happened to the
-  worker that computed it.
+  re-run computes nothing and an edit to one grid value computes only the new cells (the lake is the cache: chunk
+  tasks have no Prefect cache, see :data:`CHUNK_TASK_RETRIES`);
+* every chunk file is written by the flow process from the rows its task returned (:func:`write_chunk`) and checked
+  before the chunk counts (``flows.chunks.collect_chunks``): a chunk is in the lake once its file is, whatever
+  happened to the worker that computed it.
 
 Why the flow, not the worker, writes: on a Dask cluster whose workers do not mount the flow's disk (Kubernetes,
-cloud clusters), files written by workers land where the flow cannot see them; the sweep then reported chunks as
-computed that were never in the lake. Returning the rows costs their Arrow IPC bytes through the scheduler (zstd,
-about 0.6 KB per cell of the default grid, measured in benchmarks), which is small next to the accounting, and keeps
-one writer per lake - the flow, which already holds the spec's lock (:mod:`tasks.locks`).
+cloud clusters), files written by workers land where the flow cannot see them, and the sweep reported chunks as
+computed that were never in the lake. Returning the rows costs their Arrow IPC bytes through Dask (zstd, 1.1-1.5 KB
+per cell with the lake's 133 curve points: less than the Parquet file they become, PIPELINE.md), small next to the
+accounting, and leaves one writer per lake: the flow, which already holds the spec's lock (:mod:`tasks.locks`).
 """
 
 from __future__ import annotations
