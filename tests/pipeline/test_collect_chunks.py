@@ -123,6 +123,52 @@ def test_a_sweep_whose_chunk_files_are_not_in_the_lake_fails_loudly(tiny_spec, t
     assert not list(lake.rglob("chunk-*.parquet"))
 
 
+class _Rows:
+    """A result the test can hold a weak reference to (bytes cannot be weakly referenced)."""
+
+    def __init__(self, n: int):
+        self.data = table_to_ipc(pa.Table.from_pydict({"cell": list(range(n))}, schema=SCHEMA))
+
+
+@task(name="rows-chunk")
+def _rows_chunk(chunk: _Chunk) -> _Rows:
+    return _Rows(chunk.size)
+
+
+def test_the_flow_releases_each_result_once_it_is_written(tmp_path):
+    """Bounded memory: when a chunk's rows are written, no earlier chunk's result is still alive in the flow
+    process (the futures that held them are gone), so a sweep holds the rows of unwritten chunks only."""
+    import gc
+    import weakref
+
+    chunks = [_Chunk(f"c{i}", 3) for i in range(6)]
+    refs: list[weakref.ref] = []
+    alive_at_write: list[int] = []
+
+    def write(chunk: _Chunk, result: _Rows) -> dict[str, str]:
+        gc.collect()
+        alive_at_write.append(sum(r() is not None for r in refs))
+        refs.append(weakref.ref(result))
+        atomic_write_parquet(table_from_ipc(result.data, SCHEMA), tmp_path / _own(chunk), {})
+        return {"path": _own(chunk)}
+
+    @flow(task_runner=make_task_runner("thread", max_workers=1))
+    def run() -> tuple[list[dict[str, str]], list[str]]:
+        return collect_chunks(
+            _rows_chunk,
+            chunks,
+            str(tmp_path),
+            write=write,
+            expected_path=_own,
+            path_of=lambda m: m["path"],
+            bar=ProgressBar(18, enabled=False),
+        )
+
+    manifests, failures = run()
+    assert not failures and len(manifests) == 6
+    assert alive_at_write == [0] * 6
+
+
 @pytest.mark.slow  # one calibration sweep of two cells
 def test_calibration_sweep_progress_reaches_every_cell(write_spec, tmp_path, capsys):
     """The calibration sweep collects its chunks with the same loop: its bar reaches every cell."""
