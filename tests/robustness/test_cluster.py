@@ -56,6 +56,18 @@ def _same_views(a: Path, b: Path) -> None:
         assert query_report(a, sql) == query_report(b, sql), view
 
 
+def _busy_worker(client, flow: Proc, lake: Path, spec: str) -> str | None:
+    """The name of a worker busy with a chunk once the first chunk of ``spec`` is in the lake, else None. A worker
+    the scheduler lists as processing but no longer (or not yet) among its workers - the two calls are not one
+    snapshot, and a loaded scheduler stalls between them - is not a candidate."""
+    if not flow.alive():
+        pytest.fail("sweep ended before a worker could be killed:\n" + flow.log()[-3000:])
+    processing = client.processing()
+    names = {a: w["name"] for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
+    busy = [names[a] for a, tasks in processing.items() if tasks and a in names]
+    return busy[0] if lake_cells(lake, spec) and busy else None
+
+
 def test_sweep_on_dask_cluster_equals_local_run(tmp_path, dask_cluster, prefect_api):
     # One cell per chunk: 12 tasks, so both workers get some even when one starts late on a loaded machine.
     spec = write_spec(tmp_path / "c.yaml", "cluster", [0.8, 1.2, 2.0], [50, 200], chunk=1)
@@ -147,17 +159,12 @@ def test_worker_loss_mid_sweep_loses_and_duplicates_nothing(tmp_path, dask_clust
     )
     try:
         with Client(dask_cluster.address, timeout=30) as client:
-
-            def busy_worker():
-                if not flow.alive():
-                    pytest.fail("sweep ended before a worker could be killed:\n" + flow.log()[-3000:])
-                processing = client.processing()
-                names = {a: w["name"] for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
-                done = lake_cells(lake, "workerloss")
-                busy = [names[a] for a, tasks in processing.items() if tasks]
-                return busy[0] if done and busy else None
-
-            victim_name = wait_for(busy_worker, 180, "a worker busy with a chunk after the first chunk landed", 0.05)
+            victim_name = wait_for(
+                lambda: _busy_worker(client, flow, lake, "workerloss"),
+                180,
+                "a worker busy with a chunk after the first chunk landed",
+                0.05,
+            )
             victim = next(w for w in dask_cluster.workers if w.name == victim_name)
             cells_before = len(lake_cells(lake, "workerloss"))
             victim.kill(signal.SIGKILL)
@@ -239,14 +246,12 @@ def test_workers_that_cannot_see_the_lake_lose_and_duplicate_nothing(tmp_path, p
                 assert not any(client.run(os.path.exists, str(spec)).values())
             flow = Proc([str(BIN / "gdp"), *args], tmp_path / "flow.log", env, flow_dir)
 
-            def busy_worker():
-                if not flow.alive():
-                    pytest.fail("sweep ended before a worker could be killed:\n" + flow.log()[-3000:])
-                names = {a: w["name"] for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
-                busy = [names[a] for a, tasks in client.processing().items() if tasks]
-                return busy[0] if lake_cells(lake, "noshare") and busy else None
-
-            victim_name = wait_for(busy_worker, 180, "a worker busy with a chunk after the first chunk landed", 0.05)
+            victim_name = wait_for(
+                lambda: _busy_worker(client, flow, lake, "noshare"),
+                180,
+                "a worker busy with a chunk after the first chunk landed",
+                0.05,
+            )
             cells_before = len(lake_cells(lake, "noshare"))
             next(w for w in cluster.workers if w.name == victim_name).kill(signal.SIGKILL)
             wait_for(lambda: cluster.n_workers() == 1, 60, "the scheduler to notice the dead worker")
