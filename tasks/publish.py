@@ -133,7 +133,7 @@ def report_path_sql(rel: str, report_name: str) -> str:
     tmp = "current_setting('temp_directory')"
     message = (
         "this gdp-audit report reads its lake at " + rel.split("/**", 1)[0] + " relative to the folder of the "
-        f"report file: open that file itself as the database (duckdb {report_name}), or first run "
+        f"report file: open that file itself as the database, named as published (duckdb {report_name}), or first run "
         "SET file_search_path = '<folder holding the report file>'"
     )
     return (
