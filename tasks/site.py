@@ -58,6 +58,7 @@ QUERIES: dict[str, str] = {
 }
 """Every query the site runs, by table; each page shows the ones its tables come from."""
 
+
 def _sql_value(v: Any) -> str:
     return str(v) if isinstance(v, int) and not isinstance(v, bool) else "'" + str(v).replace("'", "''") + "'"
 
@@ -315,7 +316,9 @@ def render_pages(
                 home=link(index, page),
                 model=m,
                 v=v,
-                comparisons=[c for c in tables["comparisons"] if (c["model"], c["version"]) == (v["model"], v["version"])],
+                comparisons=[
+                    c for c in tables["comparisons"] if (c["model"], c["version"]) == (v["model"], v["version"])
+                ],
                 card_html=_render_card(md) if md is not None else None,
                 version_sql=version_query("model_privacy", v["model"], v["version"]),
                 comparisons_sql=version_query("model_comparisons", v["model"], v["version"]),

@@ -86,7 +86,9 @@ def test_site_in_headless_chromium(site, tmp_path):
     report, summary = site["report"], site["summary"]
     index = report.parent / "index.html"
     assert summary.site == str(index) and index.is_file()
-    truth = {(r["model"], r["version"]): r for r in _rows(report, "SELECT model, version, mu, epsilon FROM model_privacy")}
+    truth = {
+        (r["model"], r["version"]): r for r in _rows(report, "SELECT model, version, mu, epsilon FROM model_privacy")
+    }
     assert len(truth) == 22
     shots = Path(os.environ.get("GDP_SCREENSHOTS", ROOT / "data" / "reports" / "screenshots"))
     with Browser(tmp_path, exe) as browser:
@@ -120,11 +122,14 @@ def test_site_in_headless_chromium(site, tmp_path):
         for row in shown:
             want = truth[(row["model"], row["version"])]
             assert row["mu"] == want["mu"] and row["epsilon"] == want["epsilon"], row
-            assert row["mu_text"] == format_number(want["mu"], 4) and row["eps_text"] == format_number(want["epsilon"], 4)
+            assert row["mu_text"] == format_number(want["mu"], 4) and row["eps_text"] == format_number(
+                want["epsilon"], 4
+            )
         # the paper's value behind the sample registry: De et al.'s sigma = 9.4 run (cifar10-wrn40-4 v6), mu in
-        # [1.567, 1.570] (seed 000 Table 4, as tests/registry/test_sample_registry.py checks on the report)
+        # [1.567, 1.570] (seed 000 Table 4) within the accountant's resolution, as tests/registry/test_sample_registry.py
+        # checks it on the report (MU_SLACK there)
         v6 = next(r for r in shown if (r["model"], r["version"]) == ("cifar10-wrn40-4", 6))
-        assert 1.567 <= v6["mu"] <= 1.570 + 0.002
+        assert 1.567 - 0.002 <= v6["mu"] <= 1.570 + 0.002
         text = browser.evaluate("document.body.innerText")
         assert "canary-mlp v2: evidence violation" in text  # the demo's flagged version is at the top
         page.screenshot(shots / "overview-1280.png")
@@ -172,14 +177,25 @@ def test_registry_text_is_escaped():
         _tables(
             versions=[_version(description=attack + '<img src=x onerror="alert(2)">')],
             not_auditable=[
-                {"model": attack, "version": 3, "registry": attack, "description_source": attack, "not_auditable": attack}
+                {
+                    "model": attack,
+                    "version": 3,
+                    "registry": attack,
+                    "description_source": attack,
+                    "not_auditable": attack,
+                }
             ],
         ),
-        {("m", 1): f"# card {attack}\n\n[click](javascript:alert(3)) <b onmouseover=alert(4)>x</b>\n\n| a |\n|---|\n| {attack} |\n"},
+        {
+            (
+                "m",
+                1,
+            ): f"# card {attack}\n\n[click](javascript:alert(3)) <b onmouseover=alert(4)>x</b>\n\n| a |\n|---|\n| {attack} |\n"
+        },
     )
     assert set(pages) == {"index.html", "site/models/m/v1/index.html"}
     for html in pages.values():
-        assert "<script" not in html and "<img src=x" not in html and "href=\"javascript:" not in html
+        assert "<script" not in html and "<img src=x" not in html and 'href="javascript:' not in html
         assert "<b onmouseover" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in pages["index.html"]
     assert pages["site/models/m/v1/index.html"].count("&lt;script&gt;alert(1)&lt;/script&gt;") == 3
@@ -210,7 +226,7 @@ def test_report_opens_in_plain_duckdb_from_any_directory(site, tmp_path, monkeyp
     con = duckdb.connect()
     try:
         con.execute(f"ATTACH '{report}' AS r (READ_ONLY)")
-        with pytest.raises(duckdb.Error, match=r"open that file itself as the database .*SET file_search_path"):
+        with pytest.raises(duckdb.Error, match=r"open that file itself as the database.*SET file_search_path"):
             con.execute("SELECT count(*) FROM r.cells").fetchall()
         con.execute(f"SET file_search_path = '{report.parent}'")
         assert con.execute("SELECT count(*) FROM r.cells").fetchone()[0] == 8
