@@ -40,7 +40,7 @@ SITE_DIR = "site"
 
 QUERIES: dict[str, str] = {
     "versions": "SELECT model, version, production, mu, mu_bound, epsilon, epsilon_bound, delta, delta_policy, "
-    "gdp_regret, verdict, claimed_epsilon, claimed_delta, claimed_accountant, claim_status, claim_certified, "
+    "gdp_regret, gdp_regret_bound, verdict, claimed_epsilon, claimed_delta, claimed_accountant, claim_status, claim_certified, "
     "claim_tight_epsilon, evidence_verdict, evidence_mu_lower, sampler, estimate_reason, privacy_unit, "
     "neighbouring, accountant, description, audited_at FROM model_privacy ORDER BY model, version",
     "comparisons": "SELECT model, version, against, other_version, mu_change, less_private, blackwell_verdict, "

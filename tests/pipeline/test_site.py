@@ -164,7 +164,8 @@ def _version(model: str = "m", **over) -> dict:
         "evidence_verdict evidence_mu_lower sampler estimate_reason audited_at".split()
     )
     row.update(model=model, version=1, production=False, mu=0.5, mu_bound="upper", epsilon=1.25, epsilon_bound="upper")
-    row.update(delta=1e-5, delta_policy="fixed", gdp_regret=0.001, verdict="complete", privacy_unit="example")
+    row.update(delta=1e-5, delta_policy="fixed", gdp_regret=0.001, gdp_regret_bound="estimate", verdict="complete")
+    row.update(privacy_unit="example")
     row.update(neighbouring="add_remove", accountant="pld", description="d")
     row.update(over)
     return row
