@@ -380,8 +380,10 @@ def _accountant_part(obj: Any) -> Any:
 def read_opacus_state(path: str | Path, *, use_torch: bool | None = None) -> Any:
     """The state_dict (or history list) an Opacus accountant file holds, as plain Python values.
 
-    ``use_torch``: None (default) uses torch for ``.pt`` files when it is installed; False always uses the
-    restricted reader; True requires torch."""
+    ``use_torch``: None (default) reads every zip-format ``.pt`` file (all torch >= 1.6 writes) with the restricted
+    reader, installed torch or not: one reader, with the same opcode pre-scan, node and depth limits and the same
+    one-line errors everywhere; torch (``torch.load(weights_only=True)``) is used only for a legacy non-zip file
+    when it is installed. False always uses the restricted reader; True requires torch."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -406,7 +408,7 @@ def read_opacus_state(path: str | Path, *, use_torch: bool | None = None) -> Any
     if path.suffix.lower() not in (".pt", ".pth"):
         raise TrainingRunFileError(f"{path}: expected a .json or .pt (torch.save) accountant file")
     torch: Any = None
-    if use_torch is not False:
+    if use_torch or (use_torch is None and not zipfile.is_zipfile(io.BytesIO(data))):
         try:
             torch = importlib.import_module("torch")
         except ImportError:
