@@ -134,9 +134,9 @@ class _Planner:
             n1 = length_fn(noise_multiplier=sigma, sampling_rate=q, discretization=d)
             single_bytes += _SINGLE_BYTES_PER_POINT * n1
             if n1 > max_points:
-                raise _Refused(f"{side} single-step support {n1} points at discretization {d:g} > work cap")
+                raise _Refused(f"{side} single-step support {n1:.3g} points at discretization {d:g} > work cap")
             if single_bytes > self.budget.memory_bytes:
-                raise _Refused(f"{side} single-step support {n1} points at discretization {d:g}")
+                raise _Refused(f"{side} single-step support {n1:.3g} points at discretization {d:g}")
         fft_total, support = 0, 0
         for (sigma, q), steps in phases.items():
             single = self._single_step(sigma, q, d, side=side)
@@ -144,7 +144,7 @@ class _Planner:
             fft_total = max(fft_total, pld.fft_bytes(n))
             support += n
         if support > max_points:
-            raise _Refused(f"{side} composed support {support} points at discretization {d:g} > work cap")
+            raise _Refused(f"{side} composed support {support:.3g} points at discretization {d:g} > work cap")
         guard = 2 if (self.add_guard and side == "pessimistic") else 1
         mem = self._within_budget(single_bytes, fft_total, guard, support, len(phases), d, what=f"{side} ")
         return support, mem
@@ -182,5 +182,5 @@ class _Planner:
         exceeds the memory budget."""
         mem = int(single_bytes + fft_bytes * guard + (_CURVE_BYTES_PER_POINT + 16 * (parts > 1)) * support)
         if mem > self.budget.memory_bytes:
-            raise _Refused(f"{what}composed support {support} points at discretization {d:g} (~{mem / 2**20:.0f} MiB)")
+            raise _Refused(f"{what}composed support {support:.3g} points at discretization {d:g} (~{mem / 2**20:.0f} MiB)")
         return mem

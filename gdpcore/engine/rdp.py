@@ -13,6 +13,7 @@ from gdpcore.engine.results import Curves, Provenance
 from gdpcore.mechanisms import Mechanism
 
 _RDP_EPS_POINTS = 400
+_RDP_FLOOR = 1e-12
 
 
 def kind_rdp_curve(mechanism: Mechanism, *, deadline: Deadline | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -60,6 +61,9 @@ def rdp_fallback(mechanism: Mechanism, reason: str, *, deadline: Deadline | None
         orders, curve_rdp = kind_rdp_curve(mechanism, deadline=deadline)
     except _Refused as why:
         raise BudgetExceededError(f"budget_exceeded: {reason}; {why}") from None
+    # dp_accounting's conversions take log1p(-e^-r) at some order: an RDP value below ~1e-16 (a noise of 1e100
+    # sigmas) rounds e^-r to 1 there. Raising the curve to _RDP_FLOOR only loosens the bound.
+    curve_rdp = np.maximum(curve_rdp, _RDP_FLOOR)
     e_max = max(float(rdp.compute_epsilon(orders, curve_rdp, 1e-12)[0]), 1e-3)
     eps = np.linspace(0.0, e_max, _RDP_EPS_POINTS)
     delta = np.array([rdp.compute_delta(orders, curve_rdp, float(e))[0] for e in eps])

@@ -18,8 +18,10 @@ __all__ = ["KARY_RANDOMIZED_RESPONSE", "RANDOMIZED_RESPONSE"]
 
 
 def _rr_noise_parameter(epsilon: float) -> float:
-    # Binary RR reporting the truth w.p. e^eps/(1+e^eps) is dp_accounting's RR with noise parameter 2/(1+e^eps).
-    return 2.0 / (1.0 + math.exp(epsilon))
+    # Binary RR reporting the truth w.p. e^eps/(1+e^eps) is dp_accounting's RR with noise parameter 2/(1+e^eps),
+    # written 2 e^-eps / (1 + e^-eps) so that a large eps underflows to 0 instead of overflowing.
+    tail = math.exp(-epsilon)
+    return 2.0 * tail / (1.0 + tail)
 
 
 RANDOMIZED_RESPONSE = KindSpec(
@@ -33,6 +35,8 @@ RANDOMIZED_RESPONSE = KindSpec(
         value_discretization_interval=step,
     ),
     pure_epsilon=lambda m: m.epsilon,
+    # Beyond eps ~ 745 the noise parameter underflows to 0, which dp_accounting cannot take: never planned.
+    construction_points=lambda m, n: n if _rr_noise_parameter(m.epsilon) > 0.0 else math.inf,
     rdp=lambda m, t: (formulas.rdp_randomized_response(m.epsilon, t), "exact"),
     # eps(t)/t is largest as t -> 1, where it is the KL divergence eps tanh(eps/2).
     rho=lambda m: (m.epsilon * math.tanh(m.epsilon / 2.0), "exact", "one"),

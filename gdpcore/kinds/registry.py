@@ -88,9 +88,10 @@ class KindSpec:
     """The integer parameter that counts independent sequential runs of one step (``"steps"``), if the kind has one:
     the instance with it set to 1 is one step, and its ``pld`` hook the single step's PLD. The engine composes the
     steps itself (:func:`single_steps`), with a round-off bound; None for one-shot kinds."""
-    construction_points: Callable[[Any], float] | None = None
-    """Points the kind's dp_accounting construction of one step enumerates besides its loss lattice (the discrete
-    kinds' integer outputs), for the planner (:func:`pld_points`); None when it enumerates nothing else."""
+    construction_points: Callable[[Any, float], float] | None = None
+    """``(one step, lattice points) -> points`` its construction works on, when that is more than its loss lattice
+    (the discrete kinds' integer outputs, a mixture's components per loss), for the planner (:func:`pld_points`);
+    None: the lattice."""
 
     @property
     def name(self) -> str:
@@ -480,10 +481,11 @@ def pld_points(mechanism: Mechanism, *, step: float) -> float:
             else:
                 rho = max(float(r) for r, _, _ in evaluate(mechanism, "rho"))
                 span = 2.0 * rho + 2.0 * _TAIL_Z * math.sqrt(2.0 * rho)
-            extra = 0.0 if spec.construction_points is None else float(spec.construction_points(mechanism))
+            points = span / step + 3.0
+            if spec.construction_points is not None:
+                points = float(spec.construction_points(mechanism, points))
         except (OverflowError, ZeroDivisionError):
             return math.inf
-    points = span / step + extra + 3.0
     return points if math.isfinite(points) else math.inf
 
 
