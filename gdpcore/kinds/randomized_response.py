@@ -19,7 +19,9 @@ __all__ = ["KARY_RANDOMIZED_RESPONSE", "RANDOMIZED_RESPONSE"]
 
 def _rr_noise_parameter(epsilon: float) -> float:
     # Binary RR reporting the truth w.p. e^eps/(1+e^eps) is dp_accounting's RR with noise parameter 2/(1+e^eps),
-    # written 2 e^-eps / (1 + e^-eps) so that a large eps underflows to 0 instead of overflowing.
+    # written 2 e^-eps / (1 + e^-eps) past eps = 700, so that it underflows to 0 instead of overflowing.
+    if epsilon <= 700.0:
+        return 2.0 / (1.0 + math.exp(epsilon))
     tail = math.exp(-epsilon)
     return 2.0 * tail / (1.0 + tail)
 
