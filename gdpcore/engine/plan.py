@@ -182,5 +182,7 @@ class _Planner:
         exceeds the memory budget."""
         mem = int(single_bytes + fft_bytes * guard + (_CURVE_BYTES_PER_POINT + 16 * (parts > 1)) * support)
         if mem > self.budget.memory_bytes:
-            raise _Refused(f"{what}composed support {support:.3g} points at discretization {d:g} (~{mem / 2**20:.0f} MiB)")
+            raise _Refused(
+                f"{what}composed support {support:.3g} points at discretization {d:g} (~{mem / 2**20:.0f} MiB)"
+            )
         return mem

@@ -62,7 +62,9 @@ def optimistic_curve(
     """
     if phases is None:
         # Every other mechanism: its optimistic single steps (generic_parts), composed below like a schedule.
-        phases = [(single, steps) for single, _, steps in generic_parts(mechanism, step, side="optimistic", check=check)]
+        phases = [
+            (single, steps) for single, _, steps in generic_parts(mechanism, step, side="optimistic", check=check)
+        ]
     # FFT wrap-around slack: 1e-4 of the smallest query (the buffer then needs no more than the output window;
     # pld.WRAP_TAIL), but never below WRAP_TAIL: reads below ~1e-30 (mu read at FPR 1.6e-37 in
     # tests/test_properties.py::test_mu_when_the_curve_hugs_the_axes) would otherwise ask for longer buffers.
