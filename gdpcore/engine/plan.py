@@ -111,8 +111,8 @@ class _Planner:
         if deadline is not None and points / _CONSTRUCTION_POINTS_PER_SECOND > deadline.remaining():
             raise _Refused(
                 f"single steps of ~{points:.3g} points at discretization {d:g} (~"
-                f"{points / _CONSTRUCTION_POINTS_PER_SECOND:.3g} s) would outlast the time budget of"
-                f" {deadline.seconds:g} s"
+                f"{points / _CONSTRUCTION_POINTS_PER_SECOND:.3g} s) would outlast the {max(deadline.remaining(), 0):.3g}"
+                " s left of the time budget"
             )
         return _SINGLE_BYTES_PER_POINT * points
 
