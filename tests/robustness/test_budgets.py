@@ -29,7 +29,7 @@ import gdpcore
 from flows.cli import main
 from gdpcore import closed_form, events, kinds, mechanisms
 from gdpcore.accounting import build_pld, loss_pmfs
-from gdpcore.engine.plan import BudgetExceededError
+from gdpcore.engine import BudgetExceededError
 from gdpcore.kinds import formulas
 from tests.robustness.conftest import REPO, base_env
 
