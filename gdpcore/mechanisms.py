@@ -511,7 +511,8 @@ class KaryRandomizedResponse(Mechanism):
     @property
     def effective_noise_parameter(self) -> float:
         """p' = 1 - q (1 - p): the noise parameter of the same output law without subsampling."""
-        return 1.0 - self.sampling_rate * (1.0 - self.noise_parameter)
+        # As q p + (1 - q): both terms >= 0, so a tiny p at q = 1 is kept (1 - (1 - 1e-300) would round to 0).
+        return self.sampling_rate * self.noise_parameter + (1.0 - self.sampling_rate)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -137,7 +137,7 @@ def amplified_epsilon(eps0: float, q: float) -> float:
 def rdp_kary_randomized_response(p: float, k: int, t: np.ndarray) -> np.ndarray:
     """Exact replace-one RDP of k-ary RR: outputs x, x' carry (A, B) and (B, A), A = 1 - p + p/k, B = p/k, the other
     k - 2 outputs B each: eps(t) = log(A^t B^(1-t) + B^t A^(1-t) + (k - 2) B) / (t - 1)."""
-    la, lb = math.log1p(-p + p / k), math.log(p / k)
+    la, lb = math.log1p(-p + p / k), math.log(p) - math.log(k)  # p / k may underflow (p = 1e-300, k = 1e18)
     terms = [t * la + (1 - t) * lb, t * lb + (1 - t) * la]
     if k > 2:
         terms.append(np.full_like(t, math.log(k - 2) + lb))

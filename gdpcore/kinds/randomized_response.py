@@ -52,7 +52,10 @@ RANDOMIZED_RESPONSE = KindSpec(
 # -- k-ary randomized response (optionally Poisson-subsampled) ---------------------------------------------------------
 def _krr_eps(m: KaryRandomizedResponse) -> float:
     p = m.effective_noise_parameter
-    return math.log1p(m.num_buckets * (1.0 - p) / p)
+    ratio = m.num_buckets * (1.0 - p) / p
+    if math.isfinite(ratio):
+        return math.log1p(ratio)
+    return math.log(m.num_buckets) + math.log1p(-p) - math.log(p)  # the ratio overflows (p = 1e-300, k = 1e18)
 
 
 def _krr_event(m: KaryRandomizedResponse) -> dp_accounting.DpEvent:
