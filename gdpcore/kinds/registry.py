@@ -471,7 +471,7 @@ def pld_points(mechanism: Mechanism, *, step: float) -> float:
     loss has mean rho and standard deviation sqrt(2 rho) for the Gaussians (Bun & Steinke 2016 Sec. 3; rho from the
     kind's ``rho`` hook, an upper bound for every kind), and dp_accounting keeps about ``_TAIL_Z`` deviations either
     side: 2 rho + 2 ``_TAIL_Z`` sqrt(2 rho). An estimate for planning (never a number anyone reads); it errs large.
-    Overflow (a tiny sigma) gives inf: refused."""
+    Overflow gives inf: refused. A step with neither bound (rho = inf) is sized by ``construction_points`` alone."""
     spec = get(mechanism)
     with np.errstate(over="ignore"):
         try:
@@ -480,7 +480,9 @@ def pld_points(mechanism: Mechanism, *, step: float) -> float:
                 span = 2.0 * eps
             else:
                 rho = max(float(r) for r, _, _ in evaluate(mechanism, "rho"))
-                span = 2.0 * rho + 2.0 * _TAIL_Z * math.sqrt(2.0 * rho)
+                # No zCDP bound either (a user-supplied curve with mass at +inf): the loss span is unknown here, and
+                # such a construction is bounded by its own input (or by its construction_points).
+                span = 2.0 * rho + 2.0 * _TAIL_Z * math.sqrt(2.0 * rho) if math.isfinite(rho) else 0.0
             points = span / step + 3.0
             if spec.construction_points is not None:
                 points = float(spec.construction_points(mechanism, points))
