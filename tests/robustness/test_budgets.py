@@ -208,23 +208,36 @@ def _opacus_zip(tmp_path, phases: int):
 
 
 @pytest.mark.parametrize("phases", [1000, 10000])
-def test_a_long_opacus_history_ends_within_the_time_budget(tmp_path, capsys, phases):
-    """A 1,000-phase history answered after 156 s, a 10,000-phase one used 7.7 GB over 257 s: now a row or a
-    one-line refusal within the (here 8 s) budget plus one bounded piece of work; memory stays small."""
+def test_a_long_opacus_history_ends_within_the_time_budget(tmp_path, phases):
+    """A 1,000-phase history answered after 156 s, a 10,000-phase one used 7.7 GB over 257 s: the engine now gives a
+    row (or a one-line refusal) within the (here 8 s) budget plus one bounded piece of work; memory stays small."""
     import resource
 
-    path = _opacus_zip(tmp_path, phases)
+    from tasks.training_runs import load_opacus_file
+
+    run = load_opacus_file(_opacus_zip(tmp_path, phases))
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    rc = main(["analyze", "--opacus", str(path), "--time-budget", "8"])
+    try:
+        report = gdpcore.analyze(run.mechanism, time_budget_seconds=8.0)
+    except BudgetExceededError as exc:
+        assert "budget_exceeded" in str(exc) and "\n" not in str(exc)
+    else:
+        assert report.status.startswith("over_budget") and report.bound_types["epsilon"] == "upper"
+        # Every phase is a Poisson-subsampled Gaussian with q = 0.01 and sigma <= sigma_max, so the history is at
+        # least as risky as all its steps at sigma_max (more noise is post-processing): dp_accounting's optimistic
+        # PLD of that (privacy buckets rounded down, a lower estimate) bounds the truth, hence the fallback, below.
+        from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+        sigma_max = 1.0 + 1e-4 * (phases - 1)
+        single = pld_lib.from_gaussian_mechanism(
+            sigma_max, sampling_prob=0.01, pessimistic_estimate=False, value_discretization_interval=1e-3
+        )
+        low = single.self_compose(10 * phases).get_epsilon_for_delta(DELTA)
+        assert low <= report.epsilon(DELTA) < math.inf, (low, report.epsilon(DELTA))
     wall = time.perf_counter() - t0
-    out, err = capsys.readouterr()
     assert wall < 8 + 20, wall  # generous for a loaded machine: the overrun is one single step or one RDP leaf
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 1024 * 1024  # KiB: < 1 GiB grown
-    if rc == 0:
-        assert "(upper)" in out and "over_budget" in out
-    else:
-        assert rc == 2 and err.count("\n") == 1 and "budget_exceeded" in err, err
 
 
 def test_the_fallback_coarsens_a_long_schedule_to_a_valid_upper_bound():
