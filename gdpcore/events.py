@@ -41,6 +41,7 @@ import dp_accounting
 from dp_accounting import dp_event as _dp_event_module
 
 from gdpcore import kinds
+from gdpcore._validation import bounded_repr
 from gdpcore.mechanisms import NEIGHBOURING_RELATIONS, Mechanism
 
 __all__ = [
@@ -129,9 +130,13 @@ def _check_number(path: str, value: Any, *, integer: bool) -> Any:
                 raise ValueError(f"{path} must be an integer, got {value!r}")
             value = int(value)
         return value
-    if not math.isfinite(value):
-        raise ValueError(f"{path} must be a finite number, got {value!r}")
-    return float(value)
+    try:
+        out = float(value)
+    except OverflowError:  # an integer beyond the float range (10**400)
+        out = math.inf
+    if not math.isfinite(out):
+        raise ValueError(f"{path} must be a finite number, got {bounded_repr(value)}")
+    return out
 
 
 def _kind_of(annotation: Any) -> str:

@@ -29,7 +29,17 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from gdpcore._validation import Choice, Constraint, Count, Positive, Probability, check_probability
+from gdpcore._validation import (
+    Choice,
+    Constraint,
+    Count,
+    Positive,
+    Probability,
+    bounded_repr,
+    check_count,
+    check_positive,
+    check_probability,
+)
 
 __all__ = [
     "NEIGHBOURING_RELATIONS",
@@ -210,6 +220,58 @@ class Mechanism:
         return value
 
 
+MIN_REAL, MAX_REAL = 1e-100, 1e100
+"""The range of every real mechanism parameter (noise scales, sensitivities, rho, list entries): beyond it the privacy
+loss's own scale (1 / sigma^2, sensitivity / scale, e^eps) leaves double precision, and a float's square overflows,
+so no bound could be computed; inside it every kind's bounds stay finite (a tiny noise gives a huge, labelled eps)."""
+MAX_COUNT = 10**18
+"""The largest integer mechanism parameter (steps, sensitivities, sizes, repetition counts): every count is carried as
+a float by the accountants (RDP and zCDP scale with it), exact up to 2^53 and finite far beyond."""
+
+
+MAX_NESTING = 100
+"""The deepest nesting of compositions (:class:`Composed` / :class:`SelfComposed`) a mechanism may have: every walk of
+the tree recurses once per level, and no real schedule nests more than a few levels."""
+
+
+def nesting(mechanism: Mechanism) -> int:
+    """Composition levels above ``mechanism``'s deepest leaf (0 for a leaf), as its constructor measured it."""
+    return int(getattr(mechanism, "_nesting", 0))
+
+
+def _check_nesting(owner: Mechanism, children: Sequence[Mechanism]) -> None:
+    depth = 1 + max(nesting(m) for m in children)
+    if depth > MAX_NESTING:
+        raise ValueError(f"{owner.kind} is nested more than {MAX_NESTING} levels deep: refused")
+    object.__setattr__(owner, "_nesting", depth)
+
+
+class Real(Positive):
+    """A real number in [``MIN_REAL``, ``MAX_REAL``] (every positive real parameter of a mechanism)."""
+
+    def check(self, name: str, value: Any) -> float:
+        out = check_positive(name, value)
+        if not MIN_REAL <= out <= MAX_REAL:
+            raise ValueError(f"{name} must be a real in [{MIN_REAL:g}, {MAX_REAL:g}], got {bounded_repr(value)}")
+        return out
+
+    def describe(self) -> str:
+        return f"real in [{MIN_REAL:g}, {MAX_REAL:g}]"
+
+
+class BoundedCount(Count):
+    """An integer in [``minimum``, ``MAX_COUNT``] (integral floats accepted)."""
+
+    def check(self, name: str, value: Any) -> int:
+        out = check_count(name, value, minimum=self.minimum)
+        if out > MAX_COUNT:
+            raise ValueError(f"{name} must be an integer in [{self.minimum}, 10**18], got {bounded_repr(value)}")
+        return out
+
+    def describe(self) -> str:
+        return f"integer >= {self.minimum} (at most 10**18)"
+
+
 _SENSITIVITY_DOC = "sensitivity of the released query under the neighbouring relation (noise is in units of it)"
 _RELATION_DOC = "neighbouring relation the guarantee is stated for"
 
@@ -234,8 +296,8 @@ class Gaussian(Mechanism):
     """
 
     kind: ClassVar[str] = "gaussian"
-    noise_multiplier: float = param("noise standard deviation in units of the L2 sensitivity", Positive())
-    sensitivity: float = param("L2 " + _SENSITIVITY_DOC, Positive(), default=1.0)
+    noise_multiplier: float = param("noise standard deviation in units of the L2 sensitivity", Real())
+    sensitivity: float = param("L2 " + _SENSITIVITY_DOC, Real(), default=1.0)
     neighbouring: str = param(_RELATION_DOC, Choice(NEIGHBOURING_RELATIONS), default="add_remove")
 
 
@@ -244,8 +306,8 @@ class Laplace(Mechanism):
     """Laplace mechanism: query + Lap(scale); pure (sensitivity/scale)-DP."""
 
     kind: ClassVar[str] = "laplace"
-    scale: float = param("Laplace noise scale b (absolute, not in units of the sensitivity)", Positive())
-    sensitivity: float = param("L1 " + _SENSITIVITY_DOC, Positive(), default=1.0)
+    scale: float = param("Laplace noise scale b (absolute, not in units of the sensitivity)", Real())
+    sensitivity: float = param("L1 " + _SENSITIVITY_DOC, Real(), default=1.0)
     neighbouring: str = param(_RELATION_DOC, Choice(NEIGHBOURING_RELATIONS), default="add_remove")
 
     @property
@@ -263,7 +325,7 @@ class RandomizedResponse(Mechanism):
     kind: ClassVar[str] = "randomized_response"
     epsilon: float = param(
         "pure-DP parameter: the true bit is reported with probability e^eps / (1 + e^eps)",
-        Positive(),
+        Real(),
         lake_column="rr_epsilon",
     )
     neighbouring: str = param(
@@ -280,10 +342,10 @@ class SubsampledGaussian(Mechanism):
     """
 
     kind: ClassVar[str] = "subsampled_gaussian"
-    noise_multiplier: float = param("noise standard deviation in units of the clipping norm", Positive())
+    noise_multiplier: float = param("noise standard deviation in units of the clipping norm", Real())
     sampling_rate: float = _poisson_sampling_rate()
-    steps: int = param("number of composed steps", Count())
-    sensitivity: float = param("clipping norm (L2 sensitivity of one record's contribution)", Positive(), default=1.0)
+    steps: int = param("number of composed steps", BoundedCount())
+    sensitivity: float = param("clipping norm (L2 sensitivity of one record's contribution)", Real(), default=1.0)
     neighbouring: str = _poisson_neighbouring()
 
 
@@ -292,8 +354,8 @@ class DiscreteGaussian(Mechanism):
     """Discrete Gaussian mechanism on the integers (Canonne, Kamath, Steinke 2020), integer sensitivity."""
 
     kind: ClassVar[str] = "discrete_gaussian"
-    sigma: float = param("scale parameter of the discrete Gaussian on the integers", Positive())
-    sensitivity: int = param("integer L1 / L2 " + _SENSITIVITY_DOC, Count(), default=1)
+    sigma: float = param("scale parameter of the discrete Gaussian on the integers", Real())
+    sensitivity: int = param("integer L1 / L2 " + _SENSITIVITY_DOC, BoundedCount(), default=1)
     neighbouring: str = param(_RELATION_DOC, Choice(NEIGHBOURING_RELATIONS), default="add_remove")
 
 
@@ -315,12 +377,17 @@ class NonNegative(Constraint):
     type = float
 
     def check(self, name: str, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not (value >= 0 and value < float("inf")):
-            raise ValueError(f"{name} must be a finite real >= 0, got {value!r}")
-        return float(value)
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        try:
+            out = float(value) if ok else math.nan
+        except OverflowError:  # an int beyond the float range
+            out = math.inf
+        if not 0 <= out <= MAX_REAL:
+            raise ValueError(f"{name} must be a real in [0, {MAX_REAL:g}], got {bounded_repr(value)}")
+        return out
 
     def describe(self) -> str:
-        return "real >= 0"
+        return f"real in [0, {MAX_REAL:g}]"
 
 
 class FloatList(Constraint):
@@ -348,8 +415,8 @@ class FloatList(Constraint):
                 nums.append(float(v))
         else:
             raise ValueError(f"{name} must be a non-empty list of numbers, got {value!r}")
-        if not nums or any(not (x >= 0 and x < float("inf")) for x in nums):
-            raise ValueError(f"{name} must hold finite reals >= 0, got {value!r}")
+        if not nums or any(not (0 <= x <= MAX_REAL) for x in nums):
+            raise ValueError(f"{name} must hold reals in [0, {MAX_REAL:g}], got {bounded_repr(value)}")
         if self.kind == "probabilities":
             if any(x > 1 for x in nums) or abs(sum(nums) - 1.0) > 1e-9:
                 raise ValueError(f"{name} must be probabilities summing to 1, got {value!r}")
@@ -381,8 +448,8 @@ class DiscreteLaplace(Mechanism):
     """
 
     kind: ClassVar[str] = "discrete_laplace"
-    noise_parameter: float = param("parameter a of the discrete Laplace noise, P(z) ~ exp(-a |z|)", Positive())
-    sensitivity: int = param("integer L1 sensitivity of the released integer query", Count(), default=1)
+    noise_parameter: float = param("parameter a of the discrete Laplace noise, P(z) ~ exp(-a |z|)", Real())
+    sensitivity: int = param("integer L1 sensitivity of the released integer query", BoundedCount(), default=1)
     neighbouring: str = param(
         _RELATION_DOC + " (dp_accounting accounts for this event under add_remove only)",
         Choice(("add_remove",)),
@@ -396,10 +463,10 @@ class SubsampledLaplace(Mechanism):
     probability ``sampling_rate`` and the L1-clipped sum is released with Lap(scale) noise per coordinate."""
 
     kind: ClassVar[str] = "subsampled_laplace"
-    scale: float = param("Laplace noise scale b (absolute, not in units of the sensitivity)", Positive())
+    scale: float = param("Laplace noise scale b (absolute, not in units of the sensitivity)", Real())
     sampling_rate: float = _poisson_sampling_rate()
-    steps: int = param("number of composed steps", Count(), default=1)
-    sensitivity: float = param("L1 norm bound of one record's contribution", Positive(), default=1.0)
+    steps: int = param("number of composed steps", BoundedCount(), default=1)
+    sensitivity: float = param("L1 norm bound of one record's contribution", Real(), default=1.0)
     neighbouring: str = _poisson_neighbouring()
 
 
@@ -408,10 +475,10 @@ class SubsampledDiscreteLaplace(Mechanism):
     """``steps`` compositions of a Poisson-subsampled discrete Laplace mechanism (add/remove)."""
 
     kind: ClassVar[str] = "subsampled_discrete_laplace"
-    noise_parameter: float = param("parameter a of the discrete Laplace noise, P(z) ~ exp(-a |z|)", Positive())
+    noise_parameter: float = param("parameter a of the discrete Laplace noise, P(z) ~ exp(-a |z|)", Real())
     sampling_rate: float = _poisson_sampling_rate()
-    steps: int = param("number of composed steps", Count(), default=1)
-    sensitivity: int = param("integer L1 norm bound of one record's contribution", Count(), default=1)
+    steps: int = param("number of composed steps", BoundedCount(), default=1)
+    sensitivity: int = param("integer L1 norm bound of one record's contribution", BoundedCount(), default=1)
     neighbouring: str = _poisson_neighbouring()
 
 
@@ -431,7 +498,7 @@ class KaryRandomizedResponse(Mechanism):
     noise_parameter: float = param(
         "probability p of replacing the true category by a uniformly random one", OpenProbability()
     )
-    num_buckets: int = param("number of categories k", Count(minimum=2), lake_column="rr_num_buckets")
+    num_buckets: int = param("number of categories k", BoundedCount(minimum=2), lake_column="rr_num_buckets")
     sampling_rate: float = param(
         "probability that a respondent takes part (one who does not outputs a uniformly random category)",
         Probability(),
@@ -444,7 +511,8 @@ class KaryRandomizedResponse(Mechanism):
     @property
     def effective_noise_parameter(self) -> float:
         """p' = 1 - q (1 - p): the noise parameter of the same output law without subsampling."""
-        return 1.0 - self.sampling_rate * (1.0 - self.noise_parameter)
+        # As q p + (1 - q): both terms >= 0, so a tiny p at q = 1 is kept (1 - (1 - 1e-300) would round to 0).
+        return self.sampling_rate * self.noise_parameter + (1.0 - self.sampling_rate)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -459,11 +527,11 @@ class SampledWithoutReplacementGaussian(Mechanism):
     """
 
     kind: ClassVar[str] = "sampled_without_replacement_gaussian"
-    noise_multiplier: float = param(_RECORD_BOUND_DOC, Positive())
-    dataset_size: int = param("number of records the batches are drawn from (public)", Count(minimum=2))
-    batch_size: int = param("records per batch (fixed)", Count())
-    steps: int = param("number of composed steps", Count(), default=1)
-    sensitivity: float = param("clipping norm C (one record's L2 norm bound)", Positive(), default=1.0)
+    noise_multiplier: float = param(_RECORD_BOUND_DOC, Real())
+    dataset_size: int = param("number of records the batches are drawn from (public)", BoundedCount(minimum=2))
+    batch_size: int = param("records per batch (fixed)", BoundedCount())
+    steps: int = param("number of composed steps", BoundedCount(), default=1)
+    sensitivity: float = param("clipping norm C (one record's L2 norm bound)", Real(), default=1.0)
     neighbouring: str = param(
         _RELATION_DOC + " (fixed-size batches: replace_one only)", Choice(("replace_one",)), default="replace_one"
     )
@@ -487,7 +555,7 @@ class MixtureOfGaussians(Mechanism):
 
     kind: ClassVar[str] = "mixture_of_gaussians"
     standard_deviation: float = param(
-        "standard deviation s of the Gaussian noise, in units of one record's norm bound", Positive()
+        "standard deviation s of the Gaussian noise, in units of one record's norm bound", Real()
     )
     sensitivities: str = param("the sensitivities c_i (comma separated, >= 0)", FloatList())
     probabilities: str = param(
@@ -495,7 +563,7 @@ class MixtureOfGaussians(Mechanism):
         FloatList(kind="probabilities"),
         lake_column="mixture_probabilities",
     )
-    steps: int = param("number of composed steps", Count(), default=1)
+    steps: int = param("number of composed steps", BoundedCount(), default=1)
     neighbouring: str = param(
         _RELATION_DOC + " (dp_accounting: add_remove only)", Choice(("add_remove",)), default="add_remove"
     )
@@ -521,8 +589,8 @@ class TreeAggregation(Mechanism):
     replaced by zero."""
 
     kind: ClassVar[str] = "tree_aggregation"
-    noise_multiplier: float = param("noise standard deviation per node in units of the clipping norm C", Positive())
-    steps: int = param("number of leaves (steps) of the tree; several trees: the largest", Count())
+    noise_multiplier: float = param("noise standard deviation per node in units of the clipping norm C", Real())
+    steps: int = param("number of leaves (steps) of the tree; several trees: the largest", BoundedCount())
     neighbouring: str = param(
         _RELATION_DOC + " (a record's contribution replaced by zero: dp_accounting's REPLACE_SPECIAL)",
         Choice(("add_remove",)),
@@ -545,11 +613,11 @@ class TruncatedSubsampledGaussian(Mechanism):
     """
 
     kind: ClassVar[str] = "truncated_subsampled_gaussian"
-    noise_multiplier: float = param(_RECORD_BOUND_DOC, Positive())
+    noise_multiplier: float = param(_RECORD_BOUND_DOC, Real())
     sampling_rate: float = _poisson_sampling_rate()
-    dataset_size: int = param("number of records sampled from", Count())
-    truncated_batch_size: int = param("largest batch kept (larger samples are truncated at random)", Count())
-    steps: int = param("number of composed steps", Count(), default=1)
+    dataset_size: int = param("number of records sampled from", BoundedCount())
+    truncated_batch_size: int = param("largest batch kept (larger samples are truncated at random)", BoundedCount())
+    steps: int = param("number of composed steps", BoundedCount(), default=1)
     neighbouring: str = param(_RELATION_DOC, Choice(NEIGHBOURING_RELATIONS), default="add_remove")
 
 
@@ -560,7 +628,7 @@ class ZCDP(Mechanism):
     implies, so every report of it gives upper ends only; lower ends are unavailable (NaN), never a lower bound."""
 
     kind: ClassVar[str] = "zcdp"
-    rho: float = param("zCDP parameter rho (RDP slope)", Positive())
+    rho: float = param("zCDP parameter rho (RDP slope)", Real())
     xi: float = param("additive constant xi of the RDP bound (0 for rho-zCDP)", NonNegative(), default=0.0)
     neighbouring: str = param(
         _RELATION_DOC + " the statement was made for", Choice(NEIGHBOURING_RELATIONS), default="add_remove"
@@ -577,13 +645,13 @@ class Composed(Mechanism):
     def __post_init__(self) -> None:
         mechs = self.mechanisms
         if isinstance(mechs, (str, bytes, Mapping)) or not isinstance(mechs, Sequence):
-            raise ValueError(f"mechanisms must be a list of mechanisms, got {mechs!r}")
+            raise ValueError(f"mechanisms must be a list of mechanisms, got {bounded_repr(mechs)}")
         mechs = tuple(mechs)
         if not mechs:
             raise ValueError("mechanisms must not be empty, got []")
         for i, m in enumerate(mechs):
             if not isinstance(m, Mechanism):
-                raise ValueError(f"mechanisms[{i}] must be a mechanism, got {m!r}")
+                raise ValueError(f"mechanisms[{i}] must be a mechanism, got {bounded_repr(m)}")
         relations = {m.neighbouring_relation for m in mechs}
         if len(relations) > 1:
             raise ValueError(
@@ -591,6 +659,7 @@ class Composed(Mechanism):
                 "stated for different adjacency notions has no meaning"
             )
         object.__setattr__(self, "mechanisms", mechs)
+        _check_nesting(self, mechs)
 
     @property
     def neighbouring_relation(self) -> str:
@@ -603,28 +672,33 @@ class SelfComposed(Mechanism):
 
     kind: ClassVar[str] = "self_composed"
     mechanism: Mechanism = _nested(False, "the mechanism run repeatedly")
-    count: int = param("number of runs", Count())
+    count: int = param("number of runs", BoundedCount())
 
     def __post_init__(self) -> None:
         if not isinstance(self.mechanism, Mechanism):
-            raise ValueError(f"mechanism must be a mechanism, got {self.mechanism!r}")
+            raise ValueError(f"mechanism must be a mechanism, got {bounded_repr(self.mechanism)}")
         super().__post_init__()
+        _check_nesting(self, [self.mechanism])
 
     @property
     def neighbouring_relation(self) -> str:
         return self.mechanism.neighbouring_relation
 
 
-def mechanism_from_dict(data: Mapping[str, Any], *, _path: str = "mechanism") -> Mechanism:
+def mechanism_from_dict(data: Mapping[str, Any], *, _path: str = "mechanism", _depth: int = 0) -> Mechanism:
     """Inverse of :meth:`Mechanism.to_dict`. Unknown kinds and fields raise ``ValueError`` naming the path.
 
     Kinds are looked up by the ``kind`` every :class:`Mechanism` subclass declares, so every kind round-trips.
     """
     if not isinstance(data, Mapping):
-        raise ValueError(f"{_path} must be a mapping with a 'kind' key, got {data!r}")
+        raise ValueError(f"{_path} must be a mapping with a 'kind' key, got {bounded_repr(data)}")
+    if _depth > MAX_NESTING:
+        raise ValueError(f"mechanism is nested more than {MAX_NESTING} levels deep: refused")
     kind = data.get("kind")
     if not (isinstance(kind, str) and kind in _CLASSES):
-        raise ValueError(f"{_path}.kind must be one of {', '.join(map(repr, sorted(_CLASSES)))}, got {kind!r}")
+        raise ValueError(
+            f"{_path}.kind must be one of {', '.join(map(repr, sorted(_CLASSES)))}, got {bounded_repr(kind)}"
+        )
     cls = _CLASSES[kind]
     field_names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(data) - field_names - {"kind"}
@@ -637,10 +711,12 @@ def mechanism_from_dict(data: Mapping[str, Any], *, _path: str = "mechanism") ->
             continue
         if nested.get(name) == "many":
             if not isinstance(value, list | tuple):
-                raise ValueError(f"{_path}.{name} must be a list, got {value!r}")
-            value = tuple(mechanism_from_dict(v, _path=f"{_path}.{name}[{i}]") for i, v in enumerate(value))
+                raise ValueError(f"{_path}.{name} must be a list, got {bounded_repr(value)}")
+            value = tuple(
+                mechanism_from_dict(v, _path=f"{_path}.{name}[{i}]", _depth=_depth + 1) for i, v in enumerate(value)
+            )
         elif nested.get(name) == "one":
-            value = mechanism_from_dict(value, _path=f"{_path}.{name}")
+            value = mechanism_from_dict(value, _path=f"{_path}.{name}", _depth=_depth + 1)
         kwargs[name] = value
     try:
         return cls(**kwargs)

@@ -29,9 +29,14 @@ Modules, one concern each:
   phase.
 * :mod:`~gdpcore.engine.plan` - **the planner**: the working memory of a computation (single steps, FFT buffers,
   curve arrays) is estimated in closed form or from the single steps' Chernoff windows *before* anything large is
-  allocated; a step whose plan exceeds ``Budget.memory_bytes`` is refused, and a time budget stops refinement when
-  the next round would not fit in ``Budget.seconds``. When even the coarsest step is refused, the result is
-  dp_accounting's RDP bound (:mod:`~gdpcore.engine.rdp`: looser, valid, labelled ``rdp_fallback``).
+  allocated - dp_accounting's single-step constructions too (:func:`gdpcore.kinds.pld_points`, in bytes and
+  seconds); a step whose plan exceeds ``Budget.memory_bytes`` is refused, and a time budget stops refinement when
+  the next round would not fit in ``Budget.seconds``. On the generic path a deadline (:class:`~gdpcore.engine.plan.
+  Deadline`, ``PLD_TIME_SHARE`` of the budget) is read between pieces of work (each single step, convolution, twin
+  phase). When even the first step is refused, the result is dp_accounting's RDP bound (:mod:`~gdpcore.engine.rdp`:
+  looser, valid, labelled ``rdp_fallback``; its quadratures bounded in memory, long schedules coarsened to a valid
+  upper bound), within the rest of the time budget, or a one-line ``budget_exceeded`` refusal
+  (:class:`~gdpcore.engine.plan.BudgetExceededError`) with no number.
 * :mod:`~gdpcore.engine.subsampled_gaussian` - **the subsampled-Gaussian path** (schedules of Poisson-subsampled
   Gaussians, :mod:`gdpcore.pld`'s vectorised constructions). The pessimistic step comes from an error law
   err(d) ~ c d^2 (connect-the-dots is second order: coarse - fine ~ 3 x the error of fine), measured by a doubling
@@ -69,7 +74,7 @@ from gdpcore.engine.gap import (
 )
 from gdpcore.engine.ladder import GENERIC_START, LADDER_FINEST, LADDER_TOP, ladder_floor, start_step
 from gdpcore.engine.parts import generic_parts
-from gdpcore.engine.plan import DEFAULT_MEMORY_BUDGET, DEFAULT_TIME_BUDGET, Budget
+from gdpcore.engine.plan import DEFAULT_MEMORY_BUDGET, DEFAULT_TIME_BUDGET, Budget, BudgetExceededError
 from gdpcore.engine.producer import Producer, produce
 from gdpcore.engine.rdp import kind_rdp_curve, rdp_fallback
 from gdpcore.engine.results import PLD_ENGINE, Curves, Provenance
@@ -88,6 +93,7 @@ __all__ = [
     "PLD_ENGINE",
     "TWIN_TAIL_FACTOR",
     "Budget",
+    "BudgetExceededError",
     "Curves",
     "Producer",
     "Provenance",

@@ -139,9 +139,13 @@ class _ProducerBase(_Planner):
                 s = self._single[key] = built
         return s
 
-    def _generic_parts(self, mechanism: Mechanism, d: float, side: str) -> list[tuple[LossPMF, LossPMF | None, int]]:
+    def _generic_parts(
+        self, mechanism: Mechanism, d: float, side: str, check: Callable[[], None] | None = None
+    ) -> list[tuple[LossPMF, LossPMF | None, int]]:
         """:func:`generic_parts` with this producer's caches (Poisson-subsampled Gaussian steps share the SG path's)."""
-        return generic_parts(mechanism, d, side=side, cache=self._generic_singles, sg_single=self._single_step)
+        return generic_parts(
+            mechanism, d, side=side, cache=self._generic_singles, sg_single=self._single_step, check=check
+        )
 
     @staticmethod
     def _fft_len(single: LossPMF, steps: int) -> int | None:
@@ -152,7 +156,11 @@ class _ProducerBase(_Planner):
         return reusable[0] if reusable else None
 
     def _compose_direction(
-        self, parts: list[tuple[LossPMF, int]], *, planned_bytes: float = 0.0
+        self,
+        parts: list[tuple[LossPMF, int]],
+        *,
+        planned_bytes: float = 0.0,
+        check: Callable[[], None] | None = None,
     ) -> tuple[LossPMF, float | None]:
         """One direction's pessimistic composition and, when its tail was tilted, the loss the tilt centres on.
 
@@ -161,7 +169,7 @@ class _ProducerBase(_Planner):
         whose round-off allowance could matter where the report reads gets its tail recomputed tilted towards that
         region (:meth:`_compose_single`, shared with the subsampled-Gaussian path)."""
         if len(parts) > 1:
-            return pld.compose_phases(parts), None
+            return pld.compose_phases(parts, check=check), None
         single, steps = parts[0]
         pmf, _, tilt_loss = self._compose_single(single, steps, planned_bytes=planned_bytes)
         return pmf, tilt_loss

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 from gdpcore import kinds
 from gdpcore.accounting import ACCOUNTANT_NAME
@@ -14,7 +15,7 @@ from gdpcore.curve import (
 from gdpcore.engine.base import _Law, _pmf_diagnostics, _ProducerBase
 from gdpcore.engine.gap import certified_gap
 from gdpcore.engine.ladder import GENERIC_START
-from gdpcore.engine.plan import _SINGLE_BYTES_PER_POINT, _Refused
+from gdpcore.engine.plan import _SINGLE_BYTES_PER_POINT, PLD_TIME_SHARE, Deadline, _Refused
 from gdpcore.engine.rdp import rdp_fallback
 from gdpcore.engine.results import PLD_ENGINE, Curves, Provenance
 from gdpcore.engine.twin import _smallest_query, optimistic_curve
@@ -41,35 +42,51 @@ class _GenericPath(_ProducerBase):
     """The generic path of the producer."""
 
     def _compose_generic(
-        self, parts: list[tuple[LossPMF, LossPMF | None, int]], *, planned_bytes: float = 0.0
+        self,
+        parts: list[tuple[LossPMF, LossPMF | None, int]],
+        *,
+        planned_bytes: float = 0.0,
+        check: Callable[[], None] | None = None,
     ) -> tuple[SymmetricCurve, LossPMF, LossPMF | None, float | None]:
         """The pessimistic curve of ``parts``: remove direction, and the add direction (a symmetric part's add PMF is
         its remove PMF) when any part is asymmetric, the profile being their pointwise max
         (:func:`gdpcore.curve.curve_from_loss_pmf`); each PMF's round-off allowance is added to every atom there.
         Also returns the loss the remove direction's tail was tilted towards (None if not)."""
-        remove, tilt_loss = self._compose_direction([(r, steps) for r, _, steps in parts], planned_bytes=planned_bytes)
+        remove, tilt_loss = self._compose_direction(
+            [(r, steps) for r, _, steps in parts], planned_bytes=planned_bytes, check=check
+        )
         add = None
         if any(a is not None for _, a, _ in parts):
             add, _ = self._compose_direction(
-                [(r if a is None else a, steps) for r, a, steps in parts], planned_bytes=planned_bytes
+                [(r if a is None else a, steps) for r, a, steps in parts], planned_bytes=planned_bytes, check=check
             )
         return curve_from_loss_pmf(remove, add), remove, add, tilt_loss
 
     def _generic(self, mechanism: Mechanism, fixed: float | None, optimistic: bool, t0) -> Curves:
         """Both sides at one step per round (:meth:`_refine_steps` with the first-order ``_GENERIC_LAW``), from
-        ``GENERIC_START``; the RDP fallback when even the first round's plan is refused."""
+        ``GENERIC_START``; the RDP fallback when even the first round's plan is refused.
+
+        Budgets: every round's single steps are sized before dp_accounting builds them
+        (:meth:`plan_single_steps`, bytes and predicted seconds), and the deadline (``PLD_TIME_SHARE`` of the time
+        budget, :class:`Deadline`) is read before each single step, convolution and twin phase; a refusal in the
+        first round leaves the rest of the budget to the RDP fallback."""
         prev: tuple[float, float] | None = None  # (step, single-step bytes) of the last round
+        deadline = Deadline.after(t0, PLD_TIME_SHARE * self.budget.seconds)
+
+        def check() -> None:
+            deadline.check("on the PLD rounds")
 
         def attempt(d: float) -> tuple[tuple[Curves, LossPMF, float | None, float], float | None]:
             nonlocal prev
             if prev is not None and prev[1] * prev[0] / d > self.budget.memory_bytes:
                 # Single steps grow as 1 / step: refuse before dp_accounting builds them.
                 raise _Refused(f"single steps of ~{prev[1] * prev[0] / d:.3g} bytes at discretization {d:g}")
-            parts = self._generic_parts(mechanism, d, "pessimistic")
+            self.plan_single_steps(mechanism, d, deadline)
+            parts = self._generic_parts(mechanism, d, "pessimistic", check)
             smallest = _smallest_query(self.deltas, self.alpha_min, None)
             _, mem = self.plan_generic(parts, d, smallest_query=smallest)
             prev = (d, float(sum(_SINGLE_BYTES_PER_POINT * r.probs.size for r, _, _ in parts)))
-            pess, remove, add, tilt_loss = self._compose_generic(parts, planned_bytes=float(mem))
+            pess, remove, add, tilt_loss = self._compose_generic(parts, planned_bytes=float(mem), check=check)
             diagnostics = _pmf_diagnostics(remove)
             diagnostics["add_direction_gap"] = pess.add_direction_gap
             diagnostics["add_excess_mass"] = 0.0 if add is None else max(0.0, add.p_mass - 1.0)
@@ -78,7 +95,7 @@ class _GenericPath(_ProducerBase):
             if optimistic:
                 smallest = _smallest_query(self.deltas, self.alpha_min, pess)
                 try:
-                    opt_parts = self._generic_parts(mechanism, d, "optimistic")
+                    opt_parts = self._generic_parts(mechanism, d, "optimistic", check)
                     # The optimistic FFTs span the mass down to the wrap-around slack: planned on their own.
                     _, opt_mem = self.plan_generic(opt_parts, d, smallest_query=smallest)
                     singles = [(r, steps) for r, _, steps in opt_parts]
@@ -89,6 +106,7 @@ class _GenericPath(_ProducerBase):
                         smallest,
                         tilt_target=tilt_loss,
                         tilt_max_bytes=self.budget.memory_bytes - opt_mem,
+                        check=check,
                     )
                     gap = certified_gap(pess, opt, deltas=self.deltas, alpha_min=self.alpha_min)
                 except kinds.UnsupportedMechanismError as why:  # a kind with upper bounds only (zCDP, truncated)
@@ -134,7 +152,10 @@ class _GenericPath(_ProducerBase):
             stop=roundoff_dominates,
         )
         if run.best is None:
-            return rdp_fallback(mechanism, f"over_budget: {run.refused} > budget {self.budget.memory_bytes:.0f} bytes")
+            why = str(run.refused)
+            if "time budget" not in why:
+                why += f" > budget {self.budget.memory_bytes:.0f} bytes"
+            return rdp_fallback(mechanism, f"over_budget: {why}", deadline=Deadline.after(t0, self.budget.seconds))
         best: Curves = run.best[0][0]
         prov = best.provenance
         if fixed is None and optimistic and prov.certified_gap is not None and prov.certified_gap > self.tolerance:

@@ -18,6 +18,7 @@ def generic_parts(
     side: str,
     cache: dict | None = None,
     sg_single=None,
+    check=None,
 ) -> list[tuple[LossPMF, LossPMF | None, int]]:
     """``mechanism`` as independent single steps at ``step``: [(remove PMF, add PMF or None if symmetric, count)].
 
@@ -30,6 +31,7 @@ def generic_parts(
     their buckets' Q-mass bounds (``LossPMF.bucket_q_weights``: closed form for Poisson-subsampled Gaussian steps,
     the P-masses for dp_accounting's buckets, whose losses are rounded down). The engine composes the parts with gdpcore.pld's
     round-off-bounded FFT powers.
+    ``check`` (if given) is called before each single step is built (the engine's deadline).
     Raises :class:`gdpcore.kinds.UnsupportedMechanismError` when a leaf has no construction for ``side``.
     """
     if side not in ("pessimistic", "optimistic"):
@@ -42,6 +44,8 @@ def generic_parts(
         key = (leaf.content_hash, float(step), side)
         pair = None if cache is None else cache.get(key)
         if pair is None:
+            if check is not None:
+                check()
             phases = subsampled_gaussian_phases(leaf)
             if phases is not None and len(phases) == 1 and next(iter(phases.values())) == 1:
                 ((sigma, q),) = phases

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -47,6 +48,7 @@ def optimistic_curve(
     *,
     tilt_target: float | None = None,
     tilt_max_bytes: float = math.inf,
+    check: Callable[[], None] | None = None,
 ) -> tuple[SymmetricCurve, str]:
     """The optimistic twin at ``step`` and its label: a curve whose profile is a proven lower bound.
 
@@ -55,18 +57,21 @@ def optimistic_curve(
     for every other mechanism (None: built here). The curve is the hull of the threshold tests {K > k0} on the
     composed bucket index K (``pld.threshold_test_masses``, ``curve.curve_from_threshold_tests``): bucketing is
     post-processing, and both laws of K are convolution powers (P of the bucket masses, Q of the bucket masses moved
-    by e^{-k d}, bounded through each bucket's residual lower bound; 0 for dp_accounting's buckets).
+    by e^{-k d}, bounded through each bucket's residual lower bound; 0 for dp_accounting's buckets). ``check`` (if
+    given) is called between pieces of work (the engine's deadline, :class:`gdpcore.engine.plan.Deadline`).
     """
     if phases is None:
         # Every other mechanism: its optimistic single steps (generic_parts), composed below like a schedule.
-        phases = [(single, steps) for single, _, steps in generic_parts(mechanism, step, side="optimistic")]
+        phases = [
+            (single, steps) for single, _, steps in generic_parts(mechanism, step, side="optimistic", check=check)
+        ]
     # FFT wrap-around slack: 1e-4 of the smallest query (the buffer then needs no more than the output window;
     # pld.WRAP_TAIL), but never below WRAP_TAIL: reads below ~1e-30 (mu read at FPR 1.6e-37 in
     # tests/test_properties.py::test_mu_when_the_curve_hugs_the_axes) would otherwise ask for longer buffers.
     wrap = _wrap_tail(smallest_query)
     composed, slack = pld.optimistic_composition(
-        phases, tilt_target=tilt_target, tilt_max_bytes=tilt_max_bytes, wrap_tail=wrap
+        phases, tilt_target=tilt_target, tilt_max_bytes=tilt_max_bytes, wrap_tail=wrap, check=check
     )
-    _, p_low, q_high = pld.threshold_test_masses(composed, phases)
+    _, p_low, q_high = pld.threshold_test_masses(composed, phases, check=check)
     curve = curve_from_threshold_tests(p_low, q_high, p_slack=slack)
     return curve, "privacy buckets + threshold tests on the composed bucket index"

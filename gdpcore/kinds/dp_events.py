@@ -13,9 +13,11 @@ from typing import Any
 
 import dp_accounting
 
+from gdpcore._validation import bounded_repr
 from gdpcore.kinds._common import floats_text
 from gdpcore.kinds.registry import Unsupported, UnsupportedMechanismError, get, leaf_kinds
 from gdpcore.mechanisms import (
+    MAX_NESTING,
     ZCDP,
     Composed,
     DiscreteLaplace,
@@ -206,7 +208,9 @@ def truncated_subsampled_gaussian_from_event(
     return None
 
 
-def mechanism_from_dp_event(event: dp_accounting.DpEvent, *, neighbouring: str = "add_remove") -> Mechanism:
+def mechanism_from_dp_event(
+    event: dp_accounting.DpEvent, *, neighbouring: str = "add_remove", _depth: int = 0
+) -> Mechanism:
     """The mechanism a dp_accounting ``DpEvent`` describes (the inverse of :func:`to_dp_event`).
 
     DpEvents state noise relative to one record's norm bound and carry no neighbouring relation (see
@@ -216,7 +220,9 @@ def mechanism_from_dp_event(event: dp_accounting.DpEvent, *, neighbouring: str =
     parts dropped). An event no kind describes raises :class:`UnsupportedMechanismError` naming its type.
     """
     if not isinstance(event, dp_accounting.DpEvent):
-        raise ValueError(f"event must be a dp_accounting DpEvent, got {event!r}")
+        raise ValueError(f"event must be a dp_accounting DpEvent, got {bounded_repr(event)}")
+    if _depth > MAX_NESTING:  # each level recurses here and in every later walk of the tree
+        raise ValueError(f"event is nested more than {MAX_NESTING} levels deep: refused")
     if neighbouring not in ("add_remove", "replace_one"):
         raise ValueError(f"neighbouring must be 'add_remove' or 'replace_one', got {neighbouring!r}")
     for name in leaf_kinds():
@@ -228,15 +234,15 @@ def mechanism_from_dp_event(event: dp_accounting.DpEvent, *, neighbouring: str =
     if isinstance(event, dp_accounting.SelfComposedDpEvent):
         if isinstance(event.event, dp_accounting.NoOpDpEvent):
             raise UnsupportedMechanismError("NoOpDpEvent: a release without privacy cost has no mechanism to report")
-        inner = mechanism_from_dp_event(event.event, neighbouring=neighbouring)
+        inner = mechanism_from_dp_event(event.event, neighbouring=neighbouring, _depth=_depth + 1)
         return SelfComposed(mechanism=inner, count=event.count)
     if isinstance(event, dp_accounting.ComposedDpEvent):
         kept = [e for e in event.events if not isinstance(e, dp_accounting.NoOpDpEvent)]
         if not kept:
             raise UnsupportedMechanismError("ComposedDpEvent of NoOpDpEvents only: nothing to report")
-        parts = tuple(mechanism_from_dp_event(e, neighbouring=neighbouring) for e in kept)
+        parts = tuple(mechanism_from_dp_event(e, neighbouring=neighbouring, _depth=_depth + 1) for e in kept)
         return Composed(mechanisms=parts)
     raise UnsupportedMechanismError(
         f"{type(event).__name__} cannot be accounted for under {neighbouring!r}: no registered mechanism kind "
-        f"describes {event!r}"
+        f"describes {bounded_repr(event)}"
     )

@@ -71,22 +71,50 @@ def rdp_randomized_response(eps: float, t: np.ndarray) -> np.ndarray:
     return np.logaddexp(t * lp + (1 - t) * lq, t * lq + (1 - t) * lp) / (t - 1.0)
 
 
+_SG_GRID_POINTS = 2**20
+"""Above this many quadrature points per order, :func:`rdp_subsampled_gaussian` grids the two modes only."""
+_SG_WINDOW = 60.0
+"""Half-width, in sigmas, of each mode's window when the modes are gridded apart."""
+
+
+def _sg_log_integrand(x: np.ndarray, q: float, sigma: float, ti: float) -> np.ndarray:
+    log_phi = -0.5 * (x / sigma) ** 2 - math.log(sigma * math.sqrt(2.0 * math.pi))
+    z = (2.0 * x - 1.0) / (2.0 * sigma**2)
+    # Two branches evaluated everywhere by np.where: clip z so the unused one cannot overflow (z reaches ~1e3
+    # at order 1024 with sigma ~ 1).
+    log_ratio = np.log1p(q * np.expm1(np.minimum(z, 30.0)))
+    with np.errstate(over="ignore", divide="ignore"):  # the unused branch at z << 0 (a small sigma) overflows
+        upper = math.log(q) + z + np.log1p((1 - q) * np.exp(-np.minimum(z, 700)) / q)
+    log_ratio = np.where(z > 30, upper, log_ratio)
+    return log_phi + ti * log_ratio
+
+
 def rdp_subsampled_gaussian(q: float, sigma: float, t: np.ndarray) -> np.ndarray:
     """eps_1(t) = (1/(t-1)) log E_{x~N(0,sigma^2)} [(1 - q + q e^{(2x-1)/(2 sigma^2)})^t] (seed 000 Sec. 2.3),
     by trapezoidal quadrature in log space on a grid covering both modes (x ~ 0 and x ~ t). The integrand is smooth
-    and Gaussian-tailed, so the trapezoid rule with step sigma/64 is accurate to machine precision."""
+    and Gaussian-tailed, so the trapezoid rule with step sigma/64 is accurate to machine precision.
+
+    Memory: when one grid over [-40 sigma, t + 40 sigma + 1] would exceed ``_SG_GRID_POINTS`` (a small sigma: 1.3e8
+    points at sigma = 1e-6), only the windows of ``_SG_WINDOW`` sigmas around the two modes are gridded and the rest
+    is bounded from above: (1 - q + q e^z)^t <= 2^t max((1-q)^t, q^t e^{t z}), and the log of the Gaussian density
+    times either term is a parabola of curvature 1/sigma^2 peaking at x = 0 (A) or x = t (B), so outside the windows
+    the integrand is below e^{t log 2 + max(A, B) - 1800}; that times the uncovered width is added (never optimistic)."""
     out = np.empty(t.size)
     for i, ti in enumerate(t):
+        h = sigma / 64.0
         x_hi = max(0.0, ti) + 40.0 * sigma + 1.0
-        x = np.arange(-40.0 * sigma, x_hi, sigma / 64.0)
-        h = x[1] - x[0]
-        log_phi = -0.5 * (x / sigma) ** 2 - math.log(sigma * math.sqrt(2.0 * math.pi))
-        z = (2.0 * x - 1.0) / (2.0 * sigma**2)
-        # Two branches evaluated everywhere by np.where: clip z so the unused one cannot overflow (z reaches ~1e3
-        # at order 1024 with sigma ~ 1).
-        log_ratio = np.log1p(q * np.expm1(np.minimum(z, 30.0)))
-        log_ratio = np.where(z > 30, math.log(q) + z + np.log1p((1 - q) * np.exp(-np.minimum(z, 700)) / q), log_ratio)
-        log_int = special.logsumexp(log_phi + ti * log_ratio) + math.log(h)
+        if (x_hi + 40.0 * sigma) / h <= _SG_GRID_POINTS:
+            x = np.arange(-40.0 * sigma, x_hi, h)
+            log_int = special.logsumexp(_sg_log_integrand(x, q, sigma, ti)) + math.log(x[1] - x[0])
+        else:
+            w = _SG_WINDOW * sigma
+            windows = [np.arange(-w, w, h), np.arange(ti - w, ti + w, h)]
+            logs = [special.logsumexp(_sg_log_integrand(x, q, sigma, ti)) + math.log(h) for x in windows]
+            log_norm = -math.log(sigma * math.sqrt(2.0 * math.pi))
+            peak_a = log_norm + ti * math.log1p(-q) if q < 1.0 else -math.inf
+            peak_b = log_norm + (ti * ti - ti) / (2.0 * sigma**2) + ti * math.log(q)
+            rest = math.log(ti + 4.0 * w) + ti * math.log(2.0) + max(peak_a, peak_b) - 0.5 * _SG_WINDOW**2
+            log_int = float(special.logsumexp([*logs, rest]))
         out[i] = log_int / (ti - 1.0)
     return np.maximum(out, 0.0)
 
@@ -99,14 +127,17 @@ def rdp_from_pure(eps: float, t: np.ndarray) -> np.ndarray:
 
 def amplified_epsilon(eps0: float, q: float) -> float:
     """Pure eps of a Poisson-subsampled eps0-DP mechanism, log(1 + q (e^eps0 - 1)) (Balle, Barthe, Gaboardi 2018
-    Thm 8; attained by Laplace noise, whose loss reaches eps0 on a set of positive mass)."""
-    return math.log1p(q * math.expm1(eps0))
+    Thm 8; attained by Laplace noise, whose loss reaches eps0 on a set of positive mass). Written as
+    eps0 + log(q + (1 - q) e^-eps0) above eps0 = 30, where e^eps0 would overflow."""
+    if eps0 <= 30.0:
+        return math.log1p(q * math.expm1(eps0))
+    return eps0 + math.log(q + (1.0 - q) * math.exp(-eps0))
 
 
 def rdp_kary_randomized_response(p: float, k: int, t: np.ndarray) -> np.ndarray:
     """Exact replace-one RDP of k-ary RR: outputs x, x' carry (A, B) and (B, A), A = 1 - p + p/k, B = p/k, the other
     k - 2 outputs B each: eps(t) = log(A^t B^(1-t) + B^t A^(1-t) + (k - 2) B) / (t - 1)."""
-    la, lb = math.log1p(-p + p / k), math.log(p / k)
+    la, lb = math.log1p(-p + p / k), math.log(p) - math.log(k)  # p / k may underflow (p = 1e-300, k = 1e18)
     terms = [t * la + (1 - t) * lb, t * lb + (1 - t) * la]
     if k > 2:
         terms.append(np.full_like(t, math.log(k - 2) + lb))

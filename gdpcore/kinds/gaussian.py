@@ -127,6 +127,8 @@ DISCRETE_GAUSSIAN = KindSpec(
         **dpa_discretisation(step, pessimistic),
     ),
     pure_epsilon=lambda m: NOT_PURE,
+    # dp_accounting tabulates the noise on [-ceil(11.6 sigma), ceil(11.6 sigma)] (DiscreteGaussianPrivacyLoss).
+    construction_points=lambda m, n: n + 2.0 * math.ceil(11.6 * m.sigma) + 1.0 + m.sensitivity,
     # Upper bound: the discrete Gaussian is (Delta^2/(2 sigma^2))-zCDP (Canonne, Kamath, Steinke 2020).
     rdp=lambda m, t: (t * m.sensitivity**2 / (2.0 * m.sigma**2), "upper"),
     rho=lambda m: (m.sensitivity**2 / (2.0 * m.sigma**2), "upper", "any"),

@@ -73,6 +73,8 @@ DISCRETE_LAPLACE = KindSpec(
         **dpa_discretisation(step, pessimistic),
     ),
     pure_epsilon=lambda m: m.noise_parameter * m.sensitivity,
+    # dp_accounting enumerates the integer outputs between the two noise centres (DiscreteLaplacePrivacyLoss).
+    construction_points=lambda m, n: n + m.sensitivity,
     rdp=lambda m, t: (formulas.rdp_from_pure(m.noise_parameter * m.sensitivity, t), "upper"),
     rho=lambda m: ((m.noise_parameter * m.sensitivity) ** 2 / 2.0, "upper", "any"),
     to_dp_event=lambda m: dp_accounting.dp_event.DiscreteLaplaceDpEvent(m.noise_parameter, m.sensitivity),
@@ -136,6 +138,7 @@ SUBSAMPLED_DISCRETE_LAPLACE = KindSpec(
         sampling_prob=m.sampling_rate,
     ),
     **_amplified_pure_hooks(_sdl_eps0),
+    construction_points=lambda m, n: n + m.sensitivity,
     to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(
             m.sampling_rate, dp_accounting.dp_event.DiscreteLaplaceDpEvent(m.noise_parameter, m.sensitivity)

@@ -121,6 +121,8 @@ MIXTURE_OF_GAUSSIANS = KindSpec(
     draw=_mog_draw,
     pld=_mog_pld,
     pure_epsilon=lambda m: NOT_PURE,
+    # The vectorised inverse (_VectorisedMixtureLoss._losses) evaluates every component at every loss, both directions.
+    construction_points=lambda m, n: 2.0 * n * len(float_list(m.sensitivities)),
     # Joint convexity: at most the Gaussian with the largest sensitivity (exact for a single component).
     rdp=lambda m, t: (
         m.steps * t * _mog_cmax(m) ** 2 / (2.0 * m.standard_deviation**2),

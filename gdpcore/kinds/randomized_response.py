@@ -18,8 +18,12 @@ __all__ = ["KARY_RANDOMIZED_RESPONSE", "RANDOMIZED_RESPONSE"]
 
 
 def _rr_noise_parameter(epsilon: float) -> float:
-    # Binary RR reporting the truth w.p. e^eps/(1+e^eps) is dp_accounting's RR with noise parameter 2/(1+e^eps).
-    return 2.0 / (1.0 + math.exp(epsilon))
+    # Binary RR reporting the truth w.p. e^eps/(1+e^eps) is dp_accounting's RR with noise parameter 2/(1+e^eps),
+    # written 2 e^-eps / (1 + e^-eps) past eps = 700, so that it underflows to 0 instead of overflowing.
+    if epsilon <= 700.0:
+        return 2.0 / (1.0 + math.exp(epsilon))
+    tail = math.exp(-epsilon)
+    return 2.0 * tail / (1.0 + tail)
 
 
 RANDOMIZED_RESPONSE = KindSpec(
@@ -33,6 +37,8 @@ RANDOMIZED_RESPONSE = KindSpec(
         value_discretization_interval=step,
     ),
     pure_epsilon=lambda m: m.epsilon,
+    # Beyond eps ~ 745 the noise parameter underflows to 0, which dp_accounting cannot take: never planned.
+    construction_points=lambda m, n: n if _rr_noise_parameter(m.epsilon) > 0.0 else math.inf,
     rdp=lambda m, t: (formulas.rdp_randomized_response(m.epsilon, t), "exact"),
     # eps(t)/t is largest as t -> 1, where it is the KL divergence eps tanh(eps/2).
     rho=lambda m: (m.epsilon * math.tanh(m.epsilon / 2.0), "exact", "one"),
@@ -46,7 +52,10 @@ RANDOMIZED_RESPONSE = KindSpec(
 # -- k-ary randomized response (optionally Poisson-subsampled) ---------------------------------------------------------
 def _krr_eps(m: KaryRandomizedResponse) -> float:
     p = m.effective_noise_parameter
-    return math.log1p(m.num_buckets * (1.0 - p) / p)
+    ratio = m.num_buckets * (1.0 - p) / p
+    if math.isfinite(ratio):
+        return math.log1p(ratio)
+    return math.log(m.num_buckets) + math.log1p(-p) - math.log(p)  # the ratio overflows (p = 1e-300, k = 1e18)
 
 
 def _krr_event(m: KaryRandomizedResponse) -> dp_accounting.DpEvent:

@@ -92,6 +92,10 @@ class KindSpec:
     """The integer parameter that counts independent sequential runs of one step (``"steps"``), if the kind has one:
     the instance with it set to 1 is one step, and its ``pld`` hook the single step's PLD. The engine composes the
     steps itself (:func:`single_steps`), with a round-off bound; None for one-shot kinds."""
+    construction_points: Callable[[Any, float], float] | None = None
+    """``(one step, lattice points) -> points`` its construction works on, when that is more than its loss lattice
+    (the discrete kinds' integer outputs, a mixture's components per loss), for the planner (:func:`pld_points`);
+    None: the lattice."""
 
     @property
     def name(self) -> str:
@@ -467,6 +471,40 @@ def pld(mechanism: Mechanism, *, step: float, pessimistic: bool) -> pld_lib.Priv
     if spec.composite or (spec.steps_param is not None and getattr(mechanism, spec.steps_param) != 1):
         raise UnsupportedMechanismError(f"{mechanism.kind} with more than one step: {_ONE_STEP}")
     return evaluate(mechanism, "pld", step=step, pessimistic=pessimistic)
+
+
+_TAIL_Z = 12.0
+"""Standard deviations of a Gaussian privacy loss dp_accounting keeps (its tails are truncated at mass e^-50 per side,
+z = 10; 12 leaves a margin): :func:`pld_points` spans a non-pure step's loss over rho +/- this many deviations."""
+
+
+def pld_points(mechanism: Mechanism, *, step: float) -> float:
+    """The size of one step's dp_accounting construction at ``step`` (lattice points plus enumerated outputs),
+    predicted in closed form *before* it is built, so the planner can refuse what no budget holds (a Laplace of
+    scale 1e-6 spans 2e6 / step losses; a discrete Laplace of sensitivity 1e18 enumerates 1e18 outputs).
+
+    The loss span: a pure eps-DP step's losses lie in [-eps, eps] (2 eps / step points); any other step's privacy
+    loss has mean rho and standard deviation sqrt(2 rho) for the Gaussians (Bun & Steinke 2016 Sec. 3; rho from the
+    kind's ``rho`` hook, an upper bound for every kind), and dp_accounting keeps about ``_TAIL_Z`` deviations either
+    side: 2 rho + 2 ``_TAIL_Z`` sqrt(2 rho). An estimate for planning (never a number anyone reads); it errs large.
+    Overflow gives inf: refused. A step with neither bound (rho = inf) is sized by ``construction_points`` alone."""
+    spec = get(mechanism)
+    with np.errstate(over="ignore"):
+        try:
+            eps = float(evaluate(mechanism, "pure_epsilon"))
+            if math.isfinite(eps):
+                span = 2.0 * eps
+            else:
+                rho = max(float(r) for r, _, _ in evaluate(mechanism, "rho"))
+                # No zCDP bound either (a user-supplied curve with mass at +inf): the loss span is unknown here, and
+                # such a construction is bounded by its own input (or by its construction_points).
+                span = 2.0 * rho + 2.0 * _TAIL_Z * math.sqrt(2.0 * rho) if math.isfinite(rho) else 0.0
+            points = span / step + 3.0
+            if spec.construction_points is not None:
+                points = float(spec.construction_points(mechanism, points))
+        except (OverflowError, ZeroDivisionError):
+            return math.inf
+    return points if math.isfinite(points) else math.inf
 
 
 def single_steps(mechanism: Mechanism) -> list[tuple[Mechanism, int]]:

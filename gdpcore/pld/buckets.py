@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -51,12 +52,14 @@ def optimistic_composition(
     tilt_target: float | None = None,
     tilt_max_bytes: float = math.inf,
     wrap_tail: float = WRAP_TAIL,
+    check: Callable[[], None] | None = None,
 ) -> tuple[LossPMF, float]:
     """(composed optimistic PMF of a schedule, its wrap-around slack): the P-law of the composed bucket index.
 
     Each phase is composed by FFT power (:func:`optimistic_loss_pmf`; at most ``wrap_tail`` of mass wraps around
     per phase), the phases are convolved linearly (no wrap-around): delta(eps) of the result exceeds the exact
-    composition of the optimistic single steps by at most the slack ``len(parts) * wrap_tail``.
+    composition of the optimistic single steps by at most the slack ``len(parts) * wrap_tail``. ``check`` (if
+    given) is called before each phase and each convolution (the engine's deadline).
     """
     if not parts:
         raise ValueError("parts must name at least one phase")
@@ -64,16 +67,20 @@ def optimistic_composition(
     if any(single.step != step for single, _ in parts):
         raise ValueError("all phases must share one discretization")
     target = tilt_target if len(parts) == 1 else None  # tilted tails for single-phase compositions only
-    pmf = convolve_pmfs(
-        [
+    composed = []
+    for single, steps in parts:
+        if check is not None:
+            check()
+        composed.append(
             optimistic_loss_pmf(single, steps, tilt_target=target, tilt_max_bytes=tilt_max_bytes, wrap_tail=wrap_tail)
-            for single, steps in parts
-        ]
-    )
+        )
+    pmf = convolve_pmfs(composed, check=check)
     return pmf, len(parts) * wrap_tail
 
 
-def threshold_test_masses(pmf: LossPMF, parts: list[tuple[LossPMF, int]]) -> tuple[int, np.ndarray, np.ndarray]:
+def threshold_test_masses(
+    pmf: LossPMF, parts: list[tuple[LossPMF, int]], *, check: Callable[[], None] | None = None
+) -> tuple[int, np.ndarray, np.ndarray]:
     """(first index, per composed bucket index k >= first: a lower bound on P(K = k), an upper bound on Q(K = k)).
 
     ``pmf`` is :func:`optimistic_composition` of ``parts`` (the P-law of the composed bucket index K, with its
@@ -103,6 +110,8 @@ def threshold_test_masses(pmf: LossPMF, parts: list[tuple[LossPMF, int]]) -> tup
     # mass (sum w)^T is e^-38 on sigma 0.6, q 0.04, T 1e4 at step 8e-3 and underflows once T d passes ~1400.
     log_scale = 0.0
     for single, steps in parts:
+        if check is not None:
+            check()
         w = single.bucket_q_weights
         if w is None:
             raise ValueError("every optimistic single step must carry its bucket_q_weights (LossPMF field)")
@@ -116,7 +125,7 @@ def threshold_test_masses(pmf: LossPMF, parts: list[tuple[LossPMF, int]]) -> tup
         if single.has_cached("chernoff_log_mgf"):
             w_single.cached("chernoff_log_mgf", lambda single=single: single.cached("chernoff_log_mgf"))
         ws.append(compose_loss_pmf(w_single, steps))
-    wpmf = convolve_pmfs(ws)
+    wpmf = convolve_pmfs(ws, check=check)
     p = pmf.with_roundoff_allowance()
     lo = wpmf.lower_index
     hi = max(p.lower_index + p.probs.size, wpmf.lower_index + wpmf.probs.size)

@@ -5,6 +5,7 @@ convolution, and the view of the arrays as dp_accounting's ``PrivacyLossDistribu
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -63,16 +64,19 @@ def compose_loss_pmf(
     return composed
 
 
-def convolve_pmfs(pmfs: list[LossPMF]) -> LossPMF:
+def convolve_pmfs(pmfs: list[LossPMF], *, check: Callable[[], None] | None = None) -> LossPMF:
     """Linear convolution (no wrap-around) of independent phases' composed PMFs on one lattice.
 
     +inf masses combine as 1 - prod(1 - m_i); round-off bounds add (each atom's error is at most the sum of the
     inputs' per-atom errors, each weighted by a total mass <= 1, plus the new transform's noise level).
+    ``check`` (if given) is called before each part: the engine's deadline (:class:`gdpcore.engine.plan.Deadline`) raises there.
     """
     if not pmfs:
         raise ValueError("pmfs must name at least one PMF")
     out = pmfs[0]
     for other in pmfs[1:]:
+        if check is not None:
+            check()
         if other.step != out.step:
             raise ValueError("all PMFs must share one discretization")
         raw, noise = _linear_convolution(out.probs, other.probs)
@@ -87,13 +91,20 @@ def convolve_pmfs(pmfs: list[LossPMF]) -> LossPMF:
     return out
 
 
-def compose_phases(parts: list[tuple[LossPMF, int]], *, extended: bool = True) -> LossPMF:
+def compose_phases(
+    parts: list[tuple[LossPMF, int]], *, extended: bool = True, check: Callable[[], None] | None = None
+) -> LossPMF:
     """Pessimistic composition of a schedule of phases (single step, steps) on one lattice: each phase by FFT power
     (:func:`compose_loss_pmf`, its tail budget at +inf; ``extended`` as there), then the phases by linear
-    convolution."""
+    convolution. ``check`` (if given) is called before each phase and each convolution (the engine's deadline)."""
     if not parts:
         raise ValueError("parts must name at least one phase")
-    return convolve_pmfs([compose_loss_pmf(single, steps, extended=extended) for single, steps in parts])
+    composed = []
+    for single, steps in parts:
+        if check is not None:
+            check()
+        composed.append(compose_loss_pmf(single, steps, extended=extended))
+    return convolve_pmfs(composed, check=check)
 
 
 def to_dp_accounting_pld(remove: LossPMF, add: LossPMF | None = None):

@@ -100,6 +100,15 @@ was 1.4-1.9x larger at 1e-30 on DP-SGD grids) and the same slack is subtracted f
 _GUARD_MIN = 64
 
 
+_MAX_FAST_LEN = 2**40
+"""Beyond this length no budget holds the buffer: the planner is given the length as is (scipy's ``next_fast_len``
+cannot take lengths past the C ``ssize_t``, e.g. a Laplace composed 1e18 times)."""
+
+
+def _fast_len(n: int) -> int:
+    return sp_fft.next_fast_len(n, real=True) if n <= _MAX_FAST_LEN else n
+
+
 def _fft_plan(single: LossPMF, steps: int, wrap_tail: float | None = None) -> tuple[int, int, int, int, int]:
     """(lo, hi) output window at ``TAIL_MASS_TRUNCATION``, (lo30, hi30) true-mass span at ``WRAP_TAIL``, FFT length.
 
@@ -108,11 +117,11 @@ def _fft_plan(single: LossPMF, steps: int, wrap_tail: float | None = None) -> tu
     lo, hi = _chernoff_window(single, steps, TAIL_MASS_TRUNCATION)
     if wrap_tail is None:
         # Pessimistic side: mass wrapping around into the window only raises delta (it is also counted at +inf).
-        return lo, hi, lo, hi, sp_fft.next_fast_len(max(hi - lo + 1, single.probs.size), real=True)
+        return lo, hi, lo, hi, _fast_len(max(hi - lo + 1, single.probs.size))
     lo30, hi30 = _chernoff_window(single, steps, wrap_tail)
     lo30, hi30 = min(lo30, lo), max(hi30, hi)
     span = hi30 - lo30 + 1
-    n = sp_fft.next_fast_len(max(span + _GUARD_MIN, single.probs.size), real=True)
+    n = _fast_len(max(span + _GUARD_MIN, single.probs.size))
     return lo, hi, lo30, hi30, n
 
 
