@@ -211,9 +211,11 @@ def get_delta_from_laplace(
 def get_delta_from_rdp(
     *, orders: Sequence[float] | np.ndarray, rdp: Sequence[float] | np.ndarray, epsilon: np.ndarray | float
 ) -> np.ndarray | float:
-    """delta(eps) = min_t min(1, exp((t-1)(eps_t - eps + log(1 - 1/t)) - log t)): the RDP curve's implied profile
-    (Canonne, Kamath, Steinke 2020 Prop. 12 v4; seed 000 App. C.2). An upper bound on the mechanism's profile for
-    every order grid; vectorised over eps."""
+    """delta(eps) = min_t min(1, exp((t-1)(eps_t - eps + log(1 - 1/t)) - log t), sqrt(1 - exp(-eps_t))): the RDP
+    curve's implied profile (Canonne, Kamath, Steinke 2020 Prop. 12 v4; seed 000 App. C.2), and the total-variation
+    bound delta(eps) <= TV <= sqrt(1 - exp(-KL)) (Bretagnolle-Huber; KL = D_1 <= D_t for every order t >= 1), the
+    two bounds dp_accounting's RDP accountant takes the minimum of (rdp_privacy_accountant.compute_delta). An upper
+    bound on the mechanism's profile for every order grid; vectorised over eps."""
     try:
         t = np.asarray(orders, dtype=float).ravel()
     except (TypeError, ValueError):
@@ -237,5 +239,8 @@ def get_delta_from_rdp(
         block = flat[s : s + chunk, None]
         logd = (t - 1.0) * (r - block + c) - lt
         res[s : s + chunk] = np.exp(np.minimum(logd.min(axis=1), 0.0))
+    with np.errstate(divide="ignore"):  # an order with RDP 0: TV 0
+        tv = float(np.sqrt(-np.expm1(-r.min())))
+    res = np.minimum(res, tv)
     out = res.reshape(ee.shape)
     return float(out[0]) if e.ndim == 0 else out

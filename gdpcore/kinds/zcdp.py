@@ -8,6 +8,7 @@ import math
 import dp_accounting
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from dp_accounting.rdp import rdp_privacy_accountant
 
 from gdpcore.closed_form import get_delta_from_rdp
 from gdpcore.curve import curve_from_profile
@@ -19,7 +20,9 @@ from gdpcore.mechanisms import ZCDP
 __all__ = ["ZCDP_STATEMENT"]
 
 # -- rho-zCDP statements (upper bounds only) ---------------------------------------------------------------------------
-_ZCDP_ORDERS = 1.0 + np.geomspace(1e-3, 1e4, 400)
+_ZCDP_ORDERS = np.union1d(1.0 + np.geomspace(1e-3, 1e4, 400), rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
+"""A geometric grid of orders and dp_accounting's default orders: the profile is the minimum of the conversion over
+all of them, so it is never above the conversion dp_accounting's RDP accountant makes at its orders."""
 _ZCDP_DELTA_FLOOR = 1e-30  # the profile is carried down to this delta; the rest is put at +inf loss (pessimistic)
 
 
