@@ -81,7 +81,11 @@ def test_replace_one_poisson_gaussian_is_the_replace_one_mixture():
     event = _poisson(0.05, 1.2, 100)
     m = g.from_dp_event(event, neighboring_relation=REPLACE_ONE)
     assert m == g.MixtureOfGaussians(
-        standard_deviation=1.2, sensitivities="0.0,1.0", probabilities="0.95,0.05", steps=100, neighbouring="replace_one"
+        standard_deviation=1.2,
+        sensitivities="0.0,1.0",
+        probabilities="0.95,0.05",
+        steps=100,
+        neighbouring="replace_one",
     )
     assert g.kinds.to_dp_event(m) == event
     # Under add/remove the same event is still DP-SGD's subsampled Gaussian.
@@ -172,7 +176,9 @@ def test_empty_fixed_size_batch_releases_nothing():
     for d in DELTAS:
         assert float(r.epsilon(d)) == 0.0
     assert r.advantage == 0.0
-    event = dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(empty, 5), dp_accounting.GaussianDpEvent(2.0)])
+    event = dp_accounting.ComposedDpEvent(
+        [dp_accounting.SelfComposedDpEvent(empty, 5), dp_accounting.GaussianDpEvent(2.0)]
+    )
     r = g.analyze(g.from_dp_event(event, neighboring_relation=REPLACE_ONE))
     exact = float(closed_form.get_epsilon_from_gdp(mu=1.0, delta=1e-5))
     assert float(r.epsilon(1e-5, side="optimistic")) <= exact <= float(r.epsilon(1e-5)) <= exact * (1 + 1e-3)
