@@ -23,7 +23,6 @@ __all__ = ["ZCDP_STATEMENT"]
 _ZCDP_ORDERS = np.union1d(1.0 + np.geomspace(1e-3, 1e4, 400), rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
 """A geometric grid of orders and dp_accounting's default orders: the profile is the minimum of the conversion over
 all of them, so it is never above the conversion dp_accounting's RDP accountant makes at its orders."""
-_SNAP = 1e-6  # a loss within this fraction of a step above a grid point is that grid point (round-off)
 _ZCDP_DELTA_FLOOR = 1e-30  # the profile is carried down to this delta; the rest is put at +inf loss (pessimistic)
 
 
@@ -81,20 +80,20 @@ def _zcdp_profile_pld(m: ZCDP, *, step: float, pessimistic: bool) -> pld_lib.Pri
     # The symmetric curve of those supporting lines and their mirrors (valid: the statement holds in both directions;
     # seed 000 Thm A.9), then the symmetric pair that realises it: segment i of the curve, slope -e^l, is an atom of
     # P-mass -d(beta) at loss l (Q-mass d(alpha)); the P-mass at alpha = 0 is the +inf atom. Losses are rounded up to
-    # the grid (P-mass moved to a larger loss only raises delta: pessimistic). The hull's vertices are on the grid, so
-    # its segments' losses are grid points up to the round-off of the log ratios (1e-12 of a step): snapped to the
-    # grid point within 1e-6 of a step, not pushed a whole step up (5e-5 on eps at delta 1e-9 for rho = 12).
+    # the grid (P-mass moved to a larger loss only raises delta: pessimistic).
     curve = curve_from_profile(eps[idx], delta[idx])
     alphas, betas = curve.breakpoints()
     d_alpha, d_beta = np.diff(alphas), -np.diff(betas)
     # Below the fixed point the vertices are the curve's own (breakpoints() starts with them): there the beta steps
-    # are taken from 1 - beta (``tail``) directly, accurate where beta is within 1e-9 of 1 (the losses that matter).
+    # are taken from 1 - beta (``tail``) directly, accurate where beta is within 1e-9 of 1 (the losses that matter;
+    # from 1 - (1 - tail) their losses were off by up to 1e-3 and so rounded a step or more up: 5e-5 on eps at
+    # delta 1e-9 for rho = 12).
     n = int(np.count_nonzero(curve.alpha < curve.fixed_point))
     d_beta[: max(n - 1, 0)] = np.diff(curve.tail[curve.alpha < curve.fixed_point])
     seg = (d_alpha > 0) & (d_beta > 0)
     losses = np.log(d_beta[seg]) - np.log(d_alpha[seg])
     pmf: dict[int, float] = {}
-    for loss, mass in zip(np.ceil(losses / step - _SNAP).astype(int), d_beta[seg], strict=True):
+    for loss, mass in zip(np.ceil(losses / step).astype(int), d_beta[seg], strict=True):
         pmf[int(loss)] = pmf.get(int(loss), 0.0) + float(mass)
     infinity = float(max(1.0 - betas[0], 0.0))
     return pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
