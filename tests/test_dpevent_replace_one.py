@@ -98,7 +98,7 @@ def test_replace_one_poisson_gaussian_is_the_replace_one_mixture():
         pytest.param(0.3, 4.0, 5, 1e-4, id="q0.3-s4-T5-step1e-4"),
         pytest.param(0.3, 4.0, 5, None, id="q0.3-s4-T5", marks=pytest.mark.slow),  # 40 s at load 2
         pytest.param(0.01, 1.0, 10, None, id="q0.01-s1-T10", marks=pytest.mark.slow),  # ~90 s: dp_accounting at 1e-5
-        pytest.param(0.1, 2.0, 50, None, id="q0.1-s2-T50", marks=pytest.mark.slow),  # ~200 s: dp_accounting at 2.2e-6
+        pytest.param(0.1, 2.0, 50, None, id="q0.1-s2-T50", marks=pytest.mark.slow),  # 280 s: dp_accounting at 2.2e-6
     ],
 )
 def test_replace_one_poisson_gaussian_brackets_dp_accounting(q, sigma, steps, discretization):
