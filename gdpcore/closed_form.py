@@ -29,6 +29,7 @@ __all__ = [
     "get_delta_from_gdp",
     "get_delta_from_laplace",
     "get_delta_from_randomized_response",
+    "cks_log_delta",
     "get_delta_from_rdp",
     "get_epsilon_from_gdp",
     "get_log_delta_from_gdp",
@@ -208,12 +209,21 @@ def get_delta_from_laplace(
     return float(out) if np.ndim(at_epsilon) == 0 else out
 
 
+def cks_log_delta(t: np.ndarray | float, rdp: np.ndarray | float, eps: np.ndarray | float) -> np.ndarray:
+    """log delta(eps) <= (t - 1)(rdp_t - eps + log(1 - 1/t)) - log t for one order t > 1 with RDP rdp_t (Canonne,
+    Kamath, Steinke 2020 Prop. 12 v4), elementwise with broadcasting."""
+    t = np.asarray(t, dtype=float)
+    return (t - 1.0) * (np.asarray(rdp) - np.asarray(eps) + np.log1p(-1.0 / t)) - np.log(t)
+
+
 def get_delta_from_rdp(
     *, orders: Sequence[float] | np.ndarray, rdp: Sequence[float] | np.ndarray, epsilon: np.ndarray | float
 ) -> np.ndarray | float:
-    """delta(eps) = min_t min(1, exp((t-1)(eps_t - eps + log(1 - 1/t)) - log t)): the RDP curve's implied profile
-    (Canonne, Kamath, Steinke 2020 Prop. 12 v4; seed 000 App. C.2). An upper bound on the mechanism's profile for
-    every order grid; vectorised over eps."""
+    """delta(eps) = min_t min(1, exp((t-1)(eps_t - eps + log(1 - 1/t)) - log t), sqrt(1 - exp(-eps_t))): the RDP
+    curve's implied profile (Canonne, Kamath, Steinke 2020 Prop. 12 v4; seed 000 App. C.2), and the total-variation
+    bound delta(eps) <= TV <= sqrt(1 - exp(-KL)) (Bretagnolle-Huber; KL = D_1 <= D_t for every order t >= 1), the
+    two bounds dp_accounting's RDP accountant takes the minimum of (rdp_privacy_accountant.compute_delta). An upper
+    bound on the mechanism's profile for every order grid; vectorised over eps."""
     try:
         t = np.asarray(orders, dtype=float).ravel()
     except (TypeError, ValueError):
@@ -228,14 +238,15 @@ def get_delta_from_rdp(
     e = np.asarray(epsilon, dtype=float)
     ee = np.atleast_1d(e)
     out = np.empty(ee.shape)
-    c = np.log1p(-1.0 / t)
-    lt = np.log(t)
     chunk = max(1, 2_000_000 // t.size)
     flat = ee.ravel()
     res = out.ravel()
     for s in range(0, flat.size, chunk):
         block = flat[s : s + chunk, None]
-        logd = (t - 1.0) * (r - block + c) - lt
+        logd = cks_log_delta(t, r, block)
         res[s : s + chunk] = np.exp(np.minimum(logd.min(axis=1), 0.0))
+    with np.errstate(divide="ignore"):  # an order with RDP 0: TV 0
+        tv = float(np.sqrt(-np.expm1(-r.min())))
+    res = np.minimum(res, tv)
     out = res.reshape(ee.shape)
     return float(out[0]) if e.ndim == 0 else out

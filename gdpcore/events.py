@@ -6,8 +6,8 @@ bracket of :func:`gdpcore.analyze` is available for it; :meth:`gdpcore.mechanism
 Both are dispatched through the kind registry (:mod:`gdpcore.kinds`): each kind recognises its own events.
 
 Neighbouring relation. A DpEvent carries none; dp_accounting's accountants take it as an argument. The same is asked
-here (``neighboring_relation``: ``"add_remove"`` or ``"replace_one"``, or dp_accounting's ``NeighboringRelation``
-members ``ADD_OR_REMOVE_ONE`` / ``REPLACE_ONE``). Noise in a DpEvent is stated relative to one record's norm bound C
+here (``neighboring_relation``: ``"add_remove"``, ``"replace_one"`` or ``"replace_special"``, or dp_accounting's
+``NeighboringRelation`` members). Noise in a DpEvent is stated relative to one record's norm bound C
 (dp_accounting's ``GaussianDpEvent`` / ``LaplaceDpEvent`` docstrings); under replace-one a record's contribution can go
 from +C to -C, so the released sum has sensitivity 2C - the reading of dp_accounting's PLD accountant (its
 ``REPLACE_ONE`` Gaussian compares N(C, s^2) with N(-C, s^2)). gdpcore mechanisms state noise relative to the query's
@@ -81,26 +81,23 @@ def dp_event_classes() -> dict[str, type[dp_accounting.DpEvent]]:
 _FROM_ENUM = {
     dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE: "add_remove",
     dp_accounting.NeighboringRelation.REPLACE_ONE: "replace_one",
+    dp_accounting.NeighboringRelation.REPLACE_SPECIAL: "replace_special",
 }
 
 
 def relation_name(value: Any) -> str:
     """gdpcore's name of a neighbouring relation given as a gdpcore name or a dp_accounting ``NeighboringRelation``.
 
-    ``REPLACE_SPECIAL`` (replace one record by a fixed "special" one) has no gdpcore counterpart and is refused.
+    ``REPLACE_SPECIAL`` (a record replaced by a special, zero record) is ``"replace_special"``: events read under it
+    are accounted as dp_accounting accounts them (:func:`gdpcore.kinds.mechanism_from_dp_event`).
     """
-    if isinstance(value, dp_accounting.NeighboringRelation):
-        if value not in _FROM_ENUM:
-            raise ValueError(
-                f"neighboring_relation must be one of {', '.join(NEIGHBOURING_RELATIONS)} (or dp_accounting's "
-                f"ADD_OR_REMOVE_ONE / REPLACE_ONE), got {value!r}: gdpcore does not account for REPLACE_SPECIAL"
-            )
+    if isinstance(value, dp_accounting.NeighboringRelation) and value in _FROM_ENUM:
         return _FROM_ENUM[value]
-    if isinstance(value, str) and value in NEIGHBOURING_RELATIONS:
+    if isinstance(value, str) and value in (*NEIGHBOURING_RELATIONS, "replace_special"):
         return value
     raise ValueError(
-        f"neighboring_relation must be one of {', '.join(map(repr, NEIGHBOURING_RELATIONS))} (or dp_accounting's "
-        f"NeighboringRelation.ADD_OR_REMOVE_ONE / REPLACE_ONE), got {value!r}"
+        f"neighboring_relation must be one of {', '.join(map(repr, NEIGHBOURING_RELATIONS))}, 'replace_special' (or "
+        f"dp_accounting's NeighboringRelation members), got {bounded_repr(value)}"
     )
 
 
@@ -112,7 +109,7 @@ def from_dp_event(event: dp_accounting.DpEvent, *, neighboring_relation: Any = "
     events become :class:`~gdpcore.mechanisms.SelfComposed` / :class:`~gdpcore.mechanisms.Composed`;
     ``NoOpDpEvent`` parts of a composition are dropped. Raises :class:`gdpcore.kinds.UnsupportedMechanismError`
     naming the event type when no kind accounts for it under the relation (e.g. ``RepeatAndSelectDpEvent``,
-    ``NonPrivateDpEvent``, Poisson subsampling under replace-one), ``ValueError`` for a non-event or an unknown
+    ``NonPrivateDpEvent``), ``ValueError`` for a non-event or an unknown
     relation. See the module docstring for the noise convention under replace-one.
     """
     relation = relation_name(neighboring_relation)

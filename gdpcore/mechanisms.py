@@ -13,7 +13,8 @@ Conventions, stated once and carried as explicit fields (never hidden assumption
 * ``neighbouring`` is ``"add_remove"`` (add or remove one record; DP-SGD's relation) or ``"replace_one"`` (substitute
   one record). For additive-noise mechanisms the trade-off curve depends on the relation only through the
   sensitivity the user states for it. Randomized response is defined for ``"replace_one"`` (one respondent's bit).
-  Poisson subsampling (:class:`SubsampledGaussian`) is analysed under ``"add_remove"`` only.
+  Poisson subsampling (:class:`SubsampledGaussian`) is analysed under ``"add_remove"``; under ``"replace_one"`` a
+  Poisson-subsampled Gaussian is the replace-one :class:`MixtureOfGaussians` with sensitivities (0, 1).
 
 Size: over 600 lines because it holds every kind's class (16 short declarations) beside the machinery they share
 (:func:`param`, :class:`Mechanism`, :func:`mechanism_from_dict`); kept in one module so the conventions above are
@@ -529,7 +530,7 @@ class SampledWithoutReplacementGaussian(Mechanism):
     kind: ClassVar[str] = "sampled_without_replacement_gaussian"
     noise_multiplier: float = param(_RECORD_BOUND_DOC, Real())
     dataset_size: int = param("number of records the batches are drawn from (public)", BoundedCount(minimum=2))
-    batch_size: int = param("records per batch (fixed)", BoundedCount())
+    batch_size: int = param("records per batch (fixed; 0 releases noise only)", BoundedCount(minimum=0))
     steps: int = param("number of composed steps", BoundedCount(), default=1)
     sensitivity: float = param("clipping norm C (one record's L2 norm bound)", Real(), default=1.0)
     neighbouring: str = param(
@@ -551,7 +552,9 @@ class MixtureOfGaussians(Mechanism):
     """``steps`` compositions of a mixture-of-Gaussians mechanism (dp_accounting's ``MixtureOfGaussiansDpEvent``;
     Choquette-Choo et al. 2023, arXiv:2310.15526): on D the output is N(0, s^2), on a neighbour D' it is
     sum_i p_i N(c_i, s^2). DP-MF / BandMF amplification and user-level Poisson sampling (a user's record count in a
-    batch is binomial) are of this form. Add/remove only."""
+    batch is binomial) are of this form. Under replace-one the record's contribution moves from +c to -c: the pair is
+    sum_i p_i N(-c_i, s^2) vs sum_i p_i N(c_i, s^2); sensitivities (0, 1) with probabilities (1 - q, q) is
+    dp_accounting's replace-one Poisson-subsampled Gaussian."""
 
     kind: ClassVar[str] = "mixture_of_gaussians"
     standard_deviation: float = param(
@@ -564,9 +567,7 @@ class MixtureOfGaussians(Mechanism):
         lake_column="mixture_probabilities",
     )
     steps: int = param("number of composed steps", BoundedCount(), default=1)
-    neighbouring: str = param(
-        _RELATION_DOC + " (dp_accounting: add_remove only)", Choice(("add_remove",)), default="add_remove"
-    )
+    neighbouring: str = param(_RELATION_DOC, Choice(NEIGHBOURING_RELATIONS), default="add_remove")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -625,9 +625,9 @@ def test_dp_event_no_kind_describes_is_refused():
         )
     with pytest.raises(UnsupportedMechanismError, match="DiscreteLaplaceDpEvent"):  # dp_accounting: add/remove only
         kinds.mechanism_from_dp_event(dp_accounting.dp_event.DiscreteLaplaceDpEvent(1.0, 1), neighbouring="replace_one")
-    with pytest.raises(UnsupportedMechanismError):  # Poisson subsampling is add/remove only
+    with pytest.raises(UnsupportedMechanismError):  # no kind subsamples a zCDP statement (nor does dp_accounting)
         kinds.mechanism_from_dp_event(
-            dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(1.0)), neighbouring="replace_one"
+            dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.ZCDpEvent(1.0)), neighbouring="replace_one"
         )
 
 

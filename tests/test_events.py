@@ -127,8 +127,12 @@ def test_from_dp_event_unsupported_names_the_event_type(event):
 
 
 def test_from_dp_event_relation_is_checked():
-    with pytest.raises(ValueError, match="REPLACE_SPECIAL"):
-        g.from_dp_event(de.GaussianDpEvent(1.0), neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_SPECIAL)
+    # REPLACE_SPECIAL: dp_accounting's PLD constructors account a Gaussian exactly as under ADD_OR_REMOVE_ONE
+    # (from_gaussian_mechanism docstring); its randomized response there answers uniformly, a pair no kind states.
+    special = dp_accounting.NeighboringRelation.REPLACE_SPECIAL
+    assert g.from_dp_event(de.GaussianDpEvent(1.0), neighboring_relation=special) == g.Gaussian(noise_multiplier=1.0)
+    with pytest.raises(g.UnsupportedMechanismError, match="REPLACE_SPECIAL"):
+        g.from_dp_event(de.RandomizedResponseDpEvent(0.5, 4), neighboring_relation=special)
     with pytest.raises(ValueError, match="neighboring_relation must be one of"):
         g.from_dp_event(de.GaussianDpEvent(1.0), neighboring_relation="substitution")
     with pytest.raises(ValueError, match="event must be a dp_accounting DpEvent"):

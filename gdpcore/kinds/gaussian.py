@@ -140,6 +140,8 @@ DISCRETE_GAUSSIAN = KindSpec(
 
 
 def _swor_pld(m: SampledWithoutReplacementGaussian, *, step: float, pessimistic: bool):
+    if m.batch_size == 0:  # an empty batch: the output is noise whatever the data (dp_accounting's RDP gives 0)
+        return pld_lib.identity(value_discretization_interval=step)
     return pld_lib.from_gaussian_mechanism(
         m.noise_multiplier * m.sensitivity,
         sensitivity=m.sensitivity,
@@ -166,11 +168,15 @@ SAMPLED_WITHOUT_REPLACEMENT_GAUSSIAN = KindSpec(
     draw=_swor_draw,
     pld=_swor_pld,
     pure_epsilon=lambda m: NOT_PURE,
-    # Joint convexity of e^{(t-1) D_t}: at most the unsampled replace-one Gaussian, shift 2C: 2t / sigma^2.
-    rdp=lambda m, t: (m.steps * 2.0 * t / m.noise_multiplier**2, "exact" if m.sampling_rate == 1.0 else "upper"),
+    # Joint convexity of e^{(t-1) D_t}: at most the unsampled replace-one Gaussian, shift 2C: 2t / sigma^2 (0 for an
+    # empty batch, exactly).
+    rdp=lambda m, t: (
+        m.steps * 2.0 * t / m.noise_multiplier**2 * (m.batch_size > 0),
+        "exact" if m.sampling_rate in (0.0, 1.0) else "upper",
+    ),
     rho=lambda m: (
-        m.steps * 2.0 / m.noise_multiplier**2,
-        "exact" if m.sampling_rate == 1.0 else "upper",
+        m.steps * 2.0 / m.noise_multiplier**2 * (m.batch_size > 0),
+        "exact" if m.sampling_rate in (0.0, 1.0) else "upper",
         "any",
     ),
     to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(
@@ -184,8 +190,8 @@ SAMPLED_WITHOUT_REPLACEMENT_GAUSSIAN = KindSpec(
     exact_mu=lambda m: 2.0 * math.sqrt(m.steps) / m.noise_multiplier if m.sampling_rate == 1.0 else None,
     clt_mu_squared=Unsupported("the CLT accountant applies to Poisson-subsampled Gaussians (add/remove) only"),
     gdp_upper_bound=lambda m: (
-        2.0 * math.sqrt(m.steps) / m.noise_multiplier,
-        "exact" if m.sampling_rate == 1.0 else "upper",
+        2.0 * math.sqrt(m.steps) / m.noise_multiplier * (m.batch_size > 0),
+        "exact" if m.sampling_rate in (0.0, 1.0) else "upper",
     ),
     subsampled_gaussian_phases=Unsupported("fixed-size batches are not Poisson-subsampled"),
 )

@@ -17,7 +17,7 @@ import dp_accounting
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from gdpcore.mechanisms import Composed, Mechanism, Param, SelfComposed, nested_fields, parameters
+from gdpcore.mechanisms import ZCDP, Composed, Mechanism, Param, SelfComposed, nested_fields, parameters
 
 
 class UnsupportedMechanismError(ValueError):
@@ -513,7 +513,10 @@ def single_steps(mechanism: Mechanism) -> list[tuple[Mechanism, int]]:
     The composition tree is flattened (composition is commutative: ``SelfComposed(Composed([A, B]), 3)`` is A and B
     three times each), a leaf with a ``steps_param`` becomes its one-step instance repeated that many times, and equal
     single steps are merged (their counts add), in order of first appearance. The engine composes these with
-    :mod:`gdpcore.pld` (FFT powers with a round-off bound) instead of dp_accounting's ``self_compose``.
+    :mod:`gdpcore.pld` (FFT powers with a round-off bound) instead of dp_accounting's ``self_compose``. zCDP
+    statements are merged into one whose rho and xi are the sums (Bun & Steinke 2016 Lemma 2.3): composing their
+    worst-case curves instead is looser than converting the composed statement
+    (:func:`gdpcore.kinds.dp_events.merge_zcdp_statements`).
     """
     counts: dict[str, int] = {}
     steps: dict[str, Mechanism] = {}
@@ -536,7 +539,16 @@ def single_steps(mechanism: Mechanism) -> list[tuple[Mechanism, int]]:
     if not isinstance(mechanism, Mechanism):
         raise ValueError(f"mechanism must be a gdpcore mechanism, got {mechanism!r}")
     walk(mechanism, 1)
-    return [(steps[k], counts[k]) for k in steps]
+    out = [(steps[k], counts[k]) for k in steps]
+    statements = [(m, n) for m, n in out if isinstance(m, ZCDP)]
+    if len(statements) > 1 or any(n > 1 for _, n in statements):
+        merged = ZCDP(
+            rho=math.fsum(m.rho * n for m, n in statements),
+            xi=math.fsum(m.xi * n for m, n in statements),
+            neighbouring=statements[0][0].neighbouring,
+        )
+        out = [(m, n) for m, n in out if not isinstance(m, ZCDP)] + [(merged, 1)]
+    return out
 
 
 def to_dp_event(mechanism: Mechanism) -> dp_accounting.DpEvent:

@@ -8,8 +8,9 @@ import math
 import dp_accounting
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from dp_accounting.rdp import rdp_privacy_accountant
 
-from gdpcore.closed_form import get_delta_from_rdp
+from gdpcore.closed_form import cks_log_delta, get_delta_from_rdp
 from gdpcore.curve import curve_from_profile
 from gdpcore.kinds import dp_events
 from gdpcore.kinds._common import NOT_PURE, log_uniform, relation
@@ -19,8 +20,27 @@ from gdpcore.mechanisms import ZCDP
 __all__ = ["ZCDP_STATEMENT"]
 
 # -- rho-zCDP statements (upper bounds only) ---------------------------------------------------------------------------
-_ZCDP_ORDERS = 1.0 + np.geomspace(1e-3, 1e4, 400)
+_ZCDP_ORDERS = np.union1d(1.0 + np.geomspace(1e-3, 1e4, 400), rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
+"""A geometric grid of orders and dp_accounting's default orders: the profile is the minimum of the conversion over
+all of them, so it is never above the conversion dp_accounting's RDP accountant makes at its orders."""
 _ZCDP_DELTA_FLOOR = 1e-30  # the profile is carried down to this delta; the rest is put at +inf loss (pessimistic)
+
+
+def _best_order_log_delta(m: ZCDP, eps: np.ndarray) -> np.ndarray:
+    """The conversion at the best order for each eps, not only at grid orders: for RDP xi + rho t the log of
+    Canonne-Kamath-Steinke's bound (:func:`gdpcore.closed_form.cks_log_delta`) is convex in t, with derivative
+    g(t) = xi + rho (2t - 1) - eps + log(1 - 1/t), increasing from -inf to +inf: its root, found by bisection on
+    log(t - 1), is the best order. Any order gives a valid bound, so the result is one whatever the bisection's
+    precision; it is below dp_accounting's conversion at its grid of orders (where the root lies between them)."""
+    lo = np.full(eps.shape, -40.0)
+    hi = np.full(eps.shape, 40.0)
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        t = 1.0 + np.exp(mid)
+        up = m.xi + m.rho * (2.0 * t - 1.0) - eps + np.log1p(-1.0 / t) > 0
+        lo, hi = np.where(up, lo, mid), np.where(up, mid, hi)
+    t = 1.0 + np.exp(0.5 * (lo + hi))
+    return cks_log_delta(t, m.xi + m.rho * t, eps)
 
 
 def _zcdp_profile_pld(m: ZCDP, *, step: float, pessimistic: bool) -> pld_lib.PrivacyLossDistribution:
@@ -45,6 +65,7 @@ def _zcdp_profile_pld(m: ZCDP, *, step: float, pessimistic: bool) -> pld_lib.Pri
     k = np.arange(int(math.ceil(e_max / step)) + 1)
     eps = k * step
     delta = np.asarray(get_delta_from_rdp(orders=_ZCDP_ORDERS, rdp=rdp, epsilon=eps), dtype=float)
+    delta = np.minimum(delta, np.exp(np.minimum(_best_order_log_delta(m, eps), 0.0)))
     v = np.exp(eps)
     hull: list[int] = []  # lower convex hull (Andrew's monotone chain) of (v, delta), v increasing
     for i in range(v.size):
@@ -60,8 +81,15 @@ def _zcdp_profile_pld(m: ZCDP, *, step: float, pessimistic: bool) -> pld_lib.Pri
     # seed 000 Thm A.9), then the symmetric pair that realises it: segment i of the curve, slope -e^l, is an atom of
     # P-mass -d(beta) at loss l (Q-mass d(alpha)); the P-mass at alpha = 0 is the +inf atom. Losses are rounded up to
     # the grid (P-mass moved to a larger loss only raises delta: pessimistic).
-    alphas, betas = curve_from_profile(eps[idx], delta[idx]).breakpoints()
+    curve = curve_from_profile(eps[idx], delta[idx])
+    alphas, betas = curve.breakpoints()
     d_alpha, d_beta = np.diff(alphas), -np.diff(betas)
+    # Below the fixed point the vertices are the curve's own (breakpoints() starts with them): there the beta steps
+    # are taken from 1 - beta (``tail``) directly, accurate where beta is within 1e-9 of 1 (the losses that matter;
+    # from 1 - (1 - tail) their losses were off by up to 1e-3 and so rounded a step or more up: 5e-5 on eps at
+    # delta 1e-9 for rho = 12).
+    n = int(np.count_nonzero(curve.alpha < curve.fixed_point))
+    d_beta[: max(n - 1, 0)] = np.diff(curve.tail[curve.alpha < curve.fixed_point])
     seg = (d_alpha > 0) & (d_beta > 0)
     losses = np.log(d_beta[seg]) - np.log(d_alpha[seg])
     pmf: dict[int, float] = {}
