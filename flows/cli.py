@@ -455,6 +455,14 @@ def _main(argv: Sequence[str] | None) -> int:
     except (ValueError, FileNotFoundError) as exc:  # user errors: one line, exit 2, nothing partial written
         print(f"gdp {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:  # Prefect's temporary API server did not start (a busy host): one line, exit 2
+        from flows.runners import api_server_error_line
+
+        line = api_server_error_line(exc)
+        if line is None:
+            raise
+        print(f"gdp {args.command}: error: {line}", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # `gdp sql ... | head`: the reader left; no traceback, no second error at exit
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

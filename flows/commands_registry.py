@@ -14,6 +14,7 @@ from flows.command_common import (
     _add_store_args,
     _prefect_env,
     _preflight,
+    _start_api,
 )
 from flows.mechanism_args import _probability
 
@@ -73,7 +74,11 @@ def _run_audit(args: argparse.Namespace, **source: Any) -> Any:
     """The privacy-audit flow with the options both audit sources share (``source``: where the models come from)."""
     _preflight(args)
     _prefect_env(args.verbose)
+    _start_api()  # boots while the flow is imported; waited for below with gdp's start-up timeout
     from flows.privacy_audit import privacy_audit
+    from flows.runners import share_api_with_workers
+
+    share_api_with_workers("thread")
 
     return privacy_audit(
         **source,

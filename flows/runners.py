@@ -15,12 +15,16 @@ from typing import Any
 
 __all__ = [
     "RUNNERS",
+    "STARTUP_TIMEOUT_VARIABLE",
+    "ApiServerUnavailable",
+    "api_server_error_line",
     "default_workers",
     "exit_with_parent",
     "make_task_runner",
     "runner_from_env",
     "share_api_with_workers",
     "start_api_server",
+    "startup_timeout",
     "stop_with_this_process",
 ]
 
@@ -71,6 +75,63 @@ def runner_from_env(
     kind = os.environ.get(variable, default)
     address = os.environ.get("DASK_SCHEDULER_ADDRESS") if kind == "dask" else None
     return make_task_runner(kind, dask_address=address or None, max_workers=max_workers)
+
+
+STARTUP_TIMEOUT_VARIABLE = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
+"""Prefect's own setting (``server.ephemeral.startup_timeout_seconds``, an int, default 20 s): how long a temporary API
+server may take to answer. :func:`_wait_for_server` reads it too, and ``gdp`` sets :data:`DEFAULT_STARTUP_TIMEOUT`
+when it is unset (flows.command_common._prefect_env), so Prefect's fallback path waits as long as ours."""
+
+DEFAULT_STARTUP_TIMEOUT = 180
+"""Seconds a temporary API server may take to start before a run gives up. The server answers in ~3 s on an idle
+2-core machine; with the load average near 6 on the same machine Prefect's 20 s were exceeded (a nightly audit ended
+in a traceback). 180 s covers a ~60x slowdown; a machine slower than that is told so in one line (and which setting
+to raise), not with a traceback."""
+
+_PREFECT_TIMEOUT_TEXT = "Timed out while attempting to connect to ephemeral Prefect API server"
+
+
+class ApiServerUnavailable(RuntimeError):
+    """The temporary Prefect API server did not start (timed out or exited): an environment fault, not a bug."""
+
+
+def startup_timeout() -> int:
+    """:data:`STARTUP_TIMEOUT_VARIABLE` as Prefect reads it (a whole number of seconds >= 1), or the default; a bad
+    value is a ``ValueError`` naming the variable (Prefect would otherwise fail at import with a validation
+    traceback)."""
+    from gdpcore._validation import bounded_repr
+
+    text = os.environ.get(STARTUP_TIMEOUT_VARIABLE)
+    if text is None or not text.strip():
+        return DEFAULT_STARTUP_TIMEOUT
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{STARTUP_TIMEOUT_VARIABLE} must be a whole number of seconds >= 1, got {bounded_repr(text)}")
+    return value
+
+
+def api_server_error_line(exc: BaseException) -> str | None:
+    """One line for a temporary API server that did not come up (ours, :class:`ApiServerUnavailable`, or Prefect's
+    own ``RuntimeError``, whose message also carries the server's whole stdout/stderr); None for any other error."""
+    if isinstance(exc, ApiServerUnavailable):
+        return str(exc)
+    if isinstance(exc, RuntimeError) and str(exc).startswith(_PREFECT_TIMEOUT_TEXT):
+        try:
+            waited = f"{startup_timeout()} s"
+        except ValueError:
+            waited = "its start-up timeout"
+        return _unavailable_text(f"did not answer within {waited}")
+    return None
+
+
+def _unavailable_text(what: str) -> str:
+    return (
+        f"Prefect's temporary API server {what} (a busy machine?); nothing was run. Raise "
+        f"{STARTUP_TIMEOUT_VARIABLE} (seconds), or run `prefect server start` and set PREFECT_API_URL"
+    )
 
 
 _server_boot: dict[str, Any] = {}  # the temporary server this process started: {"process", "port", "watched"}
@@ -217,12 +278,12 @@ def _stop_server() -> None:
 def _wait_for_server() -> None:
     """Block until the server started by :func:`start_api_server` answers ``/api/health`` (relaunching on a port
     taken meanwhile, uvicorn's exit code 3, like Prefect); a server that does not answer within
-    ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` (default 60) is stopped and reported."""
+    :func:`startup_timeout` seconds is stopped and reported (:class:`ApiServerUnavailable`)."""
     import time
     import urllib.error
     import urllib.request
 
-    timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60"))
+    timeout = startup_timeout()
     deadline = time.monotonic() + timeout
     local = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1: never through $HTTP_PROXY
     while time.monotonic() < deadline:
@@ -233,7 +294,8 @@ def _wait_for_server() -> None:
             _export_api_url()
             continue
         if code is not None:
-            raise RuntimeError(f"Prefect's temporary API server exited with code {code} during start-up")
+            _stop_server()
+            raise ApiServerUnavailable(_unavailable_text(f"exited with code {code} during start-up"))
         try:
             with local.open(f"{os.environ['PREFECT_API_URL']}/health", timeout=2) as resp:
                 if resp.status == 200:
@@ -242,10 +304,7 @@ def _wait_for_server() -> None:
             pass
         time.sleep(0.05)
     _stop_server()
-    raise RuntimeError(
-        f"Prefect's temporary API server did not answer within {timeout:g} s "
-        "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS; or run `prefect server start` and set PREFECT_API_URL)"
-    )
+    raise ApiServerUnavailable(_unavailable_text(f"did not answer within {timeout} s"))
 
 
 def share_api_with_workers(kind: str) -> None:
@@ -266,6 +325,8 @@ def share_api_with_workers(kind: str) -> None:
             os.environ["PREFECT_API_URL"] = str(get_current_settings().api.url)
             return
         start_api_server()
+        if not _server_boot:  # an untested Prefect version: Prefect starts its own server (same timeout setting)
+            return
     _wait_for_server()
     if not _server_boot.get("watched"):
         stop_with_this_process(_server_boot["process"].pid, marker="uvicorn")
