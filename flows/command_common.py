@@ -143,5 +143,9 @@ def _runner(args: argparse.Namespace) -> Any:
 
 
 def _check_workers(args: argparse.Namespace) -> None:
+    """--workers and --dask-address, before Prefect starts."""
+    from flows.runners import check_dask_address
+
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    check_dask_address(args.runner, args.dask_address)

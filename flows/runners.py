@@ -18,6 +18,7 @@ __all__ = [
     "STARTUP_TIMEOUT_VARIABLE",
     "ApiServerUnavailable",
     "api_server_error_line",
+    "check_dask_address",
     "default_workers",
     "exit_with_parent",
     "make_task_runner",
@@ -38,12 +39,19 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
+def check_dask_address(kind: str, dask_address: str | None) -> None:
+    """``--dask-address`` fits ``--runner`` and looks like a scheduler address; checked before Prefect starts."""
+    if dask_address is not None and kind != "dask":
+        raise ValueError(f"--dask-address is only used with --runner dask, got --runner {_shown(kind)}")
+    if dask_address is not None and not dask_address.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
+        raise ValueError(f"--dask-address must look like tcp://host:8786, got {_shown(dask_address)}")
+
+
 def make_task_runner(kind: str = "process", *, dask_address: str | None = None, max_workers: int | None = None) -> Any:
     """A Prefect task runner for ``kind`` in :data:`RUNNERS`; raises ``ValueError`` naming a bad kind or address."""
     if kind not in RUNNERS:
-        raise ValueError(f"--runner must be one of {', '.join(RUNNERS)}, got {kind!r}")
-    if dask_address is not None and kind != "dask":
-        raise ValueError(f"--dask-address is only used with --runner dask, got --runner {kind}")
+        raise ValueError(f"--runner must be one of {', '.join(RUNNERS)}, got {_shown(kind)}")
+    check_dask_address(kind, dask_address)
     workers = max_workers or default_workers()
     if kind == "thread":
         from prefect.task_runners import ThreadPoolTaskRunner
@@ -53,8 +61,6 @@ def make_task_runner(kind: str = "process", *, dask_address: str | None = None, 
         from prefect.task_runners import ProcessPoolTaskRunner
 
         return ProcessPoolTaskRunner(max_workers=workers, initializer=exit_with_parent, initargs=(os.getpid(),))
-    if dask_address is not None and not dask_address.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
-        raise ValueError(f"--dask-address must look like tcp://host:8786, got {dask_address!r}")
     try:
         from prefect_dask import DaskTaskRunner
     except ImportError:  # pragma: no cover - optional extra
@@ -89,18 +95,23 @@ in a traceback). 180 s covers a ~60x slowdown; a machine slower than that is tol
 to raise), not with a traceback."""
 
 _PREFECT_TIMEOUT_TEXT = "Timed out while attempting to connect to ephemeral Prefect API server"
+_PREFECT_UNREACHABLE_TEXT = "Failed to reach API at "  # prefect/_internal/version_checking.py
 
 
 class ApiServerUnavailable(RuntimeError):
     """The temporary Prefect API server did not start (timed out or exited): an environment fault, not a bug."""
 
 
+def _shown(value: Any) -> str:
+    from tasks.safe_yaml import shown  # the error path only
+
+    return shown(value)
+
+
 def startup_timeout() -> int:
     """:data:`STARTUP_TIMEOUT_VARIABLE` as Prefect reads it (a whole number of seconds >= 1), or the default; a bad
     value is a ``ValueError`` naming the variable (Prefect would otherwise fail at import with a validation
     traceback)."""
-    from gdpcore._validation import bounded_repr
-
     text = os.environ.get(STARTUP_TIMEOUT_VARIABLE)
     if text is None or not text.strip():
         return DEFAULT_STARTUP_TIMEOUT
@@ -109,21 +120,29 @@ def startup_timeout() -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise ValueError(f"{STARTUP_TIMEOUT_VARIABLE} must be a whole number of seconds >= 1, got {bounded_repr(text)}")
+        raise ValueError(f"{STARTUP_TIMEOUT_VARIABLE} must be a whole number of seconds >= 1, got {_shown(text)}")
     return value
 
 
 def api_server_error_line(exc: BaseException) -> str | None:
-    """One line for a temporary API server that did not come up (ours, :class:`ApiServerUnavailable`, or Prefect's
-    own ``RuntimeError``, whose message also carries the server's whole stdout/stderr); None for any other error."""
+    """One line for a Prefect API that is not there: a temporary server that did not come up (ours,
+    :class:`ApiServerUnavailable`, or Prefect's own ``RuntimeError``, whose message also carries the server's whole
+    stdout/stderr) or a configured server that does not answer; None for any other error."""
     if isinstance(exc, ApiServerUnavailable):
         return str(exc)
-    if isinstance(exc, RuntimeError) and str(exc).startswith(_PREFECT_TIMEOUT_TEXT):
+    if not isinstance(exc, RuntimeError):
+        return None
+    text = str(exc)
+    if text.startswith(_PREFECT_TIMEOUT_TEXT):
         try:
             waited = f"{startup_timeout()} s"
         except ValueError:
             waited = "its start-up timeout"
         return _unavailable_text(f"did not answer within {waited}")
+    if text.startswith(_PREFECT_UNREACHABLE_TEXT):  # a configured PREFECT_API_URL that does not answer
+        from tasks.safe_yaml import bounded_message
+
+        return bounded_message(f"{text} (is the Prefect server running? PREFECT_API_URL); nothing was run", 500)
     return None
 
 
