@@ -31,6 +31,7 @@ from flows.mechanism_args import (
     _Parser,
     _probability,
     _shown,
+    _shown_number,
     _training_run_from_args,
 )
 
@@ -300,7 +301,7 @@ def _positive_int(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {_shown(text)}") from None
     if x < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {_shown(text)}")
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {_shown_number(text)}")
     return x
 
 
@@ -310,7 +311,7 @@ def _positive_float(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number, got {_shown(text)}") from None
     if not 0 < x < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {_shown(text)}")
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {_shown_number(text)}")
     return x
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "_mechanism_kinds",
     "_probability",
     "_shown",
+    "_shown_number",
     "_training_run_from_args",
 ]
 
@@ -27,6 +28,11 @@ def _shown(value: Any) -> str:
     from tasks.safe_yaml import shown
 
     return shown(value)
+
+
+def _shown_number(text: str) -> str:
+    """A number the user typed (it parsed), as typed when short, else bounded."""
+    return text if len(text) <= 40 and text.isprintable() else _shown(text)
 
 
 def _error_line(exc: BaseException) -> str:
@@ -101,7 +107,7 @@ def _probability(name: str, *, open_low: bool = False, open_high: bool = False) 
         high_ok = x < 1 if open_high else x <= 1
         if not (low_ok and high_ok):
             lo, hi = "(" if open_low else "[", ")" if open_high else "]"
-            raise argparse.ArgumentTypeError(f"must be in {lo}0, 1{hi}, got {_shown(text)}")
+            raise argparse.ArgumentTypeError(f"must be in {lo}0, 1{hi}, got {_shown_number(text)}")
         return x
 
     return parse
@@ -121,7 +127,9 @@ def _load_spec_text(spec: str) -> Any:
             raise ValueError(f"--spec: no such file {_shown(spec)} (give a file or YAML/JSON text)")
         return load_yaml_file(spec)
     except YamlError as exc:
-        raise ValueError(f"--spec: {exc}" if exc.source != "--spec" else str(exc)) from None
+        raise ValueError(
+            f"--spec: {exc}" if exc.source != "--spec" else f"--spec is not valid YAML/JSON: {exc.detail}"
+        ) from None
 
 
 _RUN_SOURCES = ("spec", "dp_event", "opacus", "tf_privacy")
