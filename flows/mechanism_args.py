@@ -195,9 +195,9 @@ def _mechanism_from_args(args: argparse.Namespace):
     if args.spec is not None:
         if args.kind is not None:
             raise ValueError("give either --spec or a mechanism kind with parameters, not both")
-        data = _load_spec_text(args.spec)
+        given = _load_spec_text(args.spec)
         try:
-            return mechanism_from_dict(data)
+            return mechanism_from_dict(given)
         except ValueError as exc:  # gdpcore names the field inside the mechanism; say where it came from
             raise ValueError(f"--spec: {exc}") from None
     if args.kind is None:
