@@ -6,8 +6,9 @@ errors (:class:`_Parser`)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "_mechanism_from_args",
     "_mechanism_kinds",
     "_probability",
+    "_reading",
     "_shown",
     "_shown_number",
     "_training_run_from_args",
@@ -33,6 +35,22 @@ def _shown(value: Any) -> str:
 def _shown_number(text: str) -> str:
     """A number the user typed (it parsed), as typed when short, else bounded."""
     return text if len(text) <= 40 and text.isprintable() else _shown(text)
+
+
+@contextlib.contextmanager
+def _reading(option: str) -> Iterator[None]:
+    """Errors reading the file named by ``option`` name the option too: a ``ValueError`` (the reader names the file
+    and the field) gets it as a prefix, an ``OSError`` (a name too long, a folder) becomes one."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        raise ValueError(f"{option}: {exc.strerror or type(exc).__name__}: {_shown(str(exc.filename))}") from None
+    except ValueError as exc:
+        if str(exc).startswith(option):
+            raise
+        raise ValueError(f"{option}: {exc}") from None
 
 
 def _error_line(exc: BaseException) -> str:
@@ -156,7 +174,8 @@ def _training_run_from_args(args: argparse.Namespace) -> Any:
         from gdpcore.events import from_dp_event
         from tasks.training_runs import load_dp_event_file
 
-        event = load_dp_event_file(args.dp_event)
+        with _reading("--dp-event"):
+            event = load_dp_event_file(args.dp_event)
         relation = args.neighbouring or "add_remove"
         return adapters.TrainingRun(
             mechanism=from_dp_event(event, neighboring_relation=relation),
@@ -170,7 +189,8 @@ def _training_run_from_args(args: argparse.Namespace) -> Any:
     if args.opacus is not None:
         from tasks.training_runs import load_opacus_file
 
-        return load_opacus_file(args.opacus, sampler=args.sampler)
+        with _reading("--opacus"):
+            return load_opacus_file(args.opacus, sampler=args.sampler)
     if args.tf_privacy:
         missing = [f for f in tf_fields[:4] if getattr(args, f"tf_{f}") is None]
         if missing:
