@@ -145,7 +145,8 @@ def _runner(args: argparse.Namespace) -> Any:
 def _check_workers(args: argparse.Namespace) -> None:
     """--workers and --dask-address, before Prefect starts."""
     from flows.runners import check_dask_address
+    from tasks.safe_yaml import shown
 
     if args.workers is not None and args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+        raise ValueError(f"--workers must be >= 1, got {shown(args.workers)}")
     check_dask_address(args.runner, args.dask_address)

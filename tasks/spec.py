@@ -67,7 +67,7 @@ from gdpcore import kinds as _kinds
 from gdpcore._validation import bounded_repr
 from gdpcore.mechanisms import ParameterError
 from gdpcore.representations import REPRESENTATIONS  # the names PrivacyReport.regret(representation) accepts
-from tasks.safe_yaml import shown_key
+from tasks.safe_yaml import bounded_message, shown_key
 from tasks.spec_paths import (
     axis_param,
     is_integer,
@@ -506,13 +506,13 @@ def _check_size(path: Path, spec: GridSpec | CalibrationSpec, force: bool) -> No
             )
     n = math.prod(sizes.values())
     if n > HARD_MAX_CELLS:
-        shape = " x ".join(f"{k}:{s}" for k, s in sizes.items())
+        shape = bounded_message(" x ".join(f"{shown_key(k)}:{s}" for k, s in sizes.items()), 300)
         raise ValueError(
             f"{path}: grid has {n:,} cells ({shape}) > {HARD_MAX_CELLS:,}, the most one spec can hold even with "
             "--force; split it into several specs"
         )
     if n > spec.max_cells and not force:
-        shape = " x ".join(f"{k}:{s}" for k, s in sizes.items())
+        shape = bounded_message(" x ".join(f"{shown_key(k)}:{s}" for k, s in sizes.items()), 300)
         raise ValueError(
             f"{path}: grid has {n:,} cells ({shape}) > max_cells={spec.max_cells:,}; "
             "raise max_cells in the spec or pass --force"
