@@ -26,9 +26,12 @@ from flows.command_common import describe_mechanism as _describe
 from flows.commands import COMMANDS
 from flows.mechanism_args import (
     _add_kind_parsers,
+    _error_line,
     _mechanism_from_args,
     _Parser,
     _probability,
+    _shown,
+    _shown_number,
     _training_run_from_args,
 )
 
@@ -41,16 +44,16 @@ def _parse_claim(text: str | None) -> tuple[float, float, str] | None:
         return None
     parts = [p.strip() for p in text.split(",")]
     if len(parts) != 3 or not parts[2]:
-        raise ValueError(f"--claim must be EPSILON,DELTA,ACCOUNTANT (e.g. 8,1e-5,RDP), got {text!r}")
+        raise ValueError(f"--claim must be EPSILON,DELTA,ACCOUNTANT (e.g. 8,1e-5,RDP), got {_shown(text)}")
     try:
         eps, delta = float(parts[0]), float(parts[1])
     except ValueError:
-        raise ValueError(f"--claim: epsilon and delta must be numbers, got {text!r}") from None
+        raise ValueError(f"--claim: epsilon and delta must be numbers, got {_shown(text)}") from None
     from gdpcore.claims import reproduction_family
 
     if reproduction_family(parts[2]) is None:
         raise ValueError(
-            f"--claim: unknown accountant {parts[2]!r}; use RDP (Renyi / moments), PLD (PRV, connect-the-dots) or "
+            f"--claim: unknown accountant {_shown(parts[2])}; use RDP (Renyi / moments), PLD (PRV, connect-the-dots) or "
             "GDP (CLT)"
         )
     return eps, delta, parts[2]
@@ -296,9 +299,9 @@ def _positive_int(text: str) -> int:
     try:
         x = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {_shown(text)}") from None
     if x < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {_shown_number(text)}")
     return x
 
 
@@ -306,9 +309,9 @@ def _positive_float(text: str) -> float:
     try:
         x = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a number, got {_shown(text)}") from None
     if not 0 < x < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {_shown_number(text)}")
     return x
 
 
@@ -453,12 +456,25 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         return int(args.run(args))
     except (ValueError, FileNotFoundError) as exc:  # user errors: one line, exit 2, nothing partial written
-        print(f"gdp {args.command}: error: {exc}", file=sys.stderr)
+        print(f"gdp {args.command}: error: {_error_line(exc)}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:  # Prefect's temporary API server did not start (a busy host): one line, exit 2
+        from flows.runners import api_server_error_line
+
+        line = api_server_error_line(exc)
+        if line is None:
+            raise
+        print(f"gdp {args.command}: error: {line}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `gdp sql ... | head`: the reader left; no traceback, no second error at exit
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, what a shell reports for a process killed by it
+    except OSError as exc:  # a path the user named that cannot be used (too long, a folder, unreadable): one line
+        if exc.filename is None:
+            raise
+        print(f"gdp {args.command}: error: {_error_line(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"gdp {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -43,8 +43,14 @@ REPORT_URI_HELP = (
 
 def _prefect_env(verbose: bool) -> None:
     """Quiet, offline defaults for CLI runs (explicit environment settings win): the command prints its own summary
-    (failures included), so Prefect's log lines and absl's warnings only show with -v."""
+    (failures included), so Prefect's log lines and absl's warnings only show with -v; a temporary API server may
+    take :data:`flows.runners.DEFAULT_STARTUP_TIMEOUT` seconds to start."""
+    from flows.runners import DEFAULT_STARTUP_TIMEOUT, STARTUP_TIMEOUT_VARIABLE, startup_timeout
+
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry calls from the local server
+    # A temporary server gets minutes, not Prefect's 20 s, to start on a busy host (a user's value is checked, and wins)
+    startup_timeout()
+    os.environ.setdefault(STARTUP_TIMEOUT_VARIABLE, str(DEFAULT_STARTUP_TIMEOUT))
     if not os.environ.get("PREFECT_API_URL"):  # Prefect will start a local server: never let it outlive us
         from flows.runners import start_orphan_watchdog
 
@@ -137,5 +143,10 @@ def _runner(args: argparse.Namespace) -> Any:
 
 
 def _check_workers(args: argparse.Namespace) -> None:
+    """--workers and --dask-address, before Prefect starts."""
+    from flows.runners import check_dask_address
+    from tasks.safe_yaml import shown
+
     if args.workers is not None and args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+        raise ValueError(f"--workers must be >= 1, got {shown(args.workers)}")
+    check_dask_address(args.runner, args.dask_address)

@@ -14,6 +14,7 @@ from flows.command_common import (
     _add_store_args,
     _prefect_env,
     _preflight,
+    _start_api,
 )
 from flows.mechanism_args import _probability
 
@@ -73,7 +74,11 @@ def _run_audit(args: argparse.Namespace, **source: Any) -> Any:
     """The privacy-audit flow with the options both audit sources share (``source``: where the models come from)."""
     _preflight(args)
     _prefect_env(args.verbose)
+    _start_api()  # boots while the flow is imported; waited for below with gdp's start-up timeout
     from flows.privacy_audit import privacy_audit
+    from flows.runners import share_api_with_workers
+
+    share_api_with_workers("thread")
 
     return privacy_audit(
         **source,
@@ -89,6 +94,7 @@ def _run_audit(args: argparse.Namespace, **source: Any) -> Any:
 
 def _audit_mlflow(args: argparse.Namespace) -> int:
     from tasks.mlflow_registry import public_uri
+    from tasks.safe_yaml import bounded_message
 
     try:
         from mlflow import MlflowClient
@@ -96,18 +102,19 @@ def _audit_mlflow(args: argparse.Namespace) -> int:
     except ImportError:
         raise ValueError("--mlflow-uri needs MLflow: pip install 'gdp-audit[mlflow]'") from None
 
-    client = MlflowClient(tracking_uri=args.mlflow_uri, registry_uri=args.mlflow_uri)
     # Before Prefect starts: an unreachable server or an unknown --model is a one-line error, exit 2. The probe retries
     # once (MLflow's default backs off for minutes); the audit itself keeps MLflow's and its task's retries.
     probe_env = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
     saved = {k: os.environ.get(k) for k in probe_env}
     os.environ.update({k: v for k, v in probe_env.items() if saved[k] is None})
     try:
+        client = MlflowClient(tracking_uri=args.mlflow_uri, registry_uri=args.mlflow_uri)
         client.search_registered_models(max_results=1)
         for name in args.model or ():
             client.get_registered_model(name)
     except MlflowException as exc:
-        raise ValueError(f"--mlflow-uri {public_uri(args.mlflow_uri)}: {str(exc).splitlines()[0][:300]}") from None
+        uri = bounded_message(public_uri(args.mlflow_uri), 300)
+        raise ValueError(f"--mlflow-uri {uri}: {bounded_message(str(exc).splitlines()[0], 300)}") from None
     finally:
         for k, v in saved.items():
             if v is None:
@@ -138,6 +145,7 @@ def _card(args: argparse.Namespace) -> int:
     from tasks.evidence import attach_from_report
     from tasks.lake import default_report
     from tasks.report_query import query_report
+    from tasks.safe_yaml import shown
 
     report = Path(args.report or default_report())
     model, _, version = args.model.partition(":")
@@ -146,11 +154,11 @@ def _card(args: argparse.Namespace) -> int:
     sql = sql.replace("?", "'" + model.replace("'", "''") + "'", 1)
     if version:
         if not version.isdigit():
-            raise ValueError(f"VERSION must be an integer, got {version!r}")
+            raise ValueError(f"VERSION must be an integer, got {shown(version)}")
         sql = sql.replace("?", version, 1)
     _, rows = query_report(report, sql)
     if not rows:
-        raise ValueError(f"no audited model version {args.model!r} in {report}: run 'gdp audit' first")
+        raise ValueError(f"no audited model version {shown(args.model)} in {report}: run 'gdp audit' first")
     _, lake_rows = query_report(report, "SELECT lake FROM report_info")
     if lake_rows[0][0] is None:
         raise ValueError(f"{report} is an exported report without its lake: run 'gdp card' on the published report")

@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from flows.command_common import Command
-from flows.mechanism_args import _add_kind_parsers, _mechanism_from_args, _probability
+from flows.mechanism_args import _add_kind_parsers, _mechanism_from_args, _probability, _reading
 
 __all__ = ["EVIDENCE_COMMANDS", "run_evidence"]
 
@@ -65,7 +65,8 @@ def run_evidence(args: argparse.Namespace) -> dict[str, Any]:
     if not args.scores:
         raise ValueError("--scores FILE is required (the canary scores to audit)")
     mech = _mechanism_from_args(args)  # fails before the scores are read or anything is computed
-    scores = read_scores(args.scores)
+    with _reading("--scores"):
+        scores = read_scores(args.scores)
     deltas = sorted(set(args.delta or [1e-5]), reverse=True)
     report = gdpcore.analyze(mech, deltas=tuple(sorted({*deltas, 1e-5})))
     nums = evaluate(scores, {"eps_deltas": deltas, "delta": deltas[0]}, confidence=args.confidence, report=report)

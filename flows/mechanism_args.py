@@ -6,24 +6,71 @@ errors (:class:`_Parser`)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import contextlib
+import os
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 __all__ = [
     "_Parser",
     "_add_kind_parsers",
+    "_error_line",
     "_mechanism_from_args",
     "_mechanism_kinds",
     "_probability",
+    "_reading",
+    "_shown",
+    "_shown_number",
     "_training_run_from_args",
 ]
+
+
+def _shown(value: Any) -> str:
+    """A value the user typed, in an error message: bounded (a 30 MB argument is not echoed whole)."""
+    from tasks.safe_yaml import shown
+
+    return shown(value)
+
+
+def _shown_number(text: str) -> str:
+    """A number the user typed (it parsed), as typed when short, else bounded."""
+    return text if len(text) <= 40 and text.isprintable() else _shown(text)
+
+
+@contextlib.contextmanager
+def _reading(option: str) -> Iterator[None]:
+    """Errors reading the file named by ``option`` name the option too: a ``ValueError`` (the reader names the file
+    and the field) gets it as a prefix, an ``OSError`` (a name too long, a folder) becomes one."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        raise ValueError(f"{option}: {exc.strerror or type(exc).__name__}: {_shown(str(exc.filename))}") from None
+    except ValueError as exc:
+        if str(exc).startswith(option):
+            raise
+        raise ValueError(f"{option}: {exc}") from None
+
+
+def _error_line(exc: BaseException) -> str:
+    """The one line ``gdp`` prints for a user error: an ``OSError`` as its reason and (bounded) path, anything else
+    as its message, cut to :data:`tasks.safe_yaml.MAX_MESSAGE_CHARS` (the head names the file and the field)."""
+    from tasks.safe_yaml import bounded_message
+
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return bounded_message(f"{exc.strerror or type(exc).__name__}: {_shown(str(exc.filename))}")
+    return bounded_message(str(exc))
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but errors are one line (``gdp CMD: error: ...`` + where to look) and exit 2, like ValueErrors."""
 
     def error(self, message: str) -> NoReturn:
-        message = message.replace("argument kind: invalid choice", "invalid mechanism kind")
+        from tasks.safe_yaml import bounded_message
+
+        # argparse quotes what was typed whole (invalid choice: '<30 MB>'); the head names the argument
+        message = bounded_message(message.replace("argument kind: invalid choice", "invalid mechanism kind"))
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
@@ -73,34 +120,34 @@ def _probability(name: str, *, open_low: bool = False, open_high: bool = False) 
         try:
             x = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"must be a number, got {_shown(text)}") from None
         low_ok = x > 0 if open_low else x >= 0
         high_ok = x < 1 if open_high else x <= 1
         if not (low_ok and high_ok):
             lo, hi = "(" if open_low else "[", ")" if open_high else "]"
-            raise argparse.ArgumentTypeError(f"must be in {lo}0, 1{hi}, got {text}")
+            raise argparse.ArgumentTypeError(f"must be in {lo}0, 1{hi}, got {_shown_number(text)}")
         return x
 
     return parse
 
 
 def _load_spec_text(spec: str) -> Any:
-    """--spec: YAML or JSON text (a mapping) or a file holding one."""
-    import yaml  # TODO: read it with tasks.safe_yaml (the YAML 1.2 loader manifests and specs use)
+    """--spec: YAML or JSON text (a mapping) or a file holding one, read like every other YAML the project reads
+    (:mod:`tasks.safe_yaml`: bounded size, depth and alias expansion, YAML 1.2 scalars)."""
+    from tasks.safe_yaml import MAX_BYTES, YamlError, load_yaml_file, load_yaml_text
 
-    text = spec
-    if not spec.lstrip().startswith("{"):
-        try:
-            with open(spec, encoding="utf-8") as fh:
-                text = fh.read()
-        except FileNotFoundError:
-            raise ValueError(f"--spec: no such file {spec!r} (give a file or YAML/JSON text)") from None
-        except OSError as exc:
-            raise ValueError(f"--spec: cannot read {spec!r}: {exc.strerror}") from None
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"--spec is not valid YAML/JSON: {str(exc).splitlines()[0]}") from None
+        if spec.lstrip().startswith("{"):
+            if len(spec) > MAX_BYTES:
+                raise YamlError("--spec", f"refused: longer than {MAX_BYTES:,} characters")
+            return load_yaml_text(spec, "--spec")
+        if not os.path.lexists(spec):
+            raise ValueError(f"--spec: no such file {_shown(spec)} (give a file or YAML/JSON text)")
+        return load_yaml_file(spec)
+    except YamlError as exc:
+        raise ValueError(
+            f"--spec: {exc}" if exc.source != "--spec" else f"--spec is not valid YAML/JSON: {exc.detail}"
+        ) from None
 
 
 _RUN_SOURCES = ("spec", "dp_event", "opacus", "tf_privacy")
@@ -127,7 +174,8 @@ def _training_run_from_args(args: argparse.Namespace) -> Any:
         from gdpcore.events import from_dp_event
         from tasks.training_runs import load_dp_event_file
 
-        event = load_dp_event_file(args.dp_event)
+        with _reading("--dp-event"):
+            event = load_dp_event_file(args.dp_event)
         relation = args.neighbouring or "add_remove"
         return adapters.TrainingRun(
             mechanism=from_dp_event(event, neighboring_relation=relation),
@@ -141,7 +189,8 @@ def _training_run_from_args(args: argparse.Namespace) -> Any:
     if args.opacus is not None:
         from tasks.training_runs import load_opacus_file
 
-        return load_opacus_file(args.opacus, sampler=args.sampler)
+        with _reading("--opacus"):
+            return load_opacus_file(args.opacus, sampler=args.sampler)
     if args.tf_privacy:
         missing = [f for f in tf_fields[:4] if getattr(args, f"tf_{f}") is None]
         if missing:
@@ -166,7 +215,11 @@ def _mechanism_from_args(args: argparse.Namespace):
     if args.spec is not None:
         if args.kind is not None:
             raise ValueError("give either --spec or a mechanism kind with parameters, not both")
-        return mechanism_from_dict(_load_spec_text(args.spec))
+        given = _load_spec_text(args.spec)
+        try:
+            return mechanism_from_dict(given)
+        except ValueError as exc:  # gdpcore names the field inside the mechanism; say where it came from
+            raise ValueError(f"--spec: {exc}") from None
     if args.kind is None:
         raise ValueError("a mechanism kind is required, e.g. 'gdp analyze subsampled_gaussian --noise-multiplier 1'")
     params = _mechanism_kinds()[args.kind][1]

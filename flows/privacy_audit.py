@@ -54,6 +54,7 @@ from tasks.evaluate import transient_io_error
 from tasks.evidence import DEFAULT_FAMILY_LEVEL, audit_evidence, evidence_for_version
 from tasks.lake import default_lake, default_report
 from tasks.registry import DEFAULT_REGISTRY, MANIFEST_DEADLINE, ModelManifest, load_registry
+from tasks.safe_yaml import shown
 
 __all__ = ["AuditSummary", "privacy_audit"]
 
@@ -283,7 +284,7 @@ def _check_source(source: str, registry: str | None, mlflow_uri: str | None, mod
     """The tracking URI the run reads (source 'mlflow') or tags (with a manifest registry); ValueError naming the
     argument that does not fit the source."""
     if source not in ("manifests", "mlflow"):
-        raise ValueError(f"source must be 'manifests' or 'mlflow', got {source!r}")
+        raise ValueError(f"source must be 'manifests' or 'mlflow', got {shown(source)}")
     if source == "mlflow":
         mlflow_uri = mlflow_uri or os.environ.get("MLFLOW_TRACKING_URI") or None
         if not mlflow_uri:

@@ -21,6 +21,7 @@ from gdpcore.kinds import flat_kinds
 from tasks.lake import default_report
 from tasks.plots import heatmap_filename, plot_curve, plot_heatmap
 from tasks.report_query import query_report
+from tasks.safe_yaml import shown
 from tasks.spec import GridSpec, load_grid_spec
 
 __all__ = ["RegretMap", "regret_map"]
@@ -67,10 +68,10 @@ def choose_axes(spec: GridSpec, x: str | None, y: str | None) -> tuple[str, str,
     y = y or next((k for k in varying if k != x), None)
     for name, value in (("x", x), ("y", y)):
         if value is None or value not in spec.grid:
-            raise ValueError(f"--{name} must be one of the grid keys {', '.join(spec.grid)}, got {value!r}")
+            raise ValueError(f"--{name} must be one of the grid keys {', '.join(spec.grid)}, got {shown(value)}")
     assert x is not None and y is not None  # checked just above
     if x == y:
-        raise ValueError(f"--x and --y must differ, got {x!r} twice")
+        raise ValueError(f"--x and --y must differ, got {shown(x)} twice")
     return x, y, {k: v for k, v in fixed.items() if k not in (x, y)}, reduce
 
 

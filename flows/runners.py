@@ -15,12 +15,17 @@ from typing import Any
 
 __all__ = [
     "RUNNERS",
+    "STARTUP_TIMEOUT_VARIABLE",
+    "ApiServerUnavailable",
+    "api_server_error_line",
+    "check_dask_address",
     "default_workers",
     "exit_with_parent",
     "make_task_runner",
     "runner_from_env",
     "share_api_with_workers",
     "start_api_server",
+    "startup_timeout",
     "stop_with_this_process",
 ]
 
@@ -34,12 +39,19 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
+def check_dask_address(kind: str, dask_address: str | None) -> None:
+    """``--dask-address`` fits ``--runner`` and looks like a scheduler address; checked before Prefect starts."""
+    if dask_address is not None and kind != "dask":
+        raise ValueError(f"--dask-address is only used with --runner dask, got --runner {_shown(kind)}")
+    if dask_address is not None and not dask_address.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
+        raise ValueError(f"--dask-address must look like tcp://host:8786, got {_shown(dask_address)}")
+
+
 def make_task_runner(kind: str = "process", *, dask_address: str | None = None, max_workers: int | None = None) -> Any:
     """A Prefect task runner for ``kind`` in :data:`RUNNERS`; raises ``ValueError`` naming a bad kind or address."""
     if kind not in RUNNERS:
-        raise ValueError(f"--runner must be one of {', '.join(RUNNERS)}, got {kind!r}")
-    if dask_address is not None and kind != "dask":
-        raise ValueError(f"--dask-address is only used with --runner dask, got --runner {kind}")
+        raise ValueError(f"--runner must be one of {', '.join(RUNNERS)}, got {_shown(kind)}")
+    check_dask_address(kind, dask_address)
     workers = max_workers or default_workers()
     if kind == "thread":
         from prefect.task_runners import ThreadPoolTaskRunner
@@ -49,8 +61,6 @@ def make_task_runner(kind: str = "process", *, dask_address: str | None = None, 
         from prefect.task_runners import ProcessPoolTaskRunner
 
         return ProcessPoolTaskRunner(max_workers=workers, initializer=exit_with_parent, initargs=(os.getpid(),))
-    if dask_address is not None and not dask_address.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
-        raise ValueError(f"--dask-address must look like tcp://host:8786, got {dask_address!r}")
     try:
         from prefect_dask import DaskTaskRunner
     except ImportError:  # pragma: no cover - optional extra
@@ -71,6 +81,76 @@ def runner_from_env(
     kind = os.environ.get(variable, default)
     address = os.environ.get("DASK_SCHEDULER_ADDRESS") if kind == "dask" else None
     return make_task_runner(kind, dask_address=address or None, max_workers=max_workers)
+
+
+STARTUP_TIMEOUT_VARIABLE = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
+"""Prefect's own setting (``server.ephemeral.startup_timeout_seconds``, an int, default 20 s): how long a temporary API
+server may take to answer. :func:`_wait_for_server` reads it too, and ``gdp`` sets :data:`DEFAULT_STARTUP_TIMEOUT`
+when it is unset (flows.command_common._prefect_env), so Prefect's fallback path waits as long as ours."""
+
+DEFAULT_STARTUP_TIMEOUT = 180
+"""Seconds a temporary API server may take to start before a run gives up. The server answers in ~3 s on an idle
+2-core machine; with the load average near 6 on the same machine Prefect's 20 s were exceeded (a nightly audit ended
+in a traceback). 180 s covers a ~60x slowdown; a machine slower than that is told so in one line (and which setting
+to raise), not with a traceback."""
+
+_PREFECT_TIMEOUT_TEXT = "Timed out while attempting to connect to ephemeral Prefect API server"
+_PREFECT_UNREACHABLE_TEXT = "Failed to reach API at "  # prefect/_internal/version_checking.py
+
+
+class ApiServerUnavailable(RuntimeError):
+    """The temporary Prefect API server did not start (timed out or exited): an environment fault, not a bug."""
+
+
+def _shown(value: Any) -> str:
+    from tasks.safe_yaml import shown  # the error path only
+
+    return shown(value)
+
+
+def startup_timeout() -> int:
+    """:data:`STARTUP_TIMEOUT_VARIABLE` as Prefect reads it (a whole number of seconds >= 1), or the default; a bad
+    value is a ``ValueError`` naming the variable (Prefect would otherwise fail at import with a validation
+    traceback)."""
+    text = os.environ.get(STARTUP_TIMEOUT_VARIABLE)
+    if text is None or not text.strip():
+        return DEFAULT_STARTUP_TIMEOUT
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{STARTUP_TIMEOUT_VARIABLE} must be a whole number of seconds >= 1, got {_shown(text)}")
+    return value
+
+
+def api_server_error_line(exc: BaseException) -> str | None:
+    """One line for a Prefect API that is not there: a temporary server that did not come up (ours,
+    :class:`ApiServerUnavailable`, or Prefect's own ``RuntimeError``, whose message also carries the server's whole
+    stdout/stderr) or a configured server that does not answer; None for any other error."""
+    if isinstance(exc, ApiServerUnavailable):
+        return str(exc)
+    if not isinstance(exc, RuntimeError):
+        return None
+    text = str(exc)
+    if text.startswith(_PREFECT_TIMEOUT_TEXT):
+        try:
+            waited = f"{startup_timeout()} s"
+        except ValueError:
+            waited = "its start-up timeout"
+        return _unavailable_text(f"did not answer within {waited}")
+    if text.startswith(_PREFECT_UNREACHABLE_TEXT):  # a configured PREFECT_API_URL that does not answer
+        from tasks.safe_yaml import bounded_message
+
+        return bounded_message(f"{text} (is the Prefect server running? PREFECT_API_URL); nothing was run", 500)
+    return None
+
+
+def _unavailable_text(what: str) -> str:
+    return (
+        f"Prefect's temporary API server {what} (a busy machine?); nothing was run. Raise "
+        f"{STARTUP_TIMEOUT_VARIABLE} (seconds), or run `prefect server start` and set PREFECT_API_URL"
+    )
 
 
 _server_boot: dict[str, Any] = {}  # the temporary server this process started: {"process", "port", "watched"}
@@ -217,12 +297,12 @@ def _stop_server() -> None:
 def _wait_for_server() -> None:
     """Block until the server started by :func:`start_api_server` answers ``/api/health`` (relaunching on a port
     taken meanwhile, uvicorn's exit code 3, like Prefect); a server that does not answer within
-    ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` (default 60) is stopped and reported."""
+    :func:`startup_timeout` seconds is stopped and reported (:class:`ApiServerUnavailable`)."""
     import time
     import urllib.error
     import urllib.request
 
-    timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60"))
+    timeout = startup_timeout()
     deadline = time.monotonic() + timeout
     local = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1: never through $HTTP_PROXY
     while time.monotonic() < deadline:
@@ -233,7 +313,8 @@ def _wait_for_server() -> None:
             _export_api_url()
             continue
         if code is not None:
-            raise RuntimeError(f"Prefect's temporary API server exited with code {code} during start-up")
+            _stop_server()
+            raise ApiServerUnavailable(_unavailable_text(f"exited with code {code} during start-up"))
         try:
             with local.open(f"{os.environ['PREFECT_API_URL']}/health", timeout=2) as resp:
                 if resp.status == 200:
@@ -242,10 +323,7 @@ def _wait_for_server() -> None:
             pass
         time.sleep(0.05)
     _stop_server()
-    raise RuntimeError(
-        f"Prefect's temporary API server did not answer within {timeout:g} s "
-        "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS; or run `prefect server start` and set PREFECT_API_URL)"
-    )
+    raise ApiServerUnavailable(_unavailable_text(f"did not answer within {timeout} s"))
 
 
 def share_api_with_workers(kind: str) -> None:
@@ -266,6 +344,8 @@ def share_api_with_workers(kind: str) -> None:
             os.environ["PREFECT_API_URL"] = str(get_current_settings().api.url)
             return
         start_api_server()
+        if not _server_boot:  # an untested Prefect version: Prefect starts its own server (same timeout setting)
+            return
     _wait_for_server()
     if not _server_boot.get("watched"):
         stop_with_this_process(_server_boot["process"].pid, marker="uvicorn")

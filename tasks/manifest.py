@@ -29,7 +29,7 @@ from pydantic import (
 )
 
 from tasks.evidence_manifest import EvidenceSpec, resolve_scores_path
-from tasks.safe_yaml import YamlError, load_yaml_file
+from tasks.safe_yaml import YamlError, bounded_message, load_yaml_file, shown, shown_key
 
 __all__ = [
     "DEFAULT_REGISTRY",
@@ -64,9 +64,10 @@ class ManifestError(ValueError):
     """An invalid manifest: the message names the file and the field."""
 
     def __init__(self, file: str | Path, field: str, message: str):
-        self.file = str(file)
+        file = str(file)
+        self.file = file if len(file) <= 4096 else shown(file)  # PATH_MAX: a longer "path" is no file, just input
         self.field = field
-        self.message = message
+        self.message = message = bounded_message(message)  # its values are bounded where formatted; this caps the rest
         super().__init__(f"{self.file}: {field}: {message}" if field else f"{self.file}: {message}")
 
     def __reduce__(self) -> tuple[Any, ...]:  # picklable: it travels back from the isolated loader's process
@@ -111,13 +112,13 @@ class DpSgd(_Strict):
         else:
             batch = int(self.batch_size or 0)  # given: _one_of requires batch_size when sampling_rate is not
             if batch > n:
-                raise ValueError(f"batch_size {self.batch_size} exceeds the dataset size {n}")
+                raise ValueError(f"batch_size {shown(self.batch_size)} exceeds the dataset size {n}")
             q = batch / n
             batches_per_epoch = math.ceil(n / batch)
         # _one_of requires epochs when steps is not given
         steps = self.steps if self.steps is not None else round(float(self.epochs or 0.0) * batches_per_epoch)
         if not 1 <= steps <= MAX_STEPS:
-            raise ValueError(f"epochs={self.epochs} gives {steps} steps, outside [1, {MAX_STEPS:,}]")
+            raise ValueError(f"epochs={shown(self.epochs)} gives {shown(steps)} steps, outside [1, {MAX_STEPS:,}]")
         return float(self.noise_multiplier), q, int(steps)
 
 
@@ -243,7 +244,7 @@ class ModelManifest(_Strict):
     def _name(cls, v: str) -> str:
         if not is_valid_name(v):
             raise ValueError(
-                f"must be 1-128 of letters, digits, '.', '_', '-' (not starting with one of '._-'), got {v!r}"
+                f"must be 1-128 of letters, digits, '.', '_', '-' (not starting with one of '._-'), got {shown(v)}"
             )
         return v
 
@@ -251,13 +252,13 @@ class ModelManifest(_Strict):
     @classmethod
     def _delta(cls, v: Any) -> Any:
         if isinstance(v, bool):
-            raise ValueError(f"must be a number, '1/N^c' or a mapping, got {v!r}")
+            raise ValueError(f"must be a number, '1/N^c' or a mapping, got {shown(v)}")
         if isinstance(v, int | float):
             return {"fixed": v}
         if isinstance(v, str):
             m = _POWER.match(v)
             if not m:
-                raise ValueError(f"a string delta must look like '1/N^1.1', got {v!r}")
+                raise ValueError(f"a string delta must look like '1/N^1.1', got {shown(v)}")
             return {"inverse_power": float(m.group(1))}
         return v
 
@@ -365,7 +366,7 @@ class ModelManifest(_Strict):
             base = (Path(self.manifest_path).parent if self.manifest_path else Path.cwd()).resolve()
             target = (base / op.file).resolve()
             if not target.is_relative_to(base):  # a registry names its own files: no reading outside its folder
-                raise ValueError(f"file {op.file!r} resolves outside the manifest's folder {base}")
+                raise ValueError(f"file {shown(op.file)} resolves outside the manifest's folder {base}")
             run = load_opacus_file(target, sampler=sampler)
             return {"mechanism": run.mechanism.to_dict(), "estimate_reason": run.estimate_reason, "detail": run.source}
         specs: list[DpSgd | None]
@@ -425,7 +426,7 @@ def _loc(loc: tuple[Any, ...], prefix: str) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            out += ("." if out else "") + shown_key(part)
     return out
 
 
@@ -521,7 +522,7 @@ def _validate_document(data: object, path: Path) -> list[ModelManifest]:
     if isinstance(data, dict) and "models" in data:
         extra = set(data) - {"models"}
         if extra:
-            raise ManifestError(path, sorted(extra)[0], "unknown top-level key next to 'models'")
+            raise ManifestError(path, shown_key(sorted(extra, key=str)[0]), "unknown top-level key next to 'models'")
         items = data["models"]
         if not isinstance(items, list) or not items:
             raise ManifestError(path, "models", "must be a non-empty list of model versions")

@@ -52,6 +52,7 @@ relation of the mechanism (a dp_event is read under it).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,11 +94,14 @@ __all__ = [
 
 def registry_files(registry: str | Path) -> list[Path]:
     root = Path(registry)
-    if root.is_file():
-        return [root]
-    if not root.is_dir():
-        raise ManifestError(root, "", "registry is neither a YAML file nor a folder")
-    return sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    try:
+        if root.is_file():
+            return [root]
+        if not root.is_dir():
+            raise ManifestError(root, "", "registry is neither a YAML file nor a folder")
+        return sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    except OSError as exc:  # a name too long, a loop of links, a folder that cannot be listed
+        raise ManifestError(root, "", f"the registry cannot be read: {exc.strerror or type(exc).__name__}") from None
 
 
 def iter_registry(registry: str | Path) -> Iterator[tuple[Path, list[ModelManifest] | ManifestError]]:
@@ -188,7 +192,22 @@ def iter_registry_isolated(
         stop(kill=False)
 
 
-MANIFEST_DEADLINE = float(os.environ.get("GDP_MANIFEST_DEADLINE", "30"))
+def _deadline_from_env(name: str, default: float) -> float:
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        from tasks.safe_yaml import shown
+
+        raise ValueError(f"{name} must be a positive number of seconds, got {shown(text)}")
+    return value
+
+
+MANIFEST_DEADLINE = _deadline_from_env("GDP_MANIFEST_DEADLINE", 30.0)
 """Seconds one manifest file may take to load and validate when loaded in isolation (``gdp audit``)."""
 
 

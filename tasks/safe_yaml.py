@@ -30,7 +30,18 @@ import yaml
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "YamlError", "load_yaml_file", "load_yaml_text"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_MESSAGE_CHARS",
+    "MAX_NODES",
+    "YamlError",
+    "bounded_message",
+    "load_yaml_file",
+    "load_yaml_text",
+    "shown",
+    "shown_key",
+]
 
 MAX_BYTES = 2 * 1024 * 1024
 """Largest YAML file read (bytes). Specs are a few hundred bytes, manifests a few kB (long Opacus histories: ~100 kB)."""
@@ -40,11 +51,45 @@ MAX_NODES = 250_000
 """Most scalars + collections in one document, aliases expanded (a 120,000-value axis is ~120,000 nodes)."""
 
 
+MAX_KEY_CHARS = 100
+"""Longest mapping key shown as written in a field path of an error message (longer ones: :func:`shown_key`)."""
+MAX_MESSAGE_CHARS = 1000
+"""Longest error message a user sees (:func:`bounded_message`): the head, which names the file and the field."""
+
+
+def shown(value: Any) -> str:
+    """A value from an untrusted document in an error message: ``gdpcore._validation.bounded_repr`` (imported on the
+    error path only: importing gdpcore takes seconds)."""
+    from gdpcore._validation import bounded_repr
+
+    return bounded_repr(value)
+
+
+def shown_key(key: Any) -> str:
+    """A mapping key in a field path (``grid.<key>``, ``models[0].<key>``): as written when it is a short printable
+    string or a small integer, else bounded and quoted (a 2 MB key is not echoed)."""
+    if isinstance(key, str) and len(key) <= MAX_KEY_CHARS and key.isprintable():
+        return key
+    if isinstance(key, int) and not isinstance(key, bool) and key.bit_length() <= 64:
+        return str(key)
+    from gdpcore._validation import bounded_repr
+
+    return bounded_repr(key, limit=MAX_KEY_CHARS)
+
+
+def bounded_message(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` on one line, cut to about ``limit`` characters: the last guard before a message reaches a user or a
+    report row (each value in it should already be bounded where it is formatted)."""
+    head = text[:limit].replace("\r", " ").replace("\n", " ")
+    return head if len(text) <= limit else f"{head}… ({len(text):,} chars)"
+
+
 class YamlError(ValueError):
     """A YAML file that cannot be read as data. ``detail`` is the message without the file name."""
 
     def __init__(self, source: str | Path, detail: str, line: int | None = None, column: int | None = None):
-        self.source = str(source)
+        source = str(source)
+        self.source = source if len(source) <= 4096 else shown(source)  # PATH_MAX: longer is no file's name
         self.line = line
         self.column = column
         where = f"line {line}, column {column}: " if line is not None else ""
@@ -93,7 +138,7 @@ class _Loader(yaml.SafeLoader):
                     raise ConstructorError(
                         "while constructing a mapping",
                         node.start_mark,
-                        f"duplicate key {key!r} (first given on line {first.line + 1})",
+                        f"duplicate key {shown_key(key)} (first given on line {first.line + 1})",
                         key_node.start_mark,
                     )
                 seen[key] = key_node.start_mark
@@ -187,7 +232,7 @@ def load_yaml_text(text: str, source: str | Path) -> Any:
         raise YamlError(source, f"refused YAML: {exc}", line, col) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem = bounded_message(getattr(exc, "problem", None) or str(exc), 300)  # may quote an alias or a tag
         if mark is not None:
             raise YamlError(source, f"malformed YAML: {problem}", mark.line + 1, mark.column + 1) from None
         raise YamlError(source, f"malformed YAML: {problem}") from None
@@ -204,7 +249,7 @@ def load_yaml_file(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
         with open(path, "rb") as fh:
             raw = fh.read(max_bytes + 1)  # never more, even for a FIFO or /dev/zero
     except OSError as exc:
-        raise YamlError(path, f"cannot read: {exc.strerror or exc}") from None
+        raise YamlError(path, f"cannot read: {exc.strerror or type(exc).__name__}") from None
     if len(raw) > max_bytes:
         raise YamlError(path, f"refused: larger than {max_bytes:,} bytes")
     try:

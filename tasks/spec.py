@@ -64,11 +64,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator
 
 from gdpcore import kinds as _kinds
+from gdpcore._validation import bounded_repr
 from gdpcore.mechanisms import ParameterError
 from gdpcore.representations import REPRESENTATIONS  # the names PrivacyReport.regret(representation) accepts
+from tasks.safe_yaml import bounded_message, shown_key
 from tasks.spec_paths import (
     axis_param,
-    brief,
     is_integer,
     node_kind,
     parse_path,
@@ -110,7 +111,7 @@ class _Strict(BaseModel):
 def _check_name(v: str) -> str:
     if not _NAME_RE.fullmatch(v):
         raise ValueError(
-            f"must be 1-100 of letters, digits, '.', '_', '-' (not starting with one of '._-'), got {brief(v)}"
+            f"must be 1-100 of letters, digits, '.', '_', '-' (not starting with one of '._-'), got {bounded_repr(v)}"
         )
     return v
 
@@ -129,7 +130,7 @@ AxisSpec = Annotated[list[Scalar], Field(min_length=1)] | Linspace | Logspace | 
 def _probability_list(name: str, values: list[float]) -> list[float]:
     for i, v in enumerate(values):
         if not (0.0 < v < 1.0):
-            raise ValueError(f"{name}[{i}] must be in (0, 1), got {v!r}")
+            raise ValueError(f"{name}[{i}] must be in (0, 1), got {bounded_repr(v)}")
     return values
 
 
@@ -195,9 +196,8 @@ class GridSpec(_GridAxes, _Strict):
         if isinstance(v, str):
             flat = _kinds.flat_kinds()  # read now, not at import: a kind registered later is picked up
             if v not in flat:
-                shown = v if len(v) <= 80 else v[:77] + "..."
                 raise ValueError(
-                    f"got {shown!r}: must be a mechanism template mapping for any kind (composed kinds: "
+                    f"got {bounded_repr(v)}: must be a mechanism template mapping for any kind (composed kinds: "
                     "{kind: composed, mechanisms: [...]}, grid keys are paths into it) or one of the flat kinds "
                     f"{', '.join(flat)}"
                 )
@@ -215,7 +215,7 @@ class GridSpec(_GridAxes, _Strict):
         out = [float(x) for x in v]
         for i, x in enumerate(out):
             if not (0.0 <= x <= 1.0):
-                raise ValueError(f"fprs[{i}] must be in [0, 1], got {x!r}")
+                raise ValueError(f"fprs[{i}] must be in [0, 1], got {bounded_repr(x)}")
         return out
 
     # -- derived -------------------------------------------------------------------------------------------------------
@@ -263,15 +263,15 @@ class CalibrationTarget(_Strict):
         primary = [k for k in ("advantage", "tpr", "fnr", "mu", "epsilon", "bayes_security") if k in set_]
         if len(primary) != 1:
             raise ValueError(
-                f"target needs exactly one of advantage, tpr, fnr, mu, epsilon, bayes_security, got {set_!r}"
+                f"target needs exactly one of advantage, tpr, fnr, mu, epsilon, bayes_security, got {bounded_repr(set_)}"
             )
         (p,) = primary
         partner = {"tpr": "fpr", "fnr": "fpr", "epsilon": "delta"}.get(p)
         extra = set(set_) - {p} - ({partner} if partner else set())
         if extra:
-            raise ValueError(f"target.{sorted(extra)[0]} is not used with target.{p}, got {set_!r}")
+            raise ValueError(f"target.{sorted(extra)[0]} is not used with target.{p}, got {bounded_repr(set_)}")
         if partner and partner not in set_:
-            raise ValueError(f"target.{p} needs target.{partner}, got {set_!r}")
+            raise ValueError(f"target.{p} needs target.{partner}, got {bounded_repr(set_)}")
         out = {f"target_{p}": set_[p]}
         if partner:
             out[partner] = set_[partner]
@@ -316,10 +316,12 @@ def _expand_axis(integer: bool, key: str, value: Any) -> list[Any]:
         name = "linspace" if isinstance(value, Linspace) else "logspace"
         start, stop, num = getattr(value, name)
         if num < 1:
-            raise ValueError(f"grid.{key}.{name}[2] (num) must be >= 1, got {num!r}")
+            raise ValueError(f"grid.{shown_key(key)}.{name}[2] (num) must be >= 1, got {bounded_repr(num)}")
         if name == "logspace":
             if start <= 0 or stop <= 0:
-                raise ValueError(f"grid.{key}.logspace needs start and stop > 0, got {[start, stop, num]!r}")
+                raise ValueError(
+                    f"grid.{shown_key(key)}.logspace needs start and stop > 0, got {bounded_repr([start, stop, num])}"
+                )
             raw = np.geomspace(start, stop, num)
         else:
             raw = np.linspace(start, stop, num)
@@ -337,7 +339,7 @@ def _read_yaml(path: Path) -> Mapping[str, Any]:
     data = load_yaml_file(path)  # YamlError (a ValueError) names the file, and the line where there is one
     if not isinstance(data, Mapping):
         raise ValueError(
-            f"{path}: a spec must be a YAML mapping with keys name, mechanism, grid, ...; got {brief(data)}"
+            f"{path}: a spec must be a YAML mapping with keys name, mechanism, grid, ...; got {bounded_repr(data)}"
         )
     return data
 
@@ -371,17 +373,23 @@ def _format_validation_error(path: Path, data: Mapping[str, Any], exc: Validatio
     by_key: dict[str, str] = {}
     for err in exc.errors(include_url=False):
         loc, value = _user_path(data, tuple(err["loc"]))
-        key = ".".join(str(p) for p in loc) or "(top level)"
+        key = ".".join(shown_key(p) for p in loc) or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "missing":
             line = f"{key}: required key is missing"
         elif err["type"] == "extra_forbidden":
-            line = f"{key} = {brief(value)}: unknown key"
+            line = f"{key} = {bounded_repr(value)}: unknown key"
         else:
             # Capped: a message may quote what the user wrote (the registry's kind list alone is ~300 characters).
-            line = f"{key} = {brief(value)}: {msg[:1000]}"
+            line = f"{key} = {bounded_repr(value)}: {msg[:1000]}"
         by_key.setdefault(key, line)  # a value failing every member of a union: keep the first reason
-    return f"{path}: invalid spec: " + "; ".join(by_key.values())
+    lines = list(by_key.values())
+    more = f"; and {len(lines) - _MAX_ERRORS_SHOWN} more" if len(lines) > _MAX_ERRORS_SHOWN else ""
+    return f"{path}: invalid spec: " + "; ".join(lines[:_MAX_ERRORS_SHOWN]) + more
+
+
+_MAX_ERRORS_SHOWN = 5
+"""Invalid keys named in one message (a 100,000-value axis of strings is 100,000 errors)."""
 
 
 def _check_template(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str, Any]) -> None:
@@ -396,14 +404,14 @@ def _check_template(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str
         try:
             where, param = axis_param(template, key)
         except ValueError as exc:
-            raise ValueError(f"{path}: invalid spec: grid.{key}: {exc}") from None
+            raise ValueError(f"{path}: invalid spec: grid.{shown_key(key)}: {exc}") from None
         node: Any = template
         for name, index in parse_path(key)[:-1]:
             node = node[name] if index is None else node[name][index]
         if param.name in node:
             raise ValueError(
-                f"{path}: invalid spec: grid.{key}: also set in the mechanism template ({where}.{param.name} = "
-                f"{brief(node[param.name])}); give it in one place"
+                f"{path}: invalid spec: grid.{shown_key(key)}: also set in the mechanism template ({where}.{param.name} = "
+                f"{bounded_repr(node[param.name])}); give it in one place"
             )
     swept = {(axis_param(template, k)[0], axis_param(template, k)[1].name) for k in spec.grid}
     swept |= {("mechanism", k) for k in base}
@@ -445,7 +453,7 @@ def _validate_mechanism_values(path: Path, spec: GridSpec | CalibrationSpec, bas
         for i, value in enumerate(values):
             if isinstance(value, int | float) and not isinstance(value, bool) and not abs(value) <= MAX_INTEGER_PARAM:
                 raise ValueError(
-                    f"{path}: invalid spec: grid.{key}[{i}] = {brief(value)}: must be at most {MAX_INTEGER_PARAM:,}"
+                    f"{path}: invalid spec: grid.{shown_key(key)}[{i}] = {bounded_repr(value)}: must be at most {MAX_INTEGER_PARAM:,}"
                 )
     first = {k: v[0] for k, v in axes.items()}
     paths = {k: parse_path(k) for k in axes}
@@ -467,14 +475,16 @@ def _validate_mechanism_values(path: Path, spec: GridSpec | CalibrationSpec, bas
                     fixed, bad = template_value(template, blamed)
                     if fixed:  # a value written in the template itself
                         raise ValueError(
-                            f"{path}: invalid spec: mechanism.{blamed} = {brief(bad)}: {msg[:300]}"
+                            f"{path}: invalid spec: mechanism.{blamed} = {bounded_repr(bad)}: {msg[:300]}"
                         ) from None
-                raise ValueError(f"{path}: invalid spec: grid.{key}[{i}] = {brief(value)}: {msg[:300]}") from None
+                raise ValueError(
+                    f"{path}: invalid spec: grid.{shown_key(key)}[{i}] = {bounded_repr(value)}: {msg[:300]}"
+                ) from None
     if mechanism is not None:
         why = _unsupported(mechanism, tuple(getattr(spec, "representations", ())))
         if why is not None:
             shown = spec.mechanism if isinstance(spec.mechanism, str) else spec.kind
-            raise ValueError(f"{path}: invalid spec: mechanism = {brief(shown)}: cannot be accounted: {why}")
+            raise ValueError(f"{path}: invalid spec: mechanism = {bounded_repr(shown)}: cannot be accounted: {why}")
 
 
 def _axis_size(value: Any) -> int:
@@ -491,16 +501,18 @@ def _check_size(path: Path, spec: GridSpec | CalibrationSpec, force: bool) -> No
     sizes = {k: _axis_size(v) for k, v in grid.items()}
     for key, size in sizes.items():
         if size < 1:
-            raise ValueError(f"{path}: invalid spec: grid.{key} = {brief(grid[key])}: the axis has no values")
+            raise ValueError(
+                f"{path}: invalid spec: grid.{shown_key(key)} = {bounded_repr(grid[key])}: the axis has no values"
+            )
     n = math.prod(sizes.values())
     if n > HARD_MAX_CELLS:
-        shape = " x ".join(f"{k}:{s}" for k, s in sizes.items())
+        shape = bounded_message(" x ".join(f"{shown_key(k)}:{s}" for k, s in sizes.items()), 300)
         raise ValueError(
             f"{path}: grid has {n:,} cells ({shape}) > {HARD_MAX_CELLS:,}, the most one spec can hold even with "
             "--force; split it into several specs"
         )
     if n > spec.max_cells and not force:
-        shape = " x ".join(f"{k}:{s}" for k, s in sizes.items())
+        shape = bounded_message(" x ".join(f"{shown_key(k)}:{s}" for k, s in sizes.items()), 300)
         raise ValueError(
             f"{path}: grid has {n:,} cells ({shape}) > max_cells={spec.max_cells:,}; "
             "raise max_cells in the spec or pass --force"
@@ -537,13 +549,15 @@ def load_grid_spec(path: str | Path, *, force: bool = False) -> GridSpec:
             key = getattr(spec.plot, axis)
             if key not in spec.grid:
                 raise ValueError(
-                    f"{path}: invalid spec: plot.{axis} = {key!r}: not a grid key ({', '.join(spec.grid)})"
+                    f"{path}: invalid spec: plot.{axis} = {bounded_repr(key)}: not a grid key (grid keys: {bounded_repr(list(spec.grid))})"
                 )
         if spec.plot.x == spec.plot.y:
-            raise ValueError(f"{path}: invalid spec: plot.y = {spec.plot.y!r}: must differ from plot.x")
+            raise ValueError(f"{path}: invalid spec: plot.y = {bounded_repr(spec.plot.y)}: must differ from plot.x")
         for key in spec.plot.fixed:
             if key not in spec.grid or key in (spec.plot.x, spec.plot.y):
-                raise ValueError(f"{path}: invalid spec: plot.fixed.{key}: not a grid key other than x and y")
+                raise ValueError(
+                    f"{path}: invalid spec: plot.fixed.{shown_key(key)}: not a grid key other than x and y"
+                )
     return spec
 
 

@@ -8,17 +8,16 @@ kinds, their parameters and their nested fields come from gdpcore's kind registr
 from __future__ import annotations
 
 import re
-import reprlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gdpcore import kinds as _kinds
+from gdpcore._validation import bounded_repr
 from gdpcore.mechanisms import Param, nested_fields
 
 __all__ = [
     "ParamPath",
     "axis_param",
-    "brief",
     "is_integer",
     "node_kind",
     "parse_path",
@@ -35,14 +34,14 @@ def parse_path(key: str) -> ParamPath:
     """``"mechanisms[0].noise_multiplier"`` -> ``(("mechanisms", 0), ("noise_multiplier", None))``."""
     if not isinstance(key, str) or not key or len(key) > 300:
         raise ValueError(
-            f"a grid key must be a parameter name or a path such as mechanisms[0].noise_multiplier, got {brief(key)}"
+            f"a grid key must be a parameter name or a path such as mechanisms[0].noise_multiplier, got {bounded_repr(key)}"
         )
     out = []
     for part in key.split("."):
         m = _SEGMENT.fullmatch(part)
         if m is None:
             raise ValueError(
-                f"{brief(key)} is not a parameter path (names joined by '.', a list item as name[i], "
+                f"{bounded_repr(key)} is not a parameter path (names joined by '.', a list item as name[i], "
                 "e.g. mechanisms[0].noise_multiplier)"
             )
         out.append((m.group(1), None if m.group(2) is None else int(m.group(2))))
@@ -51,10 +50,10 @@ def parse_path(key: str) -> ParamPath:
 
 def node_kind(node: Any, where: str) -> _kinds.KindSpec:
     if not isinstance(node, Mapping):
-        raise ValueError(f"{where} must be a mechanism mapping with a 'kind' key, got {brief(node)}")
+        raise ValueError(f"{where} must be a mechanism mapping with a 'kind' key, got {bounded_repr(node)}")
     kind = node.get("kind")
     if not (isinstance(kind, str) and kind in _kinds.kind_names()):
-        raise ValueError(f"{where}.kind = {brief(kind)}: must be one of {', '.join(_kinds.kind_names())}")
+        raise ValueError(f"{where}.kind = {bounded_repr(kind)}: must be one of {', '.join(_kinds.kind_names())}")
     return _kinds.get(kind)
 
 
@@ -69,7 +68,7 @@ def axis_param(template: Mapping[str, Any], key: str) -> tuple[str, Param]:
         nested = nested_fields(spec.cls)
         if name not in nested:
             raise ValueError(
-                f"{spec.name} at {where} has no nested mechanism field {name!r} "
+                f"{spec.name} at {where} has no nested mechanism field {bounded_repr(name)} "
                 f"(nested fields: {', '.join(nested) or 'none'})"
             )
         child = node.get(name)
@@ -137,13 +136,3 @@ def template_value(template: Mapping[str, Any], key: str) -> tuple[bool, Any]:
         return (True, node[path[-1][0]]) if isinstance(node, Mapping) and path[-1][0] in node else (False, None)
     except (ValueError, KeyError, IndexError, TypeError):
         return False, None
-
-
-def brief(value: Any) -> str:
-    """A bounded repr for error messages: a YAML alias bomb (9 lists of 9 lists ... nine deep) or a megabyte string
-    must not be expanded in full (the plain repr of the former is 387 million items: it never finishes)."""
-    r = reprlib.Repr()
-    r.maxlevel = 3
-    r.maxlist = r.maxtuple = r.maxdict = r.maxset = 8
-    r.maxstring = r.maxother = r.maxlong = 120
-    return r.repr(value)
