@@ -138,8 +138,9 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
             "with shuffled fixed-size batches is not covered by this analysis; the true guarantee may then differ."
         )
     lines += [
-        f"- **delta policy.** delta = {delta:.3g} from the declared policy {row['delta_policy']} (N = "
-        f"{row['dataset_size']:,}). epsilon values depend on this choice; mu does not.",
+        f"- **delta policy.** delta = {delta:.3g} from the declared policy {row['delta_policy']}"
+        + (f" (N = {row['dataset_size']:,})" if row.get("dataset_size") is not None else "")
+        + ". epsilon values depend on this choice; mu does not.",
         "- **Scope.** Only the training mechanism is accounted (mechanism below); hyper-parameter tuning, data-dependent "
         "preprocessing and any non-private release are outside this statement.",
         "",

@@ -115,8 +115,10 @@ def test_strip_card_keeps_the_owner_text():
     with_card = merge_description(owner, "# Privacy card\n\nnumbers")
     assert with_card.startswith(owner) and CARD_BEGIN in with_card
     assert strip_card(with_card) == owner and strip_card(owner) == owner and strip_card(None) == ""
-    around = f"Above.\n\n{CARD_BEGIN}\ncard\n{CARD_END}\nBelow."
+    around = f"Above.\n\n{merge_description(None, 'card')}\nBelow."
     assert strip_card(around) == "Above.\n\nBelow."
+    owners = f"Above.\n\n{CARD_BEGIN}\ncard\n{CARD_END}\nBelow."  # markers the owner wrote: their text, kept
+    assert strip_card(owners) == owners
 
 
 def test_hostile_json_is_not_auditable_not_a_crash():
