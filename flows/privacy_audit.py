@@ -192,7 +192,8 @@ def privacy_audit(
     checks (each of the N versions with canary scores is checked at confidence 1 - level/N; tasks.evidence)."""
     mlflow_uri = _check_source(source, registry, mlflow_uri, models)
     lake_p = Path(lake or default_lake()).resolve()
-    report_p = Path(report or default_report()).resolve()
+    report_p = Path(report or default_report())
+    report_p = report_p.parent.resolve() / report_p.name  # its folder resolved; a link at the report is refused
     cards = Path(cards_dir).resolve() if cards_dir else report_p.parent / "cards"
     report_uri = report_uri or os.environ.get("GDP_REPORT_URI") or None
 
