@@ -389,13 +389,13 @@ def _version_failed(reg: _Registry, key: str, what: str, exc: BaseException) -> 
     """Record that one version failed at a step (one line naming it and the error), the others going on: an MLflow
     version becomes *not auditable* (listed in the models view and tagged ``privacy.status`` in MLflow), a manifest
     version *failed*."""
-    from tasks.mlflow_registry import unreadable_reason
+    from tasks.mlflow_registry import error_line, unreadable_reason
 
     if reg.source == "mlflow" and what == "cannot be audited":
         reg.not_auditable[key] = unreadable_reason(exc)
         get_run_logger().warning("not auditable: %s: %s", key, reg.not_auditable[key])
     else:
-        reg.failed[key] = f"{key}: {what}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        reg.failed[key] = f"{key}: {what}: {error_line(exc)}"
         get_run_logger().error("%s", reg.failed[key])
 
 

@@ -94,6 +94,7 @@ __all__ = [
     "NotAuditable",
     "RegistryVersion",
     "description_to_manifest",
+    "error_line",
     "lake_model_name",
     "mlflow_registry_label",
     "public_uri",
@@ -455,10 +456,14 @@ def _version(
     return RegistryVersion(manifest=manifest, **common)
 
 
+def error_line(exc: BaseException, limit: int = 300) -> str:
+    """``exc`` as one bounded line: its type, then its message with every run of whitespace made one space."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:limit]}"
+
+
 def unreadable_reason(exc: BaseException) -> str:
-    """The one-line not-auditable reason of a description that failed with ``exc`` (bounded, no newline)."""
-    text = " ".join(str(exc).split())
-    return f"the description cannot be read: {type(exc).__name__}: {text[:300]}"
+    """The one-line not-auditable reason of a description that failed with ``exc``."""
+    return f"the description cannot be read: {error_line(exc)}"
 
 
 def read_mlflow_registry(

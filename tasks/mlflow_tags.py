@@ -291,7 +291,9 @@ def _one_version(out: MlflowPublishResult, name: str, version: str) -> Iterator[
     try:
         yield
     except Exception as exc:
-        out.failed[f"{name}:{version}"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        from tasks.mlflow_registry import error_line
+
+        out.failed[f"{name}:{version}"] = error_line(exc)
 
 
 def _tag_audited(

@@ -132,15 +132,20 @@ def _address_space() -> int:
         return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def limit_address_space(memory_limit: str) -> int:
+def limit_address_space(memory_limit: str) -> int | None:
     """Cap this process's address space (``RLIMIT_AS``, soft and hard) at its current size + ``memory_limit`` +
     :data:`SQL_PROCESS_SLACK` and return the cap. Called once a query's connection is open, right before it runs:
     from then on an allocation past the cap fails (DuckDB raises its Out of Memory error, Python a MemoryError)
     instead of growing the machine's memory - ``SET memory_limit`` alone did not hold for one huge vector.
-    Only for a process that runs nothing else (the child of :func:`run_bounded`): the cap cannot be raised again."""
+    Only for a process that runs nothing else (the child of :func:`run_bounded`): the cap cannot be raised again.
+    Where the size cannot be read (no ``/proc``) nothing is capped and None is returned: the watchdog still bounds
+    the time."""
     import resource
 
-    cap = _address_space() + memory_bytes(memory_limit) + SQL_PROCESS_SLACK
+    try:
+        cap = _address_space() + memory_bytes(memory_limit) + SQL_PROCESS_SLACK
+    except OSError:
+        return None
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     return cap
 

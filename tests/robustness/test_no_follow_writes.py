@@ -173,3 +173,26 @@ def test_the_helper_is_atomic_and_no_follow(tmp_path):
             os.symlink(victim, tmp)
     assert victim.read_text() == VICTIM_TEXT and not (tmp_path / "db.duckdb").exists()
     assert _leftovers(tmp_path) == []
+
+
+def test_a_planted_card_link_fails_its_version_alone_in_the_audit(tmp_path, prefect_server):
+    """The audit flow: the version whose card folder holds the link is reported (one line) and not carded; the other
+    version is audited and carded, and the link's target is untouched."""
+    from flows.privacy_audit import privacy_audit
+    from tests.registry.conftest import TINY_A, TINY_B
+
+    reg = tmp_path / "registry"
+    reg.mkdir()
+    (reg / "a.yaml").write_text(TINY_A.format(version=1, sigma=1.0))
+    (reg / "b.yaml").write_text(TINY_B)
+    victim = _victim(tmp_path)
+    cards = tmp_path / "cards"
+    (cards / "tiny-a" / "v1").mkdir(parents=True)
+    (cards / "tiny-a" / "v1" / "card.md").symlink_to(victim)
+    s = privacy_audit(
+        registry=str(reg), lake=str(tmp_path / "lake"), report=str(tmp_path / "r.duckdb"), cards_dir=str(cards)
+    )
+    assert sorted(s.models) == ["tiny-a:1", "tiny-b:1"] and s.cards_written == ["tiny-b:1"]
+    why = s.failed["tiny-a:1"]
+    assert why.startswith("tiny-a:1: card not written: UnsafePathError: refusing to write ") and "\n" not in why
+    assert victim.read_text() == VICTIM_TEXT and (cards / "tiny-b" / "v1" / "card.md").is_file()
