@@ -5,16 +5,18 @@ at, put the privacy card in its own marked section of the version's description,
 of the version's source run (when it has one). Tag values are strings (MLflow's contract); every number tag has a
 ``.bound`` companion tag saying upper / lower / estimate / exact.
 
-Non-destructive: what the owner wrote in the description stays; only the text between :data:`CARD_BEGIN` and
-:data:`CARD_END` is ours and is replaced on the next audit. The vocabulary is the HF block's (tasks.cards:
+Non-destructive: what the owner wrote in the description stays; only the section the tool wrote - whole
+:data:`CARD_BEGIN` / :data:`CARD_END` lines paired by an id that is the hash of the text between them - is replaced
+on the next audit. The vocabulary is the HF block's (tasks.cards:
 ``definition``, ``neighboring_relation`` as the manifests spell it). No local path of the auditing machine is tagged:
 ``privacy.report_uri`` only when the user gives one (``--report-uri`` / ``$GDP_REPORT_URI``), and
 ``privacy.audit_flow_run`` only when ``$PREFECT_UI_URL`` names a persistent Prefect UI.
 
 A nightly re-audit rewrites no tag whose value is unchanged (an unchanged registry sees no writes). A version the audit
 cannot describe (no usable ``dp.*`` description) gets ``privacy.status = not auditable: <missing key>`` and
-loses the ``privacy.*`` numbers and the card section an earlier audit wrote (they no longer describe anything the audit
-checked); the owner's text stays.
+loses the ``privacy.*`` tags and the card section an earlier audit wrote (they no longer describe anything the audit
+checked); the owner's text and the owner's own ``privacy.*`` tags (any key outside :func:`is_tool_tag`'s vocabulary)
+stay. Each version is tagged under its own guard: one that fails is reported in ``failed``, the others are tagged.
 """
 
 from __future__ import annotations
