@@ -13,7 +13,6 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
-from prefect.runtime import flow_run
 
 from flows.chunks import collect_chunks
 from flows.grid_sweep import _key
@@ -21,7 +20,7 @@ from flows.naming import run_name
 from flows.progress import ProgressBar
 from flows.publish import publish_report
 from flows.runners import default_workers, runner_from_env
-from tasks.calibrate import CalibrationChunk, calibrate_chunk, chunk_file, plan_calibration
+from tasks.calibrate import CalibrationChunk, calibrate_chunk, chunk_file, plan_calibration, write_calibration_chunk
 from tasks.evaluate import transient_io_error
 from tasks.lake import default_lake, default_report
 from tasks.spec import CalibrationSpec, load_calibration_spec
@@ -87,6 +86,7 @@ def _calibrate_locked(
         calibrate_chunk,
         chunks,
         lake,
+        write=lambda c, r: write_calibration_chunk(Path(lake), c, r),
         expected_path=lambda c: str(chunk_file(Path(lake), c.spec_name, c.key).relative_to(Path(lake))),
         path_of=lambda m: m["path"],
         bar=bar,
@@ -94,13 +94,11 @@ def _calibrate_locked(
     bar.close()
     record_members(spec, ids, eval_key, lake)
     publish_report(lake=lake, report=report)
-    run_id = str(flow_run.id)
-    computed = [m for m in manifests if m["computed_by_run"] == run_id]
-    summary = CalibrationSummary(
+    summary = CalibrationSummary(  # every manifest is a chunk this run wrote and verified
         spec=spec.name,
         cells=len(ids),
-        cells_computed=sum(m["cells"] for m in computed),
-        cells_failed=sum(m["cells"] - m["cells_ok"] for m in computed),
+        cells_computed=sum(m["cells"] for m in manifests),
+        cells_failed=sum(m["cells"] - m["cells_ok"] for m in manifests),
         chunks_failed=len(failures),
         report=report,
     )

@@ -1,17 +1,30 @@
-"""Submitting one task per chunk and collecting what it wrote: the one loop grid and calibration sweeps share."""
+"""Submitting one task per chunk and persisting what it returns: the one loop grid and calibration sweeps share.
+
+The chunk tasks only compute; they return the chunk's rows (Arrow IPC bytes, :class:`tasks.evaluate.ChunkResult`)
+and this loop, in the flow process, writes each chunk's file as soon as its task finishes and then checks that the
+file is in the lake with one row per cell. The flow is the only writer, so a Dask worker never needs to see the
+lake's folder: a cluster whose workers mount another disk (or none) produces the same lake as a local run. A chunk
+counts as done only once its file is verified; anything else (the task raised, returned something that is not the
+chunk's rows, the write failed, the file is not where the flow reads it) is a failure line, and the sweep raises
+after publishing what it did persist - never "0 failed" with rows missing.
+
+Memory: a result is written and released as soon as its task finishes (completion order, not submission order), so
+the flow holds the rows of the chunks that finished since it last wrote, not of the whole sweep.
+"""
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from prefect.futures import as_completed
+import pyarrow as pa
 
 from flows.progress import ProgressBar
 from tasks.trace import phase
 
-__all__ = ["collect_chunks"]
+__all__ = ["collect_chunks", "persisted_problem"]
 
 
 class SizedChunk(Protocol):
@@ -26,48 +39,85 @@ C = TypeVar("C", bound=SizedChunk)
 M = TypeVar("M")
 
 
+def persisted_problem(lake: str, relpath: str, expected: str, rows: int) -> str | None:
+    """None when ``<lake>/<expected>`` is a readable Parquet file of ``rows`` rows and the writer named that path
+    (``relpath``); otherwise why the chunk is not in the lake. Checked by the flow, on the path it reads."""
+    if relpath != expected:
+        return f"its file was written to {relpath!r}, not {expected!r}"
+    path = Path(lake) / expected
+    if not path.is_file():
+        return f"its file {path} is not in the lake after the write"
+    from tasks.lake import check_parquet
+
+    problem = check_parquet(path)
+    if problem is not None:
+        return f"its file {path} is unreadable: {problem}"
+    import pyarrow.parquet as pq
+
+    found = pq.read_metadata(path).num_rows
+    if found != rows:
+        return f"its file {path} has {found} rows for {rows} cells"
+    return None
+
+
 def collect_chunks(
     chunk_task: Any,
     chunks: Sequence[C],
     lake: str,
     *,
+    write: Callable[[C, Any], M],
     expected_path: Callable[[C], str],
     path_of: Callable[[M], str],
     bar: ProgressBar,
 ) -> tuple[list[M], list[str]]:
-    """Submit ``chunk_task(chunk, lake)`` for every chunk and collect the manifests ``M`` as the tasks finish.
+    """Submit ``chunk_task(chunk)`` for every chunk; as each finishes, ``write(chunk, result)`` its rows into the lake
+    (in this process) and keep the manifest ``M`` it returns once :func:`persisted_problem` finds the chunk's file
+    (``expected_path(chunk)``, relative to ``lake``) with one row per cell.
 
-    A chunk fails (one line in the returned failures) when its task raised or did not complete. A manifest is kept
-    only when it names the chunk's own file (``path_of(manifest) == expected_path(chunk)``, both relative to the
-    lake) and that file is in the lake; otherwise it is a cache hit of a deleted, quarantined or other spec's file
-    and the chunk is computed again, once, with the cache refreshed. ``bar`` advances by each chunk's size when the
-    chunk is collected, recomputed or not: at the end it shows every chunk. ``chunk_task`` is a Prefect task (its
-    generic type cannot name ``C`` and ``M`` here)."""
+    Returns (manifests, failures): one failure line per chunk whose task raised or did not complete, whose result
+    could not be written, or whose file is not in the lake afterwards. ``bar`` advances by each chunk's size when
+    it is collected, failed or not. ``chunk_task`` is a Prefect task (its generic type cannot name ``C`` here)."""
     if not chunks:
         return [], []
-    submitted = [(c, chunk_task.submit(c, lake)) for c in chunks]
+    finished: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    pending: dict[Any, tuple[C, Any]] = {}
+    for chunk in chunks:
+        fut = chunk_task.submit(chunk)
+        pending[fut.task_run_id] = (chunk, fut)
+        fut.add_done_callback(lambda f: finished.put(f.task_run_id))
     phase("submitted")
-    by_future = {f.task_run_id: c for c, f in submitted}
     manifests: list[M] = []
     failures: list[str] = []
-    stale: list[C] = []
-    for fut in as_completed([f for _, f in submitted]):
-        chunk = by_future[fut.task_run_id]
-        result = fut.result(raise_on_failure=False)
-        if isinstance(result, BaseException) or not fut.state.is_completed():
-            failures.append(f"chunk {chunk.short_key}: {result!r}"[:300])
-        elif path_of(result) != expected_path(chunk) or not (Path(lake) / path_of(result)).exists():
-            stale.append(chunk)  # a cached manifest of a deleted, quarantined or other spec's file
-        else:
-            manifests.append(result)
+    while pending:
+        chunk, fut = pending.pop(finished.get())
+        problem = _persist(fut, chunk, lake, write, expected_path, path_of, manifests)
+        del fut  # the future holds the rows: released as soon as they are written (Dask frees them on its worker)
+        if problem is not None:
+            failures.append(f"chunk {chunk.short_key}: {problem}"[:300])
         bar.update(chunk.size)
         phase("chunk-collected")
-    if stale:  # the Prefect cache remembers a file someone deleted: recompute those chunks
-        refresh = chunk_task.with_options(refresh_cache=True)
-        for c, fut in [(c, refresh.submit(c, lake)) for c in stale]:
-            result = fut.result(raise_on_failure=False)
-            if isinstance(result, BaseException) or not fut.state.is_completed():
-                failures.append(f"chunk {c.short_key}: {result!r}"[:300])
-            else:
-                manifests.append(result)
     return manifests, failures
+
+
+def _persist(
+    fut: Any,
+    chunk: C,
+    lake: str,
+    write: Callable[[C, Any], M],
+    expected_path: Callable[[C], str],
+    path_of: Callable[[M], str],
+    manifests: list[M],
+) -> str | None:
+    """Write one finished task's rows and verify the file; the manifest is appended to ``manifests`` only then.
+    Returns why the chunk is not in the lake, or None."""
+    result = fut.result(raise_on_failure=False)
+    if isinstance(result, BaseException) or not fut.state.is_completed():
+        return repr(result)
+    try:
+        manifest = write(chunk, result)
+    except (OSError, ValueError, pa.ArrowException) as exc:  # a full disk, a result that is not the chunk's rows
+        return f"its rows could not be written: {type(exc).__name__}: {exc}"
+    problem = persisted_problem(lake, path_of(manifest), expected_path(chunk), chunk.size)
+    if problem is None:
+        manifests.append(manifest)
+    return problem

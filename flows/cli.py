@@ -17,12 +17,12 @@ exits 2 without a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from flows.command_common import describe_mechanism as _describe
 from flows.commands import COMMANDS
 from flows.mechanism_args import (
     _add_kind_parsers,
@@ -78,21 +78,6 @@ def _fmt(x: float) -> str:
     return format_number(x, 6)
 
 
-def _describe(mech: dict[str, Any]) -> str:
-    """``gaussian(noise_multiplier=1, ...)``; a parameter that is itself a mechanism (or a list of them) is described the
-    same way, e.g. ``self_composed(mechanism=gaussian(...), count=4)``: generic over kinds, no kind named here."""
-
-    def value(v: Any) -> str:
-        if isinstance(v, dict) and "kind" in v:
-            return _describe(v)
-        if isinstance(v, list) and v and all(isinstance(x, dict) and "kind" in x for x in v):
-            return "[" + ", ".join(_describe(x) for x in v) + "]"
-        return f"{v:g}" if isinstance(v, float) else str(v)
-
-    params = ", ".join(f"{k}={value(v)}" for k, v in mech.items() if k != "kind")
-    return f"{mech.get('kind', '?')}({params})"
-
-
 def _bound(label: str) -> str:
     """'upper bound' / 'lower bound' / 'exact bound'; an estimate is no bound."""
     return label if label == "estimate" else f"{label} bound"
@@ -126,6 +111,7 @@ def _print_report(summary: dict[str, Any]) -> None:
     )
     lines += [
         f"  GDP regret      {_fmt(summary['gdp_regret']['value'])}   ({summary['gdp_regret']['bound']}; {verdict})",
+        *_regime_lines(summary["gdp_regret"].get("regime_warning")),
         f"  advantage       {_fmt(summary['advantage']['value'])}   ({_bound(summary['advantage']['bound'])}; "
         f"max TPR - FPR of membership inference)",
         f"  Bayes security  {_fmt(summary['bayes_security']['value'])}   ({_bound(summary['bayes_security']['bound'])})",
@@ -135,8 +121,10 @@ def _print_report(summary: dict[str, Any]) -> None:
     for row in summary["epsilon"]:
         lines.append(f"                  {row['delta']:<12g} {_fmt(row['value'])} ({row['bound']})")
     lines += ["", "  attack TPR      FPR          TPR (bound)"]
+    alpha_star = summary.get("fixed_point", {}).get("value")
     for row in summary["tpr"]:
-        lines.append(f"                  {row['fpr']:<12g} {_fmt(row['value'])} ({row['bound']})")
+        note = "   alpha*: FPR = FNR (seed 000)" if row["fpr"] == alpha_star else ""
+        lines.append(f"                  {row['fpr']:<12g} {_fmt(row['value'])} ({row['bound']}){note}")
     if "claim" in summary:
         lines += ["", f"  published claim {summary['claim']['summary']}"]
     run = summary.get("training_run")
@@ -151,11 +139,19 @@ def _print_report(summary: dict[str, Any]) -> None:
     print("\n".join(lines))
 
 
+def _regime_lines(warning: str | None) -> list[str]:
+    """The seed 000 rule-of-thumb warning (:func:`gdpcore.guidance.regime_warning`) under the regret, when it applies."""
+    return [] if warning is None else [f"                  {warning}"]
+
+
 def _analyze(args: argparse.Namespace) -> int:
+    from flows.commands_runs import analyze_extras, best_representation_text, check_plot_path, write_analyze_plot
     from gdpcore import analyze, check_claim
     from gdpcore.adapters import TrainingRunReport
 
     claim = _parse_claim(args.claim)  # before any accounting: a malformed claim fails fast
+    if args.plot is not None:
+        check_plot_path(args.plot, args.overwrite)
     run = _training_run_from_args(args)
     mechanism = run.mechanism if run is not None else _mechanism_from_args(args)
     deltas = tuple(args.delta) if args.delta else (1e-5, 1e-6, 1e-9)
@@ -190,10 +186,21 @@ def _analyze(args: argparse.Namespace) -> int:
                 + f"gdpcore gives {check.tight_epsilon:.4g}, estimates only ({run.estimate_reason}): the claim is "
                 "neither certified nor refuted"
             )
+    extras = analyze_extras(report) if (args.json or not report.gdp_is_complete) else None
+    if args.plot is not None:
+        write_analyze_plot(
+            report, summary, args.plot, title=f"{_describe(summary['mechanism'])}: {report.accountant.split(' (')[0]}"
+        )
     if args.json:
-        print(json.dumps(summary, indent=2, allow_nan=True))
+        from tasks.formatting import json_text
+
+        print(json_text({**summary, **(extras or {})}))
     else:
         _print_report(summary)
+        for line in best_representation_text(report, extras):
+            print(line)
+        if args.plot is not None:
+            print(f"  plot            {args.plot}")
     return 0
 
 
@@ -214,7 +221,17 @@ def _analyze_options(p: argparse.ArgumentParser, *, suppress: bool) -> None:
         return argparse.SUPPRESS if suppress else value
 
     p.add_argument("--spec", default=d(None), help="a mechanism as YAML/JSON text or file (any kind, incl. composed)")
-    p.add_argument("--json", action="store_true", default=d(False), help="print the report as JSON")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        default=d(False),
+        help="print the report as JSON, with the trade-off curve (both sides of the bracket) and the regret of each "
+        'representation (strict JSON: null = not computed, "inf" = infinite)',
+    )
+    p.add_argument(
+        "--plot", metavar="FILE.png", default=d(None), help="write the curve figure, with the |f - f_mu| panel"
+    )
+    p.add_argument("--overwrite", action="store_true", default=d(False), help="let --plot replace an existing file")
     p.add_argument(
         "--accountant",
         default=d("auto"),

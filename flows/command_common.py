@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-__all__ = ["Command"]
+__all__ = ["Command", "describe_mechanism"]
 
 
 class Command(NamedTuple):
@@ -18,6 +18,21 @@ class Command(NamedTuple):
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+
+
+def describe_mechanism(mech: dict[str, Any]) -> str:
+    """``gaussian(noise_multiplier=1, ...)``; a parameter that is itself a mechanism (or a list of them) is described the
+    same way, e.g. ``self_composed(mechanism=gaussian(...), count=4)``: generic over kinds, no kind named here."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, dict) and "kind" in v:
+            return describe_mechanism(v)
+        if isinstance(v, list) and v and all(isinstance(x, dict) and "kind" in x for x in v):
+            return "[" + ", ".join(describe_mechanism(x) for x in v) + "]"
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    params = ", ".join(f"{k}={value(v)}" for k, v in mech.items() if k != "kind")
+    return f"{mech.get('kind', '?')}({params})"
 
 
 REPORT_URI_HELP = (

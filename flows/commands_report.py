@@ -6,7 +6,6 @@ import argparse
 import csv
 import io
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -18,22 +17,6 @@ from flows.command_common import (
 )
 
 __all__ = ["REPORT_COMMANDS"]
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, float):
-        if math.isnan(v):
-            return None
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return v
-    if isinstance(v, int | str | bool) or v is None:
-        return v
-    if isinstance(v, list | tuple):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    return str(v)
 
 
 def _table_text(columns: list[str], rows: list[tuple]) -> str:
@@ -75,7 +58,9 @@ def _is_num(s: str) -> bool:
 def _format_rows(columns: list[str], rows: list[tuple], fmt: str) -> str:
     """The result as ``gdp sql --format`` prints it (table, csv or json), ending in a newline."""
     if fmt == "json":
-        return json.dumps([{c: _jsonable(v) for c, v in zip(columns, r, strict=True)} for r in rows], indent=1) + "\n"
+        from tasks.formatting import json_text
+
+        return json_text([dict(zip(columns, r, strict=True)) for r in rows], indent=1) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")

@@ -1,4 +1,7 @@
-"""``gdp sweep``, ``regret-map``, ``calibration-sweep``, ``publish`` and ``demo``: the commands that run flows.
+"""``gdp sweep``, ``regret-map``, ``calibration-sweep``, ``publish`` and ``demo``: the commands that run flows; and
+what ``gdp analyze`` adds to its report on demand (:func:`analyze_extras`, :func:`write_analyze_plot`): the trade-off
+curve itself, the regret of each common representation and, when mu-GDP is not enough, the one that describes the
+mechanism best.
 
 Specs are validated *before* Prefect is imported or any flow starts, so an invalid spec fails in well under a second
 and writes nothing; a spec whose cells are all in the lake and whose report is current is answered without Prefect.
@@ -8,7 +11,9 @@ Flows run on Prefect's ephemeral server unless ``PREFECT_API_URL`` points at a r
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
+from typing import Any
 
 from flows.command_common import (
     Command,
@@ -24,7 +29,7 @@ from flows.command_common import (
 from flows.commands_report import _sql
 from tasks.trace import phase
 
-__all__ = ["RUN_COMMANDS"]
+__all__ = ["RUN_COMMANDS", "analyze_extras", "best_representation_text", "check_plot_path", "write_analyze_plot"]
 
 DEMO_SPEC = Path(__file__).resolve().parent.parent / "data" / "specs" / "demo.yaml"
 
@@ -224,6 +229,189 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runner", choices=("thread", "process"), default="process", help="task runner (default process)")
     _add_store_args(p)
+
+
+# -- gdp analyze: the curve on demand ---------------------------------------------------------------------------------
+_REPRESENTATION_NAMES = {
+    "pure_dp": "eps-DP",
+    "epsilon_delta": "(eps, delta)-DP",
+    "zcdp": "rho-zCDP",
+    "rdp": "an RDP curve",
+    "gdp": "mu-GDP",
+}
+# The concise statements a guarantee is published as, simplest first: ties (regrets closer than REGRET_TIE) go to
+# the simpler one. An RDP curve is a whole curve on an order grid (its regret depends on that grid, see
+# gdpcore.representations), like the trade-off curve itself: it is listed, never named "best".
+_SIMPLICITY = ("pure_dp", "gdp", "zcdp", "epsilon_delta")
+REGRET_TIE = 1e-4
+"""Regrets closer than this are reported as tied (below what a PLD-based regret estimate resolves at the default
+discretisation, e.g. Laplace b = 1: eps-DP 3.4323% against (eps, 1e-5) 3.4322%, docs/references.md S000-5)."""
+_CURVE_GRID_POINTS = 201
+_EPS_PLOT_MAX = 700.0
+
+
+def _curve_block(report: Any) -> dict[str, Any]:
+    """Both sides of the certified bracket as the curves' vertices (FPR, FNR); an exact (closed-form) report gives f_mu
+    at a fixed FPR grid instead (it has no vertices)."""
+    import numpy as np
+
+    from gdpcore import closed_form
+
+    if report.exact:
+        fpr = np.unique(np.concatenate([np.logspace(-10, 0, _CURVE_GRID_POINTS // 2 + 1), np.linspace(0, 1, 101)]))
+        exact = {
+            "fpr": fpr,
+            "fnr": closed_form.get_beta_from_gdp(mu=float(report.mu), alpha=fpr),
+            "bound": "exact",
+            "points": int(fpr.size),
+        }
+        return {
+            "form": "closed form f_mu (seed 000 Eq. 4) at the listed FPRs; the curve is convex between them",
+            "pessimistic": exact,
+            "optimistic": exact,
+        }
+    out: dict[str, Any] = {
+        "form": "vertices of piecewise-linear curves, linear between consecutive vertices; the true curve lies "
+        "between the two sides"
+    }
+    bounds = {
+        "pessimistic": "lower bound on FNR (upper bound on attack TPR)",
+        "optimistic": "upper bound on FNR (lower bound on attack TPR)",
+    }
+    for side, bound in bounds.items():
+        try:
+            a, b = report.breakpoints(side=side)
+        except ValueError as exc:  # no optimistic side (RDP fallback, or a report built without it)
+            out[side] = None
+            out[f"{side}_reason"] = str(exc)
+        else:
+            out[side] = {"fpr": a, "fnr": b, "bound": bound, "points": int(a.size)}
+    return out
+
+
+def _representation_rows(report: Any, delta: float) -> list[dict[str, Any]]:
+    """seed 000 Fig. 1(c) for this mechanism (:func:`gdpcore.representations.get_regret`), one row per
+    representation; a representation the mechanism's kind cannot be stated in keeps its row, regret null and why."""
+    from gdpcore.representations import REPRESENTATIONS, get_regret
+
+    rows = []
+    for rep in REPRESENTATIONS:
+        try:
+            row = get_regret(report, rep, delta=delta if rep == "epsilon_delta" else None).to_row()
+        except (ValueError, NotImplementedError, TypeError, ArithmeticError) as exc:  # e.g. exp(eps0) overflows
+            why = f"{type(exc).__name__}: {exc}" if isinstance(exc, ArithmeticError) else str(exc)
+            row = {"representation": rep, "regret": None, "regret_bound": None, "note": f"not available: {why}"}
+        row["name"] = _REPRESENTATION_NAMES[rep]
+        rows.append(row)
+    return rows
+
+
+def _best(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    usable = [
+        r
+        for r in rows
+        if r["representation"] in _SIMPLICITY and r.get("regret") is not None and math.isfinite(r["regret"])
+    ]
+    if not usable:
+        return None
+    low = min(r["regret"] for r in usable)
+    tied = [r for r in usable if r["regret"] <= low + REGRET_TIE]
+    return min(tied, key=lambda r: _SIMPLICITY.index(r["representation"]))
+
+
+def analyze_extras(report: Any, *, delta: float = 1e-5) -> dict[str, Any]:
+    """What ``gdp analyze --json`` adds to :meth:`gdpcore.PrivacyReport.summary`: ``curve`` (both sides of the
+    bracket) and ``representations`` (the regret of each representation, seed 000 Eq. 24 / Fig. 1(c), eps at
+    ``delta`` for the (eps, delta) row, and the best one)."""
+    rows = _representation_rows(report, delta)
+    best = _best(rows)
+    return {
+        "curve": _curve_block(report),
+        "representations": {
+            "delta": delta,
+            "rows": rows,
+            "best": None if best is None else best["representation"],
+            "tie_tolerance": REGRET_TIE,
+        },
+    }
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.3g}%"
+
+
+def best_representation_text(report: Any, extras: dict[str, Any] | None = None) -> list[str]:
+    """The text report's lines when mu-GDP is not a complete description (GDP regret >= 1e-2, seed 000 Prop. 4.1):
+    the representation that describes the mechanism best, with its parameter and regret, against mu-GDP's."""
+    from gdpcore import GDP_COMPLETE_REGRET
+    from tasks.formatting import format_number
+
+    if report.gdp_regret < GDP_COMPLETE_REGRET:
+        return []
+    reps = (extras or analyze_extras(report))["representations"]
+    rows = {r["representation"]: r for r in reps["rows"]}
+    gdp = rows["gdp"]
+    best = rows.get(reps["best"] or "gdp", gdp)
+    if best["representation"] == "gdp":
+        return [
+            f"  best statement  none describes it better than mu-GDP (regret {_pct(gdp['regret'])}, "
+            f"{gdp['regret_bound']}): report the curve (--json, --plot)"
+        ]
+    param = ""
+    if best["representation"] != "rdp":
+        param = f" with {best['parameter_name']} = {format_number(best['parameter'], 4)} ({best['parameter_bound']})"
+        if best["representation"] == "epsilon_delta":
+            param += f" at delta = {best['delta']:g}"
+    rdp = rows.get("rdp", {})
+    curve = (
+        f"; an RDP curve: {_pct(rdp['regret'])}, order-grid dependent"
+        if rdp.get("regret") is not None and rdp["regret"] < best["regret"]
+        else ""
+    )
+    return [
+        f"  best statement  {best['name']}{param}: regret {_pct(best['regret'])} ({best['regret_bound']})",
+        f"                  against {_pct(gdp['regret'])} for mu-GDP{curve} (seed 000 Fig. 1c; all rows: --json)",
+    ]
+
+
+def check_plot_path(path: str, overwrite: bool) -> None:
+    """``--plot FILE`` is checked before any accounting: a .png name, not an existing file unless --overwrite."""
+    from gdpcore._validation import bounded_repr
+
+    if not str(path).lower().endswith(".png"):
+        raise ValueError(f"--plot must name a .png file, got {bounded_repr(path)}")
+    if Path(path).exists() and not overwrite:
+        raise ValueError(f"--plot: {bounded_repr(path)} exists; choose another name or pass --overwrite")
+    if Path(path).is_dir():
+        raise ValueError(f"--plot: {bounded_repr(path)} is a folder")
+
+
+def write_analyze_plot(report: Any, summary: dict[str, Any], path: str, *, title: str) -> Path:
+    """The privacy card's figure (:func:`tasks.plots.tradeoff_figure`: attack TPR vs FPR, linear and log-log, with the
+    mu-GDP and (eps, delta) curves) plus the |f - f_mu| panel (seed 000 Figs. 7-8), written atomically."""
+    import numpy as np
+
+    from tasks.plots import _pyplot, _save, tradeoff_figure
+
+    curve = _curve_block(report)["pessimistic"]
+    mu = float(report.mu)
+    deltas = [row["delta"] for row in summary["epsilon"]]
+    fig = tradeoff_figure(
+        title,
+        np.asarray(curve["fpr"]),
+        np.asarray(curve["fnr"]),
+        curve_label=f"this mechanism ({'exact' if report.exact else 'pessimistic: upper bound on attack TPR'})",
+        mu=mu,
+        # exp(eps) overflows past ~709 (and such a curve is TPR = 1 at every FPR > 0 on these axes anyway)
+        eps_deltas=[(e, d) for e, d in ((float(report.epsilon(d)), d) for d in deltas[:2]) if e < _EPS_PLOT_MAX],
+        mu_cutoff=summary.get("mu_certified_for_fpr_at_least") or None,
+        difference=True,
+        regret=float(report.gdp_regret),
+    )
+    out = Path(path)
+    _save(fig, out)
+    _pyplot().close(fig)
+    return out
 
 
 RUN_COMMANDS: dict[str, Command] = {

@@ -12,7 +12,6 @@ verdict; ``--json`` prints the same as JSON. Exit code 0 for ``consistent``, 3 f
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from typing import Any
 
@@ -91,7 +90,9 @@ def _g(x: Any, digits: int = 4) -> str:
 def _evidence(args: argparse.Namespace) -> int:
     out = run_evidence(args)
     if args.json:
-        print(json.dumps(out, indent=2, allow_nan=False))
+        from tasks.formatting import json_text
+
+        print(json_text(out))
     else:
         conf = f"{100 * out['confidence']:.4g}% confidence"
         print(f"scores: {out['scores']} ({out['n_members']:,} members, {out['n_non_members']:,} non-members)")

@@ -25,7 +25,15 @@ from flows.naming import run_name
 from flows.progress import ProgressBar
 from flows.publish import publish_report
 from flows.runners import default_workers, runner_from_env
-from tasks.evaluate import Chunk, ChunkManifest, SweepPlan, evaluate_chunk, plan_sweep, transient_io_error
+from tasks.evaluate import (
+    Chunk,
+    ChunkManifest,
+    SweepPlan,
+    evaluate_chunk,
+    plan_sweep,
+    transient_io_error,
+    write_chunk,
+)
 from tasks.lake import code_version, default_lake, default_report, remove_spec_temporaries, write_members, write_run
 from tasks.locks import spec_lock
 from tasks.publish import check_writable
@@ -43,7 +51,6 @@ class SweepSummary:
     cells_computed: int
     cells_reused: int
     chunks_computed: int
-    chunks_cached: int
     chunks_failed: int
     worst_mu: float | None
     report: str | None
@@ -162,16 +169,15 @@ def _run_sweep_locked(
     # (~0.4 s at 10^4 cells); the task receives the plan itself.
     record_members(cast(SweepPlan, quote(plan)), lake)  # Prefect unwraps the quote before the task runs
     phase("members")
-    computed = [m for m in manifests if m.computed_by_run == run_id]
     mus = [m.worst_mu for m in manifests if m.worst_mu is not None]
+    computed = sum(m.cells for m in manifests)  # every manifest is a chunk this run wrote and verified
     summary = SweepSummary(
         spec=spec.name,
         run_id=run_id,
         cells=plan.cells_total,
-        cells_computed=sum(m.cells for m in computed),
-        cells_reused=plan.cells_total - sum(m.cells for m in computed),
-        chunks_computed=len(computed),
-        chunks_cached=len(manifests) - len(computed),
+        cells_computed=computed,
+        cells_reused=plan.cells_present,
+        chunks_computed=len(manifests),
         chunks_failed=len(failures),
         worst_mu=max(mus) if mus else None,
         report=report if publish else None,
@@ -195,17 +201,18 @@ def _run_sweep_locked(
 def evaluate_chunks(
     chunks: tuple[Chunk, ...], lake: str, *, progress: bool = False, artifact_key: str | None = None
 ) -> tuple[list[ChunkManifest], list[str]]:
-    """Submit one task per chunk, collect manifests as they finish; re-run a cache hit whose file has vanished."""
+    """Submit one task per chunk; as each finishes, write its rows into the lake here, in the flow process, and
+    keep its manifest once the file is verified (:func:`flows.chunks.collect_chunks`): the workers never touch the
+    lake, so they need not see its folder."""
     if not chunks:
         return [], []
-    # Cached manifests live in Prefect's result store (PREFECT_RESULTS_LOCAL_STORAGE_PATH), keyed on the chunk and
-    # the lake's absolute path; a hit whose Parquet file is gone is recomputed (flows.chunks.collect_chunks).
     phase("evaluate-chunks")
     bar = ProgressBar(sum(c.size for c in chunks), enabled=progress, artifact_key=artifact_key)
     return collect_chunks(
         evaluate_chunk,
         chunks,
         lake,
+        write=lambda c, r: write_chunk(Path(lake), c, r),
         expected_path=lambda c: _expected(lake, c),
         path_of=lambda m: m.path,
         bar=bar,
@@ -261,9 +268,9 @@ def _sweep_artifacts(spec: GridSpec, s: SweepSummary) -> None:
     md = [
         f"# Grid sweep `{s.spec}`",
         "",
-        "| cells | computed | reused from lake | chunks computed | chunks cached | chunks failed | worst mu |",
-        "|---|---|---|---|---|---|---|",
-        f"| {s.cells} | {s.cells_computed} | {s.cells_reused} | {s.chunks_computed} | {s.chunks_cached} | "
+        "| cells | computed | reused from lake | chunks computed | chunks failed | worst mu |",
+        "|---|---|---|---|---|---|",
+        f"| {s.cells} | {s.cells_computed} | {s.cells_reused} | {s.chunks_computed} | "
         f"{s.chunks_failed} | {_fmt(s.worst_mu)} |",
         "",
         f"- lake: `{Path(s.lake).resolve()}`",

@@ -14,7 +14,8 @@ steps below, the same lake rows, cards and views; the ``models`` view names wher
 3. Compare each version with the previous version of the same model and with the production version (Delta-divergence
    both ways, Blackwell verdict); pairs already compared are reused. Less-private versions are flagged.
 4. Write the privacy cards (Markdown, PNG, HF YAML) of versions whose card is missing or stale.
-5. Republish the DuckDB report (views ``models``, ``model_privacy``, ``model_comparisons`` next to the sweep views).
+5. Republish the DuckDB report (views ``models``, ``model_privacy``, ``model_comparisons`` next to the sweep views)
+   and its static site (``index.html`` beside the report: :mod:`tasks.site`).
 6. Optionally tag the registered model versions in MLflow.
 
 Size: just over 600 lines: the flow and the private helpers of its steps above, kept in one module so that the flow
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 
 from flows.naming import run_name
@@ -83,6 +84,7 @@ class AuditSummary:
     # versions whose canary scores violate the declared mechanism (tasks.evidence); versions with evidence
     evidence_violations: list[str] = dataclasses.field(default_factory=list)
     evidence_checked: list[str] = dataclasses.field(default_factory=list)
+    site: str = ""  # the report site's index.html (tasks.site), when the report was published
 
 
 AUDIT_DEADLINE = float(os.environ.get("GDP_AUDIT_DEADLINE", "1800"))
@@ -153,6 +155,22 @@ by default threads: model versions are few and each is one accounting, threads s
 ``GDP_TASK_RUNNER=process`` (meant for sweeps) does not move audits into processes."""
 
 
+@task(name="build-report-site")
+def build_site(report: str, cards: str) -> str:
+    """The report's static site (:mod:`tasks.site`): ``index.html`` beside the report, pages under ``site/``, linked
+    from the run's artifacts."""
+    from tasks.site import write_site
+
+    index = write_site(report, cards)
+    create_link_artifact(
+        key="privacy-report-site",
+        link=index.as_uri(),
+        link_text=f"Privacy report site: {index}",
+        description="Every model version, its card and the SQL behind each table (static HTML, opens offline)",
+    )
+    return str(index)
+
+
 @task(name="record-registry-members", retries=2, retry_delay_seconds=1, retry_condition_fn=transient_io_error)
 def record_members(lake: str, label: str, member_rows: list[dict[str, Any]]) -> None:
     """The registry's current model versions (audited or not auditable), what the report's views select."""
@@ -209,8 +227,10 @@ def privacy_audit(
     reg.failed.update(evidence.failed)
     evidence.attach(rows)  # step 4: canary scores vs the certified curve; rows[k]["evidence"] feeds cards and tags
     card_paths, written = _write_cards(reg, audited, rows, cards, report_uri)  # step 5
+    site = ""
     if publish:
         compact_and_publish(str(lake_p), str(report_p))  # step 6
+        site = build_site(str(report_p), str(cards))  # and its static site (index.html beside the report)
     summary = AuditSummary(
         registry=reg.name,
         lake=str(lake_p),
@@ -229,6 +249,7 @@ def privacy_audit(
         not_auditable=reg.not_auditable,
         evidence_violations=evidence.violations(),
         evidence_checked=sorted(evidence.rows),
+        site=site,
     )
     if mlflow_uri:
         _tag_mlflow(summary, reg, rows, card_paths, mlflow_uri, report_uri)  # step 7
@@ -606,6 +627,7 @@ def _artifacts(s: AuditSummary, rows: dict[str, dict[str, Any]]) -> None:
         f"not auditable: {len(s.not_auditable)}",
         f"- comparisons computed: {s.comparisons_computed}",
         f"- report: `{s.report}` (views `models`, `model_privacy`, `model_comparisons`, `evidence`); cards: `{s.cards_dir}`",
+        *([f"- site: [{s.site}]({Path(s.site).as_uri()}) (open in a browser)"] if s.site else []),
         f"- at {dt.datetime.now(dt.UTC).isoformat()}",
     ]
     if s.evidence_violations:  # violations first

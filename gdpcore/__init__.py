@@ -63,6 +63,15 @@ from gdpcore.evidence import (
 from gdpcore.gdpt import bracket_mu, get_delta_from_epsilon_delta, identify_gdp, implies
 from gdpcore.grid import analyze_grid
 from gdpcore.kinds import UnsupportedMechanismError
+from gdpcore.kinds.curves import (
+    PrivacyLossDistributionInput,
+    PrivacyProfile,
+    TradeoffCurve,
+    from_pld,
+    from_privacy_profile,
+    from_tradeoff_curve,
+)
+from gdpcore.kinds.samplers import BallsInBinsGaussian, CyclicGaussian, ShuffledGaussian
 from gdpcore.mechanisms import (
     ZCDP,
     Composed,
@@ -85,6 +94,26 @@ from gdpcore.mechanisms import (
 )
 from gdpcore.report import DEFAULT_ALPHA_MIN, GDP_COMPLETE_REGRET, PrivacyReport, analyze
 from gdpcore.representations import REPRESENTATIONS, RepresentationRegret, get_regret, get_representation_table
+
+# isort: off
+# Seed capabilities reachable from the package (appended; see each module for its paper source).
+from gdpcore.bayes_security import (
+    check_attribute_inference_from_gradients,
+    check_bayes_security_from_dpsgd,
+    get_bayes_security_from_dpsgd_array,
+)
+from gdpcore.calibration import BlackBoxCalibration, calibrate_with_accountant
+from gdpcore.divergence import (
+    get_crossing_priors,
+    get_plrv_moments,
+    get_weighted_delta_divergence,
+    is_approximately_dominating,
+    predict_composition_dominance,
+)
+from gdpcore.gdpt import clip_and_rectify, refine_noise, refine_profile, subsample_profile
+from gdpcore.guidance import fixed_point, regime_warning
+from gdpcore.tuning import RepetitionDistribution, TuningBound, analyze_tuning, get_tuned_report_bound
+# isort: on
 
 try:
     __version__ = version("gdp-audit")
@@ -142,6 +171,12 @@ __all__ = [
     "fnr_target_from_advantage",
     "fnr_target_from_precision",
     "from_dp_event",
+    "from_pld",
+    "from_privacy_profile",
+    "from_tradeoff_curve",
+    "PrivacyLossDistributionInput",
+    "PrivacyProfile",
+    "TradeoffCurve",
     "get_advantage_from_gdp",
     "get_bayes_risk",
     "get_bayes_security_from_dpsgd",
@@ -178,4 +213,27 @@ __all__ = [
     "OneRunCheck",
     "check_one_run",
     "registry_confidence",
+    "BlackBoxCalibration",
+    "calibrate_with_accountant",
+    "check_attribute_inference_from_gradients",
+    "check_bayes_security_from_dpsgd",
+    "clip_and_rectify",
+    "fixed_point",
+    "get_bayes_security_from_dpsgd_array",
+    "get_crossing_priors",
+    "get_plrv_moments",
+    "get_weighted_delta_divergence",
+    "is_approximately_dominating",
+    "predict_composition_dominance",
+    "refine_noise",
+    "refine_profile",
+    "regime_warning",
+    "subsample_profile",
+    "BallsInBinsGaussian",
+    "CyclicGaussian",
+    "ShuffledGaussian",
+    "RepetitionDistribution",
+    "TuningBound",
+    "analyze_tuning",
+    "get_tuned_report_bound",
 ]

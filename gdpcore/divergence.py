@@ -11,7 +11,14 @@ regret, in the adversary's minimum Bayes error, of using M2 instead of M1. Three
 
 Weighted variants (Sec. 5): Delta^Psi = max_pi Psi(pi) (R1(pi) - R2(pi)) with the Jeffreys prior Psi = Beta(1/2, 1/2)
 (``weight="beta"``) or the U-quadratic density 12 (pi - 1/2)^2 on [0, 1] (``weight="uquadratic"``).
-``symmetric=True`` gives max(Delta(M1||M2), Delta(M2||M1)) (Eq. 5), a metric (Cor. 2).
+``symmetric=True`` gives max(Delta(M1||M2), Delta(M2||M1)) (Eq. 5), a metric (Cor. 2). Any Beta(a, b) hyper-prior or a
+user-given density Psi(pi): :func:`get_weighted_delta_divergence`.
+
+Where the order flips: :func:`get_crossing_priors` (the priors pi at which R1_min - R2_min changes sign, seed 002
+Fig. 3: "the Bayes error functions cross at pi ~ 0.4"). Approximate dominance (Def. 2 / Thm 2):
+:func:`is_approximately_dominating`, M1 >=_D M2 iff Delta(M1 || M2) <= D, checked in the three equivalent forms.
+Emergent Blackwell dominance under composition (Sec. 4, Eqs. 8-15, Lemma 6 / Thm 3): :func:`get_plrv_moments`
+(v1..v4, eta) and :func:`predict_composition_dominance` (the eventual winner, the Thm 3 bound and its precondition).
 
 Mechanisms are accounted with :func:`gdpcore.analyze` (PLD, pessimistic side) unless they are exactly GDP. A
 divergence computed from accountant curves is an ``"estimate"`` (both curves are pessimistic approximations, so the
@@ -28,17 +35,33 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from gdpcore._validation import check_choice, check_open_unit_array, check_positive
+from gdpcore._validation import (
+    bounded_repr,
+    check_choice,
+    check_count,
+    check_open_unit_array,
+    check_positive,
+    check_real,
+)
 from gdpcore.mechanisms import Mechanism
 from gdpcore.report import PrivacyReport, analyze
 from gdpcore.representations import _TAIL_EPS, certified_sup, mechanism_profile
 
 __all__ = [
+    "BERRY_ESSEEN",
     "BLACKWELL_TOL",
     "WEIGHTS",
+    "ApproximateDominance",
+    "CompositionDominance",
     "DivergenceResult",
     "DominanceResult",
+    "PlrvMoments",
     "blackwell_verdict",
+    "get_crossing_priors",
+    "get_plrv_moments",
+    "get_weighted_delta_divergence",
+    "is_approximately_dominating",
+    "predict_composition_dominance",
     "delta_divergence",
     "get_bayes_risk",
     "get_delta_divergence",
@@ -296,3 +319,297 @@ def get_extremal_divergences(m: Any, *, discretization: float | None = None) -> 
         "fixed_point": (1.0 - tv) / 2.0 if exact else float(r.curve("pessimistic").fixed_point),
         "sum": tv / 2.0 + r_star,
     }
+
+
+def _grid_size(n_grid: Any) -> int:
+    n = check_count("n_grid", n_grid, minimum=3)
+    if n > MAX_GRID:
+        raise ValueError(f"n_grid must be <= {MAX_GRID}, got {bounded_repr(n_grid)}")
+    return n
+
+
+# -- where the order flips (Fig. 3) ---------------------------------------------------------------------------------
+def _risk_difference(r1: PrivacyReport, r2: PrivacyReport) -> Any:
+    def diff(pi: np.ndarray | float) -> np.ndarray:
+        return np.asarray(get_bayes_risk(r1, pi), float) - np.asarray(get_bayes_risk(r2, pi), float)
+
+    return diff
+
+
+def get_crossing_priors(
+    m1: Any, m2: Any, *, n_grid: int = 20_001, atol: float = 1e-12, discretization: float | None = None
+) -> tuple[float, ...]:
+    """The adversary priors pi in (0, 1) at which R1_min(pi) - R2_min(pi) changes sign: where the Delta order of the
+    two mechanisms flips (seed 002 Sec. 3, Fig. 3: Gaussian sigma = 1 vs Laplace b = 1 "cross at pi ~ 0.4"; exactly
+    0.41854 and 0.58146, docs/references.md S002-1). Empty when the mechanisms are Blackwell-ordered (Thm 1).
+
+    Sign changes on a grid of ``n_grid`` priors (differences within ``atol`` of 0 count as touching, not crossing),
+    each refined by Brent's method on R_min from :func:`get_bayes_risk`. Exact to 1e-12 for two closed-form reports;
+    for accountant curves within their discretisation (an estimate).
+    """
+    from scipy import optimize
+
+    n = _grid_size(n_grid)
+    check_positive("atol", atol)
+    r1, r2 = _pair(m1, m2, discretization)
+    diff = _risk_difference(r1, r2)
+    pi = np.linspace(0.0, 1.0, n)[1:-1]
+    d = diff(pi)
+    sign = np.where(d > atol, 1, np.where(d < -atol, -1, 0))
+    nz = np.flatnonzero(sign)
+    out = []
+    for a, b in zip(nz[:-1], nz[1:], strict=True):
+        if sign[a] != sign[b]:
+            root = optimize.brentq(lambda x: float(diff(x)), float(pi[a]), float(pi[b]), xtol=1e-13)
+            out.append(float(root))
+    return tuple(out)
+
+
+# -- approximate dominance (Def. 2, Thm 2) --------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class ApproximateDominance:
+    """M1 >=_D M2 (seed 002 Def. 2): Delta(M1 || M2) <= D. ``verdict`` True / False / None (undecided: D inside the
+    certified bracket [``divergence_lower``, ``divergence_upper``]). ``tradeoff_form`` / ``profile_form`` /
+    ``bayes_risk_form`` are the largest violations of the three equivalent conditions of Thm 2 on grids (<= ~0 when
+    the verdict is True): max_alpha f1(alpha + D) - D - f2(alpha), max_eps delta2 - delta1 - D (1 + e^eps) and
+    max_pi R1 - R2 - D."""
+
+    verdict: bool | None
+    D: float
+    divergence_lower: float
+    divergence_upper: float
+    tradeoff_form: float
+    profile_form: float
+    bayes_risk_form: float
+    bound: str
+
+
+def is_approximately_dominating(
+    m1: Any, m2: Any, D: float, *, discretization: float | None = None, n_grid: int = 20_001
+) -> ApproximateDominance:
+    """Does M1 D-approximately dominate M2 (seed 002 Def. 2 / Thm 2), i.e. is M2 at most D more vulnerable than M1
+    anywhere (every FPR, every eps, every prior)? Decided from the certified bracket of Delta(M1 || M2); the three
+    equivalent forms of Thm 2 are evaluated on grids alongside (they agree up to the grids and the accountant)."""
+    d = check_real("D", D)
+    n = _grid_size(n_grid)
+    if not 0.0 <= d <= 0.5:
+        raise ValueError(f"D must be in [0, 1/2] (Delta never exceeds 1/2), got {bounded_repr(D)}")
+    r1, r2 = _pair(m1, m2, discretization)
+    res = get_delta_divergence(r1, r2)
+    verdict = True if res.upper <= d else (False if res.lower > d else None)
+    alpha = np.linspace(0.0, 1.0, n)
+    shifted = np.where(alpha + d <= 1.0, _tradeoff(r1, alpha + d), 0.0) - d
+    tradeoff_form = float(np.max(shifted - _tradeoff(r2, alpha)))
+    eps = np.linspace(-20.0, 20.0, n)
+    profile_form = float(np.max(_signed_delta(r2, eps) - _signed_delta(r1, eps) - d * (1.0 + np.exp(eps))))
+    pi = np.linspace(0.0, 1.0, n)
+    bayes_form = float(np.max(_risk_difference(r1, r2)(pi) - d))
+    return ApproximateDominance(
+        verdict=verdict,
+        D=d,
+        divergence_lower=res.lower,
+        divergence_upper=res.upper,
+        tradeoff_form=tradeoff_form,
+        profile_form=profile_form,
+        bayes_risk_form=bayes_form,
+        bound=res.bound,
+    )
+
+
+def _signed_delta(r: PrivacyReport, eps: np.ndarray) -> np.ndarray:
+    """delta(eps) for all real eps of a symmetric curve: delta(-e) = 1 - e^{-e} + e^{-e} delta(e) (seed 002 Thm 2.2)."""
+    a = np.abs(eps)
+    d = np.asarray(r.delta(a), float)
+    return np.where(eps >= 0, d, 1.0 - np.exp(-a) + np.exp(-a) * d)
+
+
+# -- composition: moments, eta, Lemma 6 / Thm 3 ---------------------------------------------------------------------
+BERRY_ESSEEN = 0.56
+"""The Berry-Esseen constant of seed 002 Thm 3 (Eq. 14)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PlrvMoments:
+    """Seed 002 Eqs. 8-12, functionals of the trade-off curve: v1 = -int log|f'| (the KL divergence), v2 = int log^2|f'|,
+    v3 = int |log|f'| + v1|^3 (third absolute central moment), v4 = int |log|f'||^3, eta = v1 / sqrt(v2 - v1^2).
+    ``skew`` = eta^3 v3 / v1^3 = v3 / (v2 - v1^2)^{3/2}, the per-step term of Thm 3. ``bound``: "exact" for mu-GDP
+    (eta = mu/2), "estimate" from an accountant's piecewise-linear curve (its segments' slopes)."""
+
+    v1: float
+    v2: float
+    v3: float
+    v4: float
+    eta: float
+    skew: float
+    bound: str
+
+
+def _gdp_moments(mu: float) -> PlrvMoments:
+    # log|f_mu'(alpha)| = mu z - mu^2/2, z = Phi^-1(1 - alpha) ~ N(0, 1).
+    from scipy import integrate
+
+    v1 = mu * mu / 2.0
+    v2 = mu * mu + mu**4 / 4.0
+    v3 = 2.0 * math.sqrt(2.0 / math.pi) * mu**3
+    v4 = float(
+        integrate.quad(
+            lambda z: abs(mu * z - mu * mu / 2.0) ** 3 * math.exp(-z * z / 2.0) / math.sqrt(2.0 * math.pi),
+            -math.inf,
+            math.inf,
+            points=None,
+        )[0]
+    )
+    return PlrvMoments(v1=v1, v2=v2, v3=v3, v4=v4, eta=mu / 2.0, skew=v3 / mu**3, bound="exact")
+
+
+_UNRESOLVED_MASS_LIMIT = 1e-12
+MAX_GRID = 10**7
+"""Largest prior / alpha / eps grid the grid-based checks accept (80 MB per array)."""
+
+
+def get_plrv_moments(m: Any, *, discretization: float | None = None) -> PlrvMoments:
+    """The moments v1..v4 and eta of one mechanism (seed 002 Eqs. 8-12) from its trade-off curve: closed form for
+    mu-GDP; for an accountant curve, log|f'| is constant (the segment's slope) on each segment, so every integral is a
+    finite sum over the breakpoints of the pessimistic curve (an estimate: the curve is the accountant's). A curve
+    with a flat part (f = 0 on an interval, i.e. an infinite privacy loss) has infinite moments."""
+    r = _as_report(m, "m", discretization)
+    if r.exact:
+        return _gdp_moments(float(r.mu))
+    a, b = r.curve("pessimistic").breakpoints()
+    da = np.diff(a)
+    keep = da > 0
+    slope = np.diff(b)[keep] / da[keep]
+    w = da[keep]
+    # Segments without a usable slope: f = 0 on an interval (infinite privacy loss: the accountant's truncated tail),
+    # or vertices so close to beta = 1 that the slope is lost to rounding. Below _UNRESOLVED_MASS_LIMIT of alpha-width their
+    # contribution is negligible and they are left out; above it the moments are infinite.
+    bad = slope >= 0
+    if w[bad].sum() > _UNRESOLVED_MASS_LIMIT:
+        return PlrvMoments(math.inf, math.inf, math.inf, math.inf, math.nan, math.inf, "estimate")
+    t = np.log(-slope[~bad])
+    w = w[~bad] / w[~bad].sum()
+    v1 = -float(np.sum(w * t))
+    v2 = float(np.sum(w * t * t))
+    var = max(v2 - v1 * v1, float(np.sum(w * (t + v1) ** 2)))
+    v3 = float(np.sum(w * np.abs(t + v1) ** 3))
+    v4 = float(np.sum(w * np.abs(t) ** 3))
+    eta = v1 / math.sqrt(var) if var > 0 else math.inf
+    return PlrvMoments(
+        v1=v1, v2=v2, v3=v3, v4=v4, eta=eta, skew=v3 / var**1.5 if var > 0 else math.inf, bound="estimate"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class CompositionDominance:
+    """Seed 002 Sec. 4 for M^(N) vs M~^(N~). ``precondition`` = N / N~ >= eta~^2 / eta^2 (Thm 3); ``bound`` = Eq. 14,
+    0.56 (eta^3 v3 / (sqrt(N) v1^3) + eta~^3 v~3 / (sqrt(N~) v~1^3)), an upper bound on Delta(M^(N) || M~^(N~)) when
+    the precondition holds (inf otherwise); ``mu`` / ``mu_tilde`` = 2 sqrt(N) eta, the CLT Gaussians (Dong et al.
+    2022) the compositions approach; ``eventual`` names the mechanism whose composition Lemma 6 predicts to Blackwell-
+    dominate (be less private) for large N at this ratio: "m1" if N eta^2 > N~ eta~^2, "m2" if smaller, None if tied."""
+
+    moments: PlrvMoments
+    moments_tilde: PlrvMoments
+    n: int
+    n_tilde: int
+    precondition: bool
+    bound: float
+    mu: float
+    mu_tilde: float
+    eventual: str | None
+
+
+def predict_composition_dominance(
+    m1: Any, n: int, m2: Any, n_tilde: int, *, discretization: float | None = None
+) -> CompositionDominance:
+    """Emergent Blackwell dominance (seed 002 Lemma 6 / Thm 3): the moments of one step of each mechanism, the Thm 3
+    precondition and Eq. 14 bound on Delta(M1^(n) || M2^(n_tilde)), and the predicted eventual order."""
+    n = check_count("n", n)
+    nt = check_count("n_tilde", n_tilde)
+    mo = get_plrv_moments(m1, discretization=discretization)
+    mt = get_plrv_moments(m2, discretization=discretization)
+    pre = bool(n * mo.eta**2 >= nt * mt.eta**2)
+    bound = BERRY_ESSEEN * (mo.skew / math.sqrt(n) + mt.skew / math.sqrt(nt)) if pre else math.inf
+    lhs, rhs = n * mo.eta**2, nt * mt.eta**2
+    eventual = "m1" if lhs > rhs else ("m2" if lhs < rhs else None)
+    return CompositionDominance(
+        moments=mo,
+        moments_tilde=mt,
+        n=n,
+        n_tilde=nt,
+        precondition=pre,
+        bound=float(min(bound, 0.5)),
+        mu=2.0 * math.sqrt(n) * mo.eta,
+        mu_tilde=2.0 * math.sqrt(nt) * mt.eta,
+        eventual=eventual,
+    )
+
+
+# -- general hyper-priors (Sec. 5) ----------------------------------------------------------------------------------
+def get_weighted_delta_divergence(
+    m1: Any,
+    m2: Any,
+    *,
+    beta: tuple[float, float] | None = None,
+    density: Any = None,
+    n_grid: int = 200_001,
+    discretization: float | None = None,
+) -> DivergenceResult:
+    """Delta^Psi(M1 || M2) = max_pi Psi(pi) (R1_min(pi) - R2_min(pi)) (seed 002 Sec. 5) for any hyper-prior: a
+    Beta(a, b) density (``beta=(a, b)``; the paper's Jeffreys prior is (1/2, 1/2)) or a user-given density ``density``
+    (a vectorised callable on (0, 1), non-negative; it need not be normalised - the paper's Psi multiplies R_min
+    pointwise). Maximised over a grid of ``n_grid`` priors, then refined by a bounded Brent search around the best
+    grid point: an ``"estimate"`` (grid-free certification needs a monotone weight; the named weights of
+    :func:`get_delta_divergence` are certified)."""
+    from scipy import optimize, stats
+
+    if (beta is None) == (density is None):
+        raise ValueError("exactly one of beta=(a, b) or density=callable must be given")
+    if beta is not None:
+        try:
+            a, b = (float(x) for x in beta)
+        except (TypeError, ValueError):
+            raise ValueError(f"beta must be a pair (a, b) of positive numbers, got {beta!r}") from None
+        if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
+            raise ValueError(f"beta must be a pair (a, b) of positive numbers, got {beta!r}")
+
+        def psi(x: np.ndarray) -> np.ndarray:
+            return np.asarray(stats.beta.pdf(x, a, b), float)
+
+        name = f"beta({a:g}, {b:g})"
+    else:
+        if not callable(density):
+            raise ValueError(f"density must be a callable Psi(pi), got {density!r}")
+
+        def psi(x: np.ndarray) -> np.ndarray:
+            return np.asarray(density(np.asarray(x, float)), float) * np.ones_like(np.asarray(x, float))
+
+        name = "user"
+    n = _grid_size(n_grid)
+    r1, r2 = _pair(m1, m2, discretization)
+    diff = _risk_difference(r1, r2)
+    pi = np.linspace(0.0, 1.0, n)[1:-1]
+    wv = psi(pi)
+    if np.isnan(wv).any() or (wv < 0).any():
+        i = int(np.argmax(np.isnan(wv) | (wv < 0)))
+        raise ValueError(f"density must be >= 0 on (0, 1), got {wv[i]!r} at pi = {pi[i]!r}")
+    vals = wv * diff(pi)
+    j = int(np.argmax(vals))
+    best, arg = float(vals[j]), float(pi[j])
+    lo, hi = float(pi[max(j - 1, 0)]), float(pi[min(j + 1, pi.size - 1)])
+    if hi > lo:
+        res = optimize.minimize_scalar(
+            lambda x: -float(psi(np.asarray(x)) * diff(x)), bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}
+        )
+        if -float(res.fun) > best:
+            best, arg = -float(res.fun), float(res.x)
+    best = max(0.0, best)
+    return DivergenceResult(
+        value=best,
+        lower=best,
+        upper=best,
+        bound="estimate",
+        method="bayes_risk",
+        weight=name,
+        symmetric=False,
+        argmax_prior=arg if best > 0 else math.nan,
+    )

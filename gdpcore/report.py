@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from gdpcore import closed_form
+from gdpcore import closed_form, guidance, kinds
 from gdpcore._validation import (
     check_alpha_min,
     check_choice,
@@ -95,9 +95,12 @@ class PrivacyReport:
         """The report of ``mechanism`` read off the engine's curves (:func:`gdpcore.engine.produce`): the one way a
         report is built."""
         prov = curves.provenance
+        # A user's curve, profile or PLD is what the user says it is: the accountant names it first, so that every
+        # number read from this report (and its rows and card) carries that provenance (gdpcore.kinds.curves).
+        accountant = "; ".join([*kinds.input_notes(mechanism), prov.accountant])
         return cls(
             mechanism=mechanism,
-            accountant=prov.accountant,
+            accountant=accountant,
             discretization=prov.discretization,
             alpha_min=float(alpha_min),
             _pessimistic=curves.pessimistic,
@@ -323,10 +326,12 @@ class PrivacyReport:
                 "value": self.gdp_regret,
                 "bound": labels["gdp_regret"],
                 "bracket": list(self.gdp_regret_bracket),
+                "regime_warning": guidance.regime_warning(self.mechanism),  # seed 000 rule of thumb
             },
             "gdp_is_complete": self.gdp_is_complete,
             "advantage": {"value": self.advantage, "bound": labels["advantage"], "lower": self.advantage_lower},
             "bayes_security": {"value": self.bayes_security, "bound": labels["bayes_security"]},
+            "fixed_point": dict(zip(("value", "bound"), guidance.fixed_point(self), strict=True)),
             "epsilon": [
                 {
                     "delta": d,
@@ -343,7 +348,7 @@ class PrivacyReport:
                     "bound": labels["tpr"],
                     "lower": other_side(self.tpr, a),
                 }
-                for a in fprs
+                for a in (*fprs, guidance.fixed_point(self)[0])  # the last row: alpha* (FPR = FNR)
             ],
             "diagnostics": dict(self.diagnostics),
         }

@@ -1,5 +1,6 @@
 """Attack-aware calibration chunks: ``gdpcore.calibrate_noise`` for each (sampling_rate, steps) cell of a
-:class:`tasks.spec.CalibrationSpec`, one Parquet file per chunk under ``<lake>/calibrations/``.
+:class:`tasks.spec.CalibrationSpec`, one Parquet file per chunk under ``<lake>/calibrations/``, written by the flow
+from the rows the chunk task returns (workers need not see the lake).
 
 Same resumability contract as the grid sweep: a cell is (sampling_rate, steps, target) + gdpcore code version;
 cells already in the lake are not recomputed; the spec's current cell set goes to ``members_calibration/``.
@@ -18,13 +19,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import task
-from prefect.cache_policies import TASK_SOURCE, CacheKeyFnPolicy
 
-from tasks.evaluate import CHUNK_TASK_RETRIES, current_run_id
-from tasks.lake import atomic_write_parquet, code_version
+from tasks.evaluate import CHUNK_TASK_RETRIES, ChunkResult, current_run_id
+from tasks.lake import atomic_write_parquet, code_version, table_from_ipc, table_to_ipc
 from tasks.spec import CalibrationSpec
 
-__all__ = ["CALIBRATION_SCHEMA", "CalibrationChunk", "calibrate_chunk", "plan_calibration"]
+__all__ = ["CALIBRATION_SCHEMA", "CalibrationChunk", "calibrate_chunk", "plan_calibration", "write_calibration_chunk"]
 
 CALIBRATION_SCHEMA = pa.schema(
     [
@@ -170,32 +170,36 @@ def compute_calibration_table(chunk: CalibrationChunk, run_id: str) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=CALIBRATION_SCHEMA)
 
 
-def _cache_key(context: Any, parameters: dict[str, Any]) -> str:
-    """Chunk content, spec and lake: without the spec, a cache hit would return another spec's file (checked by
-    tests/robustness/test_shared_and_concurrent.py)."""
-    lake = str(Path(parameters["lake"]).resolve())
-    return f"gdp-calibration-{parameters['chunk'].key}-{_hash([parameters['chunk'].spec_name, lake])[:12]}"
-
-
 @task(
     name="calibrate-chunk",
     task_run_name="calibrate {chunk.spec_name}/{chunk.short_key} ({chunk.size} cells)",
-    cache_policy=CacheKeyFnPolicy(cache_key_fn=_cache_key) + TASK_SOURCE,
     **CHUNK_TASK_RETRIES,
 )
-def calibrate_chunk(chunk: CalibrationChunk, lake: str) -> dict[str, Any]:
-    """Calibrate every cell of the chunk, write one Parquet file atomically, return a small manifest."""
+def calibrate_chunk(chunk: CalibrationChunk) -> ChunkResult:
+    """Calibrate every cell of the chunk on whichever worker runs it and return the rows (the flow writes them:
+    :func:`write_calibration_chunk`; see :mod:`tasks.evaluate` for why)."""
     started = time.perf_counter()
-    run_id = current_run_id()
-    table = compute_calibration_table(chunk, run_id)
-    path = chunk_file(Path(lake), chunk.spec_name, chunk.key)
+    table = compute_calibration_table(chunk, current_run_id())
+    return ChunkResult(table_to_ipc(table), time.perf_counter() - started)
+
+
+def write_calibration_chunk(lake: Path, chunk: CalibrationChunk, result: ChunkResult) -> dict[str, Any]:
+    """In the flow process: decode a calibration task's rows, check there is one per cell, write the chunk's file
+    atomically and return a small manifest. ``ValueError`` for a result that is not the chunk's rows."""
+    if not isinstance(result, ChunkResult):
+        raise ValueError(f"the chunk task returned {type(result).__name__}, not its rows")
+    table = table_from_ipc(result.data, CALIBRATION_SCHEMA)
+    if table.num_rows != chunk.size:
+        raise ValueError(f"the chunk task returned {table.num_rows} rows for {chunk.size} cells")
+    run_id = str(table.column("run_id")[0])
+    path = chunk_file(lake, chunk.spec_name, chunk.key)
     atomic_write_parquet(table, path, {"run_id": run_id, "chunk_key": chunk.key, "code_version": chunk.code_version})
     ok = sum(not s.startswith("no solution") for s in table.column("status").to_pylist())
     return {
         "chunk_key": chunk.key,
-        "path": str(path.relative_to(Path(lake))),
+        "path": str(path.relative_to(lake)),
         "cells": table.num_rows,
         "cells_ok": ok,
-        "seconds": time.perf_counter() - started,
+        "seconds": result.seconds,
         "computed_by_run": run_id,
     }

@@ -1,15 +1,24 @@
-"""Chunked evaluation: plan which cells of a spec still need computing, evaluate one chunk, write one Parquet file.
+"""Chunked evaluation: plan which cells of a spec still need computing, evaluate one chunk (on any worker), write its
+Parquet file (in the flow process).
 
 The numbers come from :func:`gdpcore.analyze_grid` (one row per mechanism). This module only shapes them into the
 lake's staging schema (:data:`tasks.lake.STAGING_SCHEMA`) and adds provenance. A chunk is a few dozen to a few
 thousand cells, so a flow run has hundreds of task runs, not one per cell (docs/references.md C-1).
 
-Resumability has two layers:
+Resumability and persistence:
 
 * planning (:func:`plan_sweep`) drops cells whose (cell_id, eval_key) is already in the spec's staging files, so a
-  re-run computes nothing and an edit to one grid value computes only the new cells;
-* the Prefect task cache is keyed on the chunk key (cells + evaluation settings + gdpcore code version) and the lake,
-  so a retried flow run that re-plans the same chunk reuses the finished task's manifest.
+  re-run computes nothing and an edit to one grid value computes only the new cells (the lake is the cache: chunk
+  tasks have no Prefect cache, see :data:`CHUNK_TASK_RETRIES`);
+* every chunk file is written by the flow process from the rows its task returned (:func:`write_chunk`) and checked
+  before the chunk counts (``flows.chunks.collect_chunks``): a chunk is in the lake once its file is, whatever
+  happened to the worker that computed it.
+
+Why the flow, not the worker, writes: on a Dask cluster whose workers do not mount the flow's disk (Kubernetes,
+cloud clusters), files written by workers land where the flow cannot see them, and the sweep reported chunks as
+computed that were never in the lake. Returning the rows costs their Arrow IPC bytes through Dask (zstd, 1.1-1.5 KB
+per cell with the lake's 133 curve points: less than the Parquet file they become, PIPELINE.md), small next to the
+accounting, and leaves one writer per lake: the flow, which already holds the spec's lock (:mod:`tasks.locks`).
 """
 
 from __future__ import annotations
@@ -25,13 +34,15 @@ from typing import Any
 
 import pyarrow as pa
 from prefect import task
-from prefect.cache_policies import TASK_SOURCE, CacheKeyFnPolicy
+from prefect.cache_policies import NO_CACHE
 
 from tasks.lake import (
     STAGING_SCHEMA,
     atomic_write_parquet,
     chunk_path,
     param_columns,
+    table_from_ipc,
+    table_to_ipc,
 )
 from tasks.plan import (  # noqa: F401 - re-exported: planning lives in tasks.plan (importable without Prefect)
     CURVE_FPRS,
@@ -52,6 +63,7 @@ __all__ = [
     "CURVE_FPRS",
     "Chunk",
     "ChunkManifest",
+    "ChunkResult",
     "EvalSettings",
     "SweepPlan",
     "compute_chunk_table",
@@ -59,6 +71,7 @@ __all__ = [
     "evaluate_chunk",
     "plan_sweep",
     "transient_io_error",
+    "write_chunk",
 ]
 
 
@@ -222,16 +235,6 @@ def error_table(chunk: Chunk, run_id: str, exc: BaseException) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=STAGING_SCHEMA)
 
 
-def _chunk_cache_key(context: Any, parameters: dict[str, Any]) -> str:
-    """Chunk content (cells + settings + gdpcore code version), the spec it belongs to and the lake it was written to.
-
-    The spec is part of the key: two specs sharing cells have chunks with equal content, and a cache hit across specs
-    returned the *other* spec's file, so the second spec's cells were never written (found by fault injection)."""
-    chunk: Chunk = parameters["chunk"]
-    where = _hash([chunk.spec_name, chunk.kind, str(Path(parameters["lake"]).resolve())])[:12]
-    return f"gdp-chunk-{chunk.key}-{where}"
-
-
 _PERMANENT_IO = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR})
 
 
@@ -247,13 +250,25 @@ def transient_io_error(task: Any, task_run: Any, state: Any) -> bool:
     return False
 
 
-# How a chunk task (evaluate-chunk, calibrate-chunk) persists its result and retries: transient I/O errors only.
+# How a chunk task (evaluate-chunk, calibrate-chunk) runs: no Prefect result persistence and no task cache - the lake
+# is the cache (planning skips every cell already in it), and a cached result would either claim a file the flow
+# cannot see or keep a second copy of the rows in each worker's result storage. Retries for transient I/O errors only.
 CHUNK_TASK_RETRIES: dict[str, Any] = {
-    "persist_result": True,
+    "persist_result": False,
+    "cache_policy": NO_CACHE,
     "retries": 2,
     "retry_delay_seconds": [2, 10],
     "retry_condition_fn": transient_io_error,
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkResult:
+    """What a chunk task returns to the flow: the chunk's rows as Arrow IPC bytes (:func:`tasks.lake.table_to_ipc`)
+    and the seconds the worker spent. The flow writes the file (:func:`write_chunk`); the task touches no disk."""
+
+    data: bytes
+    seconds: float
 
 
 def current_run_id() -> str:
@@ -263,23 +278,44 @@ def current_run_id() -> str:
     return str(flow_run.id or "no-flow-run")
 
 
+def chunk_table(chunk: Chunk, run_id: str) -> pa.Table:
+    """Every cell of ``chunk`` as one row: the computed table, or one ``error: ...`` row per cell if it cannot be
+    built (e.g. a value outside int64)."""
+    try:
+        return compute_chunk_table(chunk, run_id)
+    except (ValueError, ArithmeticError, TypeError, pa.ArrowException) as exc:
+        return error_table(chunk, run_id, exc)
+
+
 @task(
     name="evaluate-chunk",
     task_run_name="evaluate {chunk.spec_name}/{chunk.short_key} ({chunk.size} cells)",
-    cache_policy=CacheKeyFnPolicy(cache_key_fn=_chunk_cache_key) + TASK_SOURCE,
     **CHUNK_TASK_RETRIES,
 )
-def evaluate_chunk(chunk: Chunk, lake: str) -> ChunkManifest:
-    """Evaluate one chunk and write it as one Parquet file (temp + rename); return its manifest."""
+def evaluate_chunk(chunk: Chunk) -> ChunkResult:
+    """Evaluate one chunk on whichever worker runs it and return its rows (no file is written here: the worker may
+    not see the lake at all; the flow writes it with :func:`write_chunk`)."""
     phase("chunk-start")
     started = time.perf_counter()
-    run_id = current_run_id()
-    try:
-        table = compute_chunk_table(chunk, run_id)
-    except (ValueError, ArithmeticError, TypeError, pa.ArrowException) as exc:  # e.g. a value outside int64
-        table = error_table(chunk, run_id, exc)
+    table = chunk_table(chunk, current_run_id())
     phase("chunk-computed")
-    path = chunk_path(Path(lake), chunk.spec_name, chunk.kind, chunk.key)
+    return ChunkResult(table_to_ipc(table), time.perf_counter() - started)
+
+
+def write_chunk(lake: Path, chunk: Chunk, result: ChunkResult) -> ChunkManifest:
+    """In the flow process: decode a chunk task's rows, check there is one per cell of ``chunk``, write them to the
+    chunk's content-addressed file (temp + rename) and return its manifest. ``ValueError`` for a result that is not
+    the chunk's rows."""
+    if not isinstance(result, ChunkResult):
+        raise ValueError(f"the chunk task returned {type(result).__name__}, not its rows")
+    table = table_from_ipc(result.data, STAGING_SCHEMA)
+    keys = set(table.column("chunk_key").to_pylist())
+    if table.num_rows != chunk.size or keys != {chunk.key}:
+        raise ValueError(
+            f"the chunk task returned {table.num_rows} rows of chunks {sorted(keys)[:2]} for {chunk.size} cells"
+        )
+    run_id = str(table.column("run_id")[0])
+    path = chunk_path(lake, chunk.spec_name, chunk.kind, chunk.key)
     atomic_write_parquet(
         table,
         path,
@@ -295,11 +331,11 @@ def evaluate_chunk(chunk: Chunk, lake: str) -> ChunkManifest:
     phase("chunk-written")
     return ChunkManifest(
         chunk_key=chunk.key,
-        path=str(path.relative_to(Path(lake))),
+        path=str(path.relative_to(lake)),
         cells=table.num_rows,
         cells_ok=sum(ok_mask),
         worst_mu=max(mus) if mus else None,
-        seconds=time.perf_counter() - started,
+        seconds=result.seconds,
         computed_by_run=run_id,
     )
 

@@ -7,11 +7,13 @@ Layout under the lake root (``data/lake`` by default, ``--lake`` / ``GDP_LAKE`` 
     runs/spec=<name>/run-<run_id>.parquet                            one provenance row per sweep run
     curated/<snapshot>/{cells,epsilons,curves,regrets}/spec=<name>/mechanism=<kind>/*.parquet
                                                                      compacted tables the report's views read
-    _cache/                                                          Prefect's persisted task results (chunk manifests)
 
 Staging files are content-addressed (the chunk key hashes the cells, the evaluation settings and the gdpcore code
 version), written to a temporary name and renamed into place, so a reader or a crashed run never sees half a file
-and a re-run rewrites nothing. Only the publish step reads staging and writes ``curated`` (see :mod:`tasks.publish`).
+and a re-run rewrites nothing. Only the flow process writes the lake: a chunk task returns its rows as Arrow IPC bytes
+(:func:`table_to_ipc`) and the flow writes and checks the file (``flows.chunks.collect_chunks``), so task workers
+never need to see the lake's folder. Only the publish step reads staging and writes ``curated`` (see
+:mod:`tasks.publish`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ __all__ = [
     "default_report",
     "read_model_row",
     "remove_spec_temporaries",
+    "table_from_ipc",
+    "table_to_ipc",
     "write_model_row",
 ]
 
@@ -294,6 +298,29 @@ def atomic_write_parquet(table: pa.Table, path: Path, provenance: Mapping[str, A
     with_meta = table.replace_schema_metadata(meta)
     atomic_write(path, lambda f: pq.write_table(with_meta, f, compression="zstd"))
     return path.stat().st_size
+
+
+def table_to_ipc(table: pa.Table) -> bytes:
+    """``table`` as one Arrow IPC stream with zstd-compressed buffers: how a chunk's rows travel from the worker that
+    computed them to the flow that writes them (the Arrow columnar format, so the flow decodes without a row copy)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def table_from_ipc(data: object, schema: pa.Schema) -> pa.Table:
+    """The table :func:`table_to_ipc` encoded; ``ValueError`` unless ``data`` is one IPC stream of exactly ``schema``
+    (field names, types and nullability; metadata aside)."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise ValueError(f"a chunk result must be Arrow IPC bytes, got {type(data).__name__}")
+    try:
+        table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+    except (pa.ArrowException, OSError) as exc:
+        raise ValueError(f"a chunk result is not an Arrow IPC stream: {type(exc).__name__}: {exc}"[:300]) from None
+    if not table.schema.remove_metadata().equals(schema.remove_metadata()):
+        raise ValueError("a chunk result's schema differs from the lake's declared schema")
+    return table
 
 
 def write_model_row(path: Path, row: Mapping[str, Any], schema: pa.Schema) -> Path:

@@ -89,7 +89,7 @@ class Chunk:
 
 @dataclasses.dataclass(frozen=True)
 class ChunkManifest:
-    """What a chunk task returns: where its file is and a few counts, never the data."""
+    """What the flow records for a chunk it wrote and verified: where its file is and a few counts."""
 
     chunk_key: str
     path: str  # relative to the lake root

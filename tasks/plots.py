@@ -36,6 +36,8 @@ _AXES = (
     "truncated_batch_size",
     "rho",
     "xi",
+    "steps_per_epoch",
+    "epochs",
 )
 
 
@@ -86,9 +88,16 @@ def tradeoff_figure(
     eps_deltas: Sequence[tuple[float, float]] = (),
     claimed: tuple[float, float, str] | None = None,
     mu_cutoff: float | None = None,
+    difference: bool = False,
+    regret: float | None = None,
 ) -> Any:
     """The trade-off curve as attack TPR (= 1 - FNR) vs FPR, linear and log-log, with the mu-GDP curve, the
-    (eps, delta)-DP curves and, for a published claim, the region its (eps, delta) allows (shaded)."""
+    (eps, delta)-DP curves and, for a published claim, the region its (eps, delta) allows (shaded).
+
+    ``difference=True`` adds a third panel, |f - f_mu| against FPR on a log x axis (seed 000 App. F, Figs. 7-8: the
+    low-FPR region where mu-GDP can misstate the curve), with 2 x ``regret`` marked when given (the paper's
+    observation that the largest vertical gap is roughly 2 Delta); ``fpr``/``fnr`` are the curve's vertices (the
+    curve is linear between them)."""
     import textwrap
 
     import numpy as np
@@ -99,8 +108,11 @@ def tradeoff_figure(
     fpr = np.asarray(fpr, dtype=float)
     tpr = 1.0 - np.asarray(fnr, dtype=float)
     grid = np.unique(np.concatenate([np.logspace(-10, 0, 400), np.linspace(0, 1, 401)]))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.8), constrained_layout=True)
-    for ax, log in zip(axes, (False, True), strict=True):
+    show_difference = difference and mu is not None and math.isfinite(mu)
+    fig, axes = plt.subplots(
+        1, 3 if show_difference else 2, figsize=(15 if show_difference else 10, 4.8), constrained_layout=True
+    )
+    for ax, log in zip(axes[:2], (False, True), strict=True):
         if claimed is not None:
             c_eps, c_delta, c_acc = claimed
             allowed = 1.0 - np.asarray(gdpcore.get_beta_from_epsilon_delta(epsilon=c_eps, delta=c_delta, alpha=grid))
@@ -133,8 +145,33 @@ def tradeoff_figure(
             ax.set_ylim(0, 1.01)
             ax.set_title("linear", fontsize=9)
     axes[0].legend(fontsize=7, loc="lower right")
+    if show_difference:
+        assert mu is not None  # show_difference implies it
+        _difference_panel(axes[2], fpr, 1.0 - tpr, mu=mu, regret=regret)
     fig.suptitle("\n".join(textwrap.wrap(title, 110)), fontsize=9)
     return fig
+
+
+def _difference_panel(ax: Any, fpr: Any, fnr: Any, *, mu: float, regret: float | None) -> None:
+    """|f(alpha) - f_mu(alpha)| on a log FPR axis (seed 000 Figs. 7-8, right panels)."""
+    import numpy as np
+
+    import gdpcore
+
+    grid = np.logspace(-10, 0, 2001)
+    order = np.argsort(fpr, kind="stable")
+    f = np.interp(grid, np.asarray(fpr)[order], np.asarray(fnr)[order])  # linear between vertices: the curve itself
+    gap = np.abs(f - np.asarray(gdpcore.get_beta_from_gdp(mu=mu, alpha=grid)))
+    ax.plot(grid, gap, "k-", lw=1.5, label=f"|f - f_mu|, mu = {mu:.3g}")
+    if regret is not None and math.isfinite(regret) and regret > 0:
+        ax.axhline(2 * regret, color="C3", lw=0.8, ls="--", label=f"2 x GDP regret = {2 * regret:.3g}")
+    ax.set_xscale("log")
+    ax.set_xlim(1e-10, 1)
+    ax.set_ylim(0, max(float(gap.max()), 2 * (regret or 0.0), 1e-6) * 1.15)
+    ax.set_xlabel("attack FPR")
+    ax.set_ylabel("|FNR of the curve - FNR of mu-GDP|")
+    ax.set_title("difference to the mu-GDP curve (log FPR)", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
 
 
 def plot_heatmap(

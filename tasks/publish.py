@@ -1,10 +1,12 @@
 """Publishing: compact the lake's staging files into curated tables and (re)build the DuckDB report atomically.
 
 The report (``data/reports/privacy.duckdb`` by default) holds *views* over a curated snapshot of the lake plus a
-one-row ``report_info`` table. View paths are *relative to the report's folder*: DuckDB resolves them against its
-``file_search_path`` setting, which ``gdp sql`` / :func:`query_report` set to the report's folder. A report copied or
-moved together with its lake (same relative layout) therefore answers the same queries anywhere; other DuckDB clients
-run ``SET file_search_path = '<folder of the report>'`` first. ``gdp export`` (:func:`tasks.export.export_report`)
+one-row ``report_info`` table. View paths are *relative to the report's folder* (:func:`report_path_sql`): with
+DuckDB's ``file_search_path`` set (``gdp sql`` / :func:`query_report` set it to the report's folder) they resolve
+against it; without it, in a client that opened the report file itself (``duckdb privacy.duckdb``, Python's
+``duckdb.connect(path)``, a SQL IDE), against the folder of that file, from any working directory; otherwise a query
+fails with one message saying what to run. A report copied or moved together with its lake (same relative layout)
+therefore answers the same queries anywhere. ``gdp export`` (:func:`tasks.export.export_report`)
 materialises every view into one self-contained file that needs no lake at all. Readers open a report through
 :mod:`tasks.report_query` (the read-only, confined sandbox).
 
@@ -64,6 +66,7 @@ __all__ = [
     "publish_lake",
     "query_report",
     "report_is_current",
+    "report_path_sql",
 ]
 
 VIEWS: dict[str, str] = {
@@ -112,6 +115,43 @@ def _write_report(report: Path, lake: Path, snap: Path, counts: dict[str, int], 
                 leftover.unlink(missing_ok=True)
 
 
+def report_path_sql(rel: str, report_name: str) -> str:
+    """The SQL expression a view of report ``report_name`` reads the lake path ``rel`` (relative to the report's
+    folder) through. DuckDB resolves a relative path against ``file_search_path``, else the working directory, so a
+    report opened from elsewhere failed with ``No files found that match the pattern "../lake/curated/..."``. The
+    expression is folded when the view is bound (table-function arguments are constant expressions):
+
+    * ``file_search_path`` set (``gdp sql``, :func:`tasks.report_query.open_report`, a user who ran ``SET``): ``rel``
+      as it is, resolved against it;
+    * else, when the report is the client's main database: ``rel`` joined to the report's folder, read from
+      ``temp_directory``, whose default is ``<database file>.tmp`` (DuckDB's configuration reference, setting
+      ``temp_directory``);
+    * else (the report ATTACHed to another session, renamed, or ``temp_directory`` set by hand): an error whose one
+      message says what to run."""
+    if rel.startswith("/") or ":" in rel.split("/", 1)[0]:
+        raise ValueError(f"report_path_sql needs a path relative to the report's folder, got {rel!r}")
+    tmp = "current_setting('temp_directory')"
+    message = (
+        "this gdp-audit report reads its lake at " + rel.split("/**", 1)[0] + " relative to the folder of the "
+        f"report file: open that file itself as the database, named as published (duckdb {report_name}), or first run "
+        "SET file_search_path = '<folder holding the report file>'"
+    )
+    return (
+        f"CASE WHEN current_setting('file_search_path') <> '' THEN {sql_literal(rel)} "
+        f"WHEN parse_filename({tmp}) = {sql_literal(report_name + '.tmp')} "
+        f"THEN concat_ws('/', nullif(parse_dirpath({tmp}), ''), {sql_literal(rel)}) "
+        f"ELSE error({sql_literal(message)}) END"
+    )
+
+
+def _report_name(tmp: Path) -> str:
+    """The report's file name from the temporary it is built in (``.<name>.tmp-...``, :func:`tasks.lake.tmp_path`)."""
+    import re
+
+    m = re.fullmatch(r"\.(.+)\.tmp-[^/]+", tmp.name)
+    return m.group(1) if m else tmp.name
+
+
 def _fill_report(tmp: Path, base: Path, lake: Path, snap: Path, counts: dict[str, int], published_at: str) -> None:
     import json
 
@@ -133,13 +173,18 @@ def _fill_report(tmp: Path, base: Path, lake: Path, snap: Path, counts: dict[str
         con.execute("USE new_report")
         # Views name paths relative to the report's folder; DuckDB binds them against file_search_path.
         con.execute(f"SET file_search_path = {sql_literal(base)}")
+        report_name = _report_name(tmp)
         for name in (*TABLES, "runs", "calibrations"):
             glob = relative_posix(snap / name, base) + "/**/*.parquet"
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM {read_parquet_sql(glob, table_partitions(name))}")
+            path = report_path_sql(glob, report_name)  # resolvable from any client and directory
+            con.execute(
+                f"CREATE VIEW {name} AS SELECT * FROM {read_parquet_sql(glob, table_partitions(name), path_sql=path)}"
+            )
             con.execute(f"COMMENT ON VIEW {name} IS {sql_literal(VIEWS[name])}")
             _comment_columns(con, name)
         # Registry audits: models, model_privacy, model_comparisons over a fixed registry snapshot.
-        for name, (select, comment) in registry_views(lake, relative_to=base).items():
+        views = registry_views(lake, relative_to=base, path_sql=lambda rel: report_path_sql(rel, report_name))
+        for name, (select, comment) in views.items():
             con.execute(f"CREATE VIEW {name} AS {select}")
             con.execute(f"COMMENT ON VIEW {name} IS {sql_literal(comment)}")
             _comment_columns(con, name)

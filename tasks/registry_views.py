@@ -9,6 +9,7 @@ current members, their audits and comparisons (:mod:`tasks.audit`) with the snap
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 from tasks.audit import AUDIT_SCHEMA, COMPARISON_SCHEMA, MEMBERS_SCHEMA, audit_path
@@ -95,11 +96,17 @@ def _fill_registry_snapshot(lake: Path, tmp: Path) -> None:
 
 
 def registry_views(
-    lake: str | Path, keep: int = KEEP_SNAPSHOTS, *, relative_to: str | Path | None = None
+    lake: str | Path,
+    keep: int = KEEP_SNAPSHOTS,
+    *,
+    relative_to: str | Path | None = None,
+    path_sql: Callable[[str], str] | None = None,
 ) -> dict[str, tuple[str, str]]:
     """{view: (SELECT over a fixed registry snapshot, comment)} for :mod:`tasks.publish` (every view of VIEW_COMMENTS).
 
-    ``relative_to``: name the snapshot files relative to this folder (the report's; see tasks.publish)."""
+    ``relative_to``: name the snapshot files relative to this folder (the report's; see tasks.publish);
+    ``path_sql``: turns that relative path into the SQL expression the view reads (tasks.publish.report_path_sql),
+    else it is a plain string literal."""
     lake = Path(lake).resolve()
     published = lake / "registry" / "published"
     published.mkdir(parents=True, exist_ok=True)
@@ -115,6 +122,6 @@ def registry_views(
         return str(path) if relative_to is None else relative_posix(path, Path(relative_to))
 
     return {
-        name: (f"SELECT * FROM read_parquet({sql_literal(where(name))})", comment)
+        name: (f"SELECT * FROM read_parquet({(path_sql or sql_literal)(where(name))})", comment)
         for name, comment in VIEW_COMMENTS.items()
     }

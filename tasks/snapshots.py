@@ -118,11 +118,14 @@ TABLES: dict[str, str] = {
 }
 
 
-def read_parquet_sql(glob: Path | str, partitions: tuple[str, ...] = ("spec", "mechanism")) -> str:
-    """``read_parquet(glob)`` with the lake's hive partitions read as VARCHAR (never guessed from the names)."""
+def read_parquet_sql(
+    glob: Path | str, partitions: tuple[str, ...] = ("spec", "mechanism"), *, path_sql: str | None = None
+) -> str:
+    """``read_parquet(glob)`` with the lake's hive partitions read as VARCHAR (never guessed from the names);
+    ``path_sql``: an SQL expression giving the glob instead (a report's portable path, tasks.publish)."""
     types = ", ".join(f"'{p}': VARCHAR" for p in partitions)
     return (
-        f"read_parquet({sql_literal(glob)}, hive_partitioning = true, union_by_name = true, "
+        f"read_parquet({path_sql or sql_literal(glob)}, hive_partitioning = true, union_by_name = true, "
         f"hive_types = {{{types}}}, hive_types_autocast = false)"
     )
 

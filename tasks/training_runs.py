@@ -276,7 +276,7 @@ def _read_pt_with_torch(path: Path, torch: Any) -> Any:
     # torch's weights_only unpickler resolves allow-listed globals by name; the placeholders make Opacus's classes
     # (and the getattr on them) inert, exactly as the restricted reader does.
     allowed = _load_globals()  # this file's own placeholders and getattr
-    safe = [(obj, f"{mod}.{cls}") for (mod, cls), obj in allowed.items() if mod.startswith("opacus.")]
+    safe: list[Any] = [(obj, f"{mod}.{cls}") for (mod, cls), obj in allowed.items() if mod.startswith("opacus.")]
     safe.append((allowed[("builtins", "getattr")], "builtins.getattr"))
     try:
         with serialization.safe_globals(safe):

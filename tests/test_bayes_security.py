@@ -185,3 +185,145 @@ def test_bad_input():
         get_tpr_bound_from_bayes_security(0.9, fpr=1.5)
     with pytest.raises(ValueError, match="epsilon"):
         get_bayes_security_from_epsilon_delta(epsilon=-1.0, delta=0.1)
+
+
+# -- where Cor. 7 fails (Sec. 4.1): warnings, and the accountant's value next to it ----------------------------------
+def test_cor7_warns_where_the_paper_says_it_fails():
+    # Seed 004 Sec. 4.1: error <= 0.01 for sigma >= 1 up to 50 epochs; "for sigma < 1 the error is large".
+    from gdpcore.bayes_security import cor7_warnings
+
+    ok = get_bayes_security_from_dpsgd(sampling_rate=0.001, noise_multiplier=1.0, steps=50_000)
+    assert ok.warnings == ()
+    low = get_bayes_security_from_dpsgd(sampling_rate=0.001, noise_multiplier=0.5, steps=100_000)
+    # docs/references.md S004-2: sigma 0.5, p 0.001, 100 epochs: Cor. 7 0.52709 against the exact 0.15521.
+    assert low.value == pytest.approx(0.52709, abs=5e-6)
+    assert len(low.warnings) == 2 and "< 1" in low.warnings[0] and "> 50" in low.warnings[1]
+    assert cor7_warnings(noise_multiplier=2.0, sampling_rate=0.001, steps=100_000)[0].startswith("100 epochs")
+    assert cor7_warnings(noise_multiplier=0.99, sampling_rate=0.001, steps=1000)[0].startswith("noise_multiplier 0.99")
+
+
+def test_check_puts_the_accountant_value_next_to_cor7():
+    from gdpcore.bayes_security import check_bayes_security_from_dpsgd
+
+    # docs/references.md S004-2: sigma 0.5, p 0.001, 10 epochs: Cor. 7 0.84148, exact 0.65792.
+    c = check_bayes_security_from_dpsgd(sampling_rate=0.001, noise_multiplier=0.5, steps=10_000)
+    assert c.estimate.value == pytest.approx(0.84148, abs=5e-6)
+    assert c.warnings and "< 1" in c.warnings[0]
+    assert c.exact_lower <= 0.65792 + 5e-6 and c.exact_lower == pytest.approx(0.65792, abs=1.5e-4)
+    assert c.exact_lower <= c.exact_upper
+    assert c.error == pytest.approx(0.84148 - 0.65792, abs=1.5e-4) and c.relation == "replace_one"
+
+
+@pytest.mark.slow  # 100k steps: ~3-7 s on the shared 2 cores
+def test_check_sigma_half_100_epochs_is_the_papers_failure_case():
+    from gdpcore.bayes_security import check_bayes_security_from_dpsgd
+
+    # docs/references.md S004-2: Cor. 7 0.52709 against the exact 0.15521 (seed 004 Sec. 4.1: sigma < 1 fails).
+    c = check_bayes_security_from_dpsgd(sampling_rate=0.001, noise_multiplier=0.5, steps=100_000)
+    assert c.estimate.value == pytest.approx(0.52709, abs=5e-6)
+    assert c.exact_lower <= 0.15521 + 5e-6 and c.exact_lower == pytest.approx(0.15521, abs=1e-3)
+    assert c.error > 0.37 and len(c.warnings) == 2
+
+
+def test_check_add_remove_uses_the_poisson_accountant():
+    from gdpcore.bayes_security import check_bayes_security_from_dpsgd
+
+    c = check_bayes_security_from_dpsgd(sampling_rate=0.001, noise_multiplier=1.0, steps=1000, relation="add_remove")
+    rep = analyze(SubsampledGaussian(noise_multiplier=1.0, sampling_rate=0.001, steps=1000), discretization=1e-4)
+    assert c.exact_lower == pytest.approx(rep.bayes_security, abs=1e-12)
+    assert c.warnings == () and 0 < c.error <= 0.01  # S004-2 add/remove: +0.0039 at 1 epoch
+
+
+def test_array_closed_forms_match_the_scalar_ones_and_the_reference():
+    from gdpcore.bayes_security import (
+        get_bayes_security_from_dpsgd_array,
+        get_bayes_security_from_epsilon_delta_array,
+    )
+
+    sig = np.array([0.5, 1.0, 2.0])[:, None]
+    ep = np.array([1, 10, 50, 100])
+    a = get_bayes_security_from_dpsgd_array(sampling_rate=0.001, noise_multiplier=sig, steps=ep / 0.001)
+    assert a.value.shape == (3, 4) and a.bound == "estimate"
+    # docs/references.md S004-2, closed column.
+    np.testing.assert_allclose(a.value[1, :3], [0.97477, 0.92034, 0.82306], atol=5e-6)
+    np.testing.assert_allclose(a.value[2, 2], 0.91098, atol=5e-6)
+    assert a.unreliable[0].all() and a.unreliable[:, 3].all() and not a.unreliable[1:, :3].any()
+    for i, s in enumerate((0.5, 1.0, 2.0)):
+        for j, e in enumerate(ep):
+            one = get_bayes_security_from_dpsgd(sampling_rate=0.001, noise_multiplier=s, steps=e / 0.001)
+            assert a.value[i, j] == one.value and a.error_term[i, j] == one.error_term
+    # Eq. 5 saturation 2/(e^eps + 1): 0.9500 / 0.5379 / 0.0360 (S004-3), and the riskcal conversion.
+    np.testing.assert_allclose(
+        get_bayes_security_from_epsilon_delta_array(epsilon=[0.1, 1.0, 4.0], delta=0.0),
+        [0.95, 0.5379, 0.0360],
+        atol=1e-4,
+    )
+    np.testing.assert_allclose(
+        get_bayes_security_from_epsilon_delta_array(epsilon=[0.5, 1.0], delta=[1e-6, 0.01]),
+        [1 - riskcal_conv.get_advantage_from_adp(0.5, 1e-6), 1 - riskcal_conv.get_advantage_from_adp(1.0, 0.01)],
+        atol=1e-12,
+    )
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        get_bayes_security_from_dpsgd_array(sampling_rate=0.1, noise_multiplier=[1.0, -1.0], steps=10)
+    with pytest.raises(ValueError, match="sampling_rate"):
+        get_bayes_security_from_dpsgd_array(sampling_rate=[0.1, 1.5], noise_multiplier=1.0, steps=10)
+    with pytest.raises(ValueError, match="delta"):
+        get_bayes_security_from_epsilon_delta_array(epsilon=1.0, delta=[0.1, float("nan")])
+
+
+# -- attribute inference from gradient sets (Alg. 4, Sec. 5.4) --------------------------------------------------------
+def test_gradient_distances_full_and_approximate_diameters():
+    from gdpcore.bayes_security import get_max_gradient_distances
+
+    c = 1.0
+    # Two attribute values: the mean is the midpoint, so Sec. 5.4's 2 max ||g - mean|| IS the diameter.
+    two = [np.array([[[0.3, 0.1], [-0.2, 0.4]]])]
+    d = math.hypot(0.5, 0.3)
+    for method in ("full", "approximate"):
+        assert get_max_gradient_distances(two, clipping_norm=c, method=method)[0] == pytest.approx(d, abs=1e-15)
+    # Three values on an equilateral triangle of side s: diameter s, approximation 2 s / sqrt(3) (centroid distance).
+    s = 0.6
+    tri = np.array([[[0.0, 0.0], [s, 0.0], [s / 2, s * math.sqrt(3) / 2]]])
+    assert get_max_gradient_distances([tri], clipping_norm=c, method="full")[0] == pytest.approx(s, abs=1e-15)
+    assert get_max_gradient_distances([tri], clipping_norm=c, method="approximate")[0] == pytest.approx(
+        2 * s / math.sqrt(3), abs=1e-15
+    )
+    # Clipping first (Alg. 4 "MUST clip"): (10, 0) and (-10, 0) clip to (C, 0) and (-C, 0): R_t = 2C (Sec. 5.1).
+    big = np.array([[[[10.0, 0.0], [-10.0, 0.0]]]])  # (steps, records, values, d) array form
+    assert get_max_gradient_distances(big, clipping_norm=c)[0] == pytest.approx(2.0)
+    # Max over the records of a step; an empty step contributes 0.
+    batch = [np.concatenate([0.5 * tri, tri]), np.zeros((0, 3, 2))]
+    r = get_max_gradient_distances(batch, clipping_norm=c, method="full")
+    assert r[0] == pytest.approx(s) and r[1] == 0.0
+    with pytest.raises(ValueError, match="attribute values >= 2"):
+        get_max_gradient_distances([np.zeros((1, 1, 2))], clipping_norm=c)
+    with pytest.raises(ValueError, match="method"):
+        get_max_gradient_distances(two, clipping_norm=c, method="exact")
+
+
+def test_attribute_inference_check_orders_the_three_values():
+    from gdpcore.bayes_security import check_attribute_inference_from_gradients
+
+    rng = np.random.default_rng(3)
+    t, q, sigma, c = 200, 0.01, 1.0, 1.0
+    grads = [rng.normal(size=(3, 5, 4)) * 0.3 for _ in range(t)]
+    chk = check_attribute_inference_from_gradients(
+        sampling_rate=q, noise_multiplier=sigma, clipping_norm=c, gradients=grads
+    )
+    # approximate R_t >= full R_t (triangle inequality) => approximate beta* <= full beta*; both >= MIA (R_t <= 2C).
+    assert np.all(chk.distances_approximate >= chk.distances_full - 1e-15)
+    assert chk.mia.value <= chk.approximate.value <= chk.full.value
+    # Full value against Cor. 10 computed here from scratch (clipped, pairwise diameters, L2 over steps).
+    r = []
+    for g in grads:
+        g = g / np.maximum(1.0, np.linalg.norm(g, axis=2, keepdims=True) / c)
+        r.append(max(np.linalg.norm(g[i, a] - g[i, b]) for i in range(3) for a in range(5) for b in range(5)))
+    expected = 1 - math.erf(q * np.linalg.norm(r) / (2 * math.sqrt(2) * sigma * c))
+    assert chk.full.value == pytest.approx(expected, abs=1e-14)
+    assert chk.mia.value == pytest.approx(1 - math.erf(q * math.sqrt(t) / (math.sqrt(2) * sigma)), abs=1e-14)
+    # The contrived gradients of Sec. 5.1 (g(s0) = -g(s1) = (C, 0, ...)) reduce attribute inference to MIA.
+    worst = [np.array([[[c, 0.0], [-c, 0.0]]])] * t
+    w = check_attribute_inference_from_gradients(
+        sampling_rate=q, noise_multiplier=sigma, clipping_norm=c, gradients=worst, full=False
+    )
+    assert w.full is None and w.approximate.value == pytest.approx(w.mia.value, abs=1e-14)

@@ -39,11 +39,14 @@ B.4) and every number is exact.
 
 Modules (each of one concern; none reads another's privates):
 
-* :mod:`~gdpcore.calibration.targets` - target algebra: validation, metric of a curve or of mu-GDP, mu-equivalent;
+* :mod:`~gdpcore.calibration.targets` - target algebra: validation, metric of a curve or of mu-GDP, mu-equivalent,
+  seed 001 Table 1 (App. C) accuracy / precision / advantage-at-FPR targets as FNR targets;
 * :mod:`~gdpcore.calibration.evaluator` - the only place an accountant is called (pessimistic / optimistic curve);
 * :mod:`~gdpcore.calibration.search` - level solver, coarse-to-fine ladder, bias estimate, closed-form solver;
 * :mod:`~gdpcore.calibration.api` - ``calibrate_noise`` / ``calibrate_steps`` / ``calibrate_sampling_rate``;
-* :mod:`~gdpcore.calibration.conversions` - seed 001 Table 1 (App. C) FNR targets, Eq. 30, Prop. 3.6;
+* :mod:`~gdpcore.calibration.conversions` - Eq. 30, Prop. 3.6 (and, re-exported, seed 001 Table 1 FNR targets);
+* :mod:`~gdpcore.calibration.blackbox` - calibration through any external accountant's eps(delta) or delta(eps)
+  callable (seed 001 Sec. 3.3, App. A);
 * :mod:`~gdpcore.calibration.errors` - :class:`CalibrationInfeasibleError` (a ValueError) and
   :class:`CalibrationSearchError` (a RuntimeError).
 """
@@ -51,20 +54,21 @@ Modules (each of one concern; none reads another's privates):
 from __future__ import annotations
 
 from gdpcore.calibration.api import CalibrationResult, calibrate_noise, calibrate_sampling_rate, calibrate_steps
+from gdpcore.calibration.blackbox import BlackBoxCalibration, calibrate_with_accountant
 from gdpcore.calibration.conversions import (
     AdvantageCalibrationCost,
     advantage_calibration_cost,
     advantage_calibration_tpr_gap_bound,
     epsilon_for_advantage,
-    fnr_target_from_accuracy,
-    fnr_target_from_advantage,
-    fnr_target_from_precision,
 )
 from gdpcore.calibration.errors import CalibrationInfeasibleError, CalibrationSearchError
 from gdpcore.calibration.search import DISCRETIZATION_LADDER_START
+from gdpcore.calibration.targets import fnr_target_from_accuracy, fnr_target_from_advantage, fnr_target_from_precision
 
 __all__ = [
     "DISCRETIZATION_LADDER_START",
+    "BlackBoxCalibration",
+    "calibrate_with_accountant",
     "AdvantageCalibrationCost",
     "CalibrationInfeasibleError",
     "CalibrationResult",

@@ -21,7 +21,7 @@ from gdpcore._validation import (
     check_tolerance,
 )
 from gdpcore.calibration.errors import CalibrationInfeasibleError
-from gdpcore.calibration.search import LevelOutcome, Problem, Solution, solve
+from gdpcore.calibration.search import REPORT_DELTA, LevelOutcome, Problem, Solution, solve
 from gdpcore.calibration.targets import Target, make_target
 from gdpcore.mechanisms import SubsampledGaussian
 from gdpcore.report import DEFAULT_ALPHA_MIN
@@ -63,6 +63,17 @@ class CalibrationResult:
     discretization_bias_estimate: float | None
     at_limit: bool
     bound_types: dict[str, str] = dataclasses.field(compare=False)
+    # Seed 001 reports a calibration with its (eps, delta) and advantage next to the target: eps at
+    # ``epsilon_delta`` (1e-5) and the advantage delta(0) of the returned configuration, from the same curve as
+    # ``achieved`` (labels in ``reported_bound_types``). ``requested`` is an accuracy / precision target
+    # (kind, value) when one was given (calibrated as the FNR target it converts to, Table 1), with
+    # ``requested_achieved`` its value at the returned configuration.
+    epsilon: float = math.nan
+    epsilon_delta: float = 1e-5
+    advantage: float = math.nan
+    requested: tuple[str, float] | None = None
+    requested_achieved: float | None = None
+    reported_bound_types: dict[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
     @property
     def value(self) -> float | int:
@@ -142,6 +153,16 @@ def _result(problem: Problem, solution: Solution) -> CalibrationResult:
         discretization_bias_estimate=bias,
         at_limit=outcome.kind == "all_feasible",
         bound_types=labels,
+        epsilon=hi.epsilon,
+        epsilon_delta=REPORT_DELTA,
+        advantage=hi.advantage,
+        requested=target.requested,
+        requested_achieved=target.requested_metric(hi.metric),
+        reported_bound_types={
+            "epsilon": "exact" if exact else "upper",
+            "advantage": "exact" if exact else "upper",
+            "requested_achieved": "exact" if exact else "upper",
+        },
     )
 
 
@@ -156,6 +177,8 @@ _TARGET_KEYWORDS = (
     "delta",
     "target_bayes_security",
     "alpha_min",
+    "target_accuracy",
+    "target_precision",
 )
 
 
@@ -190,13 +213,18 @@ def calibrate_noise(
     noise_max: float = 100.0,
     alpha_min: float = DEFAULT_ALPHA_MIN,
     accountant: Accountant = "auto",
+    target_accuracy: float | None = None,
+    target_precision: float | None = None,
 ) -> CalibrationResult:
     """Smallest noise multiplier sigma in [noise_min, noise_max] whose DP-SGD(sigma, q, T) meets the target.
 
     Exactly one target: ``target_advantage`` (eta*, seed 001 Eq. 13), ``target_tpr`` with ``fpr`` (TPR <= 1 - beta*
     at FPR alpha*, Eq. 18; by Prop. 3.7 this bounds the TPR at every FPR <= alpha*), ``target_fnr`` with ``fpr``
     (f(alpha*) >= beta*), ``target_mu`` (pessimistic mu-GDP certified for FPR >= ``alpha_min``, seed 000 Eq. 21),
-    ``target_epsilon`` with ``delta`` (Eq. 2) or ``target_bayes_security`` (1 - eta >= beta*).
+    ``target_epsilon`` with ``delta`` (Eq. 2), ``target_bayes_security`` (1 - eta >= beta*), or ``target_accuracy`` /
+    ``target_precision`` with ``fpr`` (attack accuracy / PPV at FPR alpha*, balanced prior: seed 001 Table 1, App. C;
+    calibrated as the FNR target they convert to, ``result.requested_achieved`` is the accuracy / PPV reached).
+    Every result also states eps at delta = 1e-5 (``result.epsilon``) and the advantage (``result.advantage``).
 
     Certified: ``result.achieved`` is the metric under the pessimistic accountant at ``result.noise_multiplier``
     and meets the target (plain comparison). ``result.rejected`` is a sigma below it, within ``tolerance``
@@ -247,6 +275,8 @@ def calibrate_steps(
     steps_max: int = 10**6,
     alpha_min: float = DEFAULT_ALPHA_MIN,
     accountant: Accountant = "auto",
+    target_accuracy: float | None = None,
+    target_precision: float | None = None,
 ) -> CalibrationResult:
     """Largest number of steps T in [1, steps_max] for which DP-SGD(sigma, q, T) meets the target.
 
@@ -290,6 +320,8 @@ def calibrate_sampling_rate(
     sampling_rate_min: float = 1e-5,
     alpha_min: float = DEFAULT_ALPHA_MIN,
     accountant: Accountant = "auto",
+    target_accuracy: float | None = None,
+    target_precision: float | None = None,
 ) -> CalibrationResult:
     """Largest Poisson sampling rate q in [sampling_rate_min, 1] for which DP-SGD(sigma, q, T) meets the target.
 

@@ -1,5 +1,5 @@
-"""Seed 001's conversions: Table 1 (App. C) targets on accuracy / precision / advantage-at-FPR as an FNR target,
-Eq. 30's standard-calibration epsilon for an advantage, and Prop. 3.6's warning - how much TPR at low FPR an
+"""Seed 001's conversions: Table 1 (App. C) targets on accuracy / precision / advantage-at-FPR as an FNR target
+(defined in :mod:`gdpcore.calibration.targets`, which builds those targets, and importable from here), Eq. 30's standard-calibration epsilon for an advantage, and Prop. 3.6's warning - how much TPR at low FPR an
 advantage-calibrated mechanism gives away (the generic bound, and the measured cost for an actual configuration).
 """
 
@@ -13,53 +13,13 @@ from gdpcore import closed_form
 from gdpcore._validation import check_probability
 from gdpcore.calibration import evaluator
 from gdpcore.calibration.api import Accountant, CalibrationResult, calibrate_noise
-from gdpcore.calibration.targets import strict_fnr_target
 
 __all__ = [
     "AdvantageCalibrationCost",
     "advantage_calibration_cost",
     "advantage_calibration_tpr_gap_bound",
     "epsilon_for_advantage",
-    "fnr_target_from_accuracy",
-    "fnr_target_from_advantage",
-    "fnr_target_from_precision",
 ]
-
-
-def fnr_target_from_advantage(*, advantage: float, fpr: float) -> float:
-    """beta* = 1 - alpha* - eta*: TPR - FPR <= eta* at FPR alpha* (seed 001 Table 1, row 1)."""
-    eta = check_probability("advantage", advantage, high_open=True)
-    a = check_probability("fpr", fpr, high_open=True)
-    return strict_fnr_target(name="advantage", value=advantage, fnr=1.0 - a - eta, fpr=a, risk=lambda tpr: tpr - a)
-
-
-def fnr_target_from_accuracy(*, accuracy: float, fpr: float) -> float:
-    """beta* = 2 (1 - acc*) - alpha*: attack accuracy (1/2)((1 - alpha) + (1 - beta)) <= acc* at FPR alpha*.
-
-    Seed 001 Table 1, row 2 (accuracy as in Rezaei & Liu 2021, balanced prior). Needs 1/2 < acc* < 1 - alpha*/2.
-    """
-    acc = check_probability("accuracy", accuracy, high_open=True)
-    a = check_probability("fpr", fpr, high_open=True)
-    return strict_fnr_target(
-        name="accuracy", value=accuracy, fnr=2.0 * (1.0 - acc) - a, fpr=a, risk=lambda tpr: 0.5 * ((1.0 - a) + tpr)
-    )
-
-
-def fnr_target_from_precision(*, precision: float, fpr: float) -> float:
-    """beta* = ((alpha* + 1) ppv* - 1) / (ppv* - 1): attack precision (1 - beta)/(1 - beta + alpha) <= ppv* at alpha*.
-
-    Seed 001 Table 1, row 3 with Eq. (27) (balanced prior). Solving ppv = TPR/(TPR + alpha) for TPR gives
-    TPR = ppv alpha / (1 - ppv). Needs ppv* > 1/2 (random guessing already reaches 1/2).
-    """
-    ppv = check_probability("precision", precision, high_open=True)
-    a = check_probability("fpr", fpr, high_open=True)
-    return strict_fnr_target(
-        name="precision",
-        value=precision,
-        fnr=((a + 1.0) * ppv - 1.0) / (ppv - 1.0),
-        fpr=a,
-        risk=lambda tpr: tpr / (tpr + a),
-    )
 
 
 def epsilon_for_advantage(*, advantage: float, delta: float) -> float:

@@ -18,6 +18,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from gdpcore import closed_form
 from gdpcore.calibration import evaluator
 from gdpcore.calibration.errors import CalibrationSearchError
 from gdpcore.calibration.targets import Target
@@ -32,12 +33,16 @@ __all__ = [
     "LevelOutcome",
     "Parameter",
     "Point",
+    "REPORT_DELTA",
     "Problem",
     "Solution",
     "ladder",
     "solve",
     "solve_level",
 ]
+
+REPORT_DELTA = 1e-5
+"""The delta at which every calibrated result also states its epsilon (seed 001 Sec. 4 / App. F quote eps at 1e-5)."""
 
 DISCRETIZATION_LADDER_START = ladder_floor(4e-3)
 """Coarsest discretisation of the coarse-to-fine search: a rung of the engine's ladder (gdpcore.engine), 4e-3 (the
@@ -57,6 +62,8 @@ class Point:
     met: bool
     metric: float
     y: float  # log mu-equivalent minus log target mu-equivalent (> 0: too risky), for interpolation only
+    epsilon: float = math.nan  # eps at REPORT_DELTA on the same curve (seed 001 Sec. 4 reports it next to a result)
+    advantage: float = math.nan  # delta(0) of the same curve
 
 
 class Problem:
@@ -135,6 +142,8 @@ class Problem:
         if d is None:
             mu = math.sqrt(args["steps"]) / args["noise_multiplier"]
             metric = self.target.metric_from_gdp(mu)
+            eps = float(closed_form.get_epsilon_from_gdp(mu=mu, delta=REPORT_DELTA)) if mu > 0 else 0.0
+            adv = closed_form.get_advantage_from_gdp(mu=mu) if mu > 0 else 0.0
         else:
             # Looked up on the module at call time, so that tests can observe every evaluation.
             curve = evaluator.pessimistic_curve(
@@ -145,9 +154,10 @@ class Problem:
             )
             metric = self.target.metric_from_curve(curve)
             self.grid_sizes[d] = max(self.grid_sizes.get(d, 0), int(curve.eps.size))
+            eps, adv = float(curve.epsilon_at(REPORT_DELTA)), float(curve.advantage)
         met = self.target.met(metric)
         y = self.target.log_gdp_mu(metric) - self.y_target
-        point = Point(u=u, met=met, metric=float(metric), y=y)
+        point = Point(u=u, met=met, metric=float(metric), y=y, epsilon=eps, advantage=adv)
         self.memo[key] = point
         self.counts[d] = self.counts.get(d, 0) + 1
         return point

@@ -23,7 +23,16 @@ from gdpcore.calibration.errors import CalibrationInfeasibleError
 from gdpcore.curve import SymmetricCurve
 from gdpcore.report import DEFAULT_ALPHA_MIN
 
-__all__ = ["TARGET_LABELS", "Target", "TargetName", "make_target", "strict_fnr_target"]
+__all__ = [
+    "TARGET_LABELS",
+    "Target",
+    "TargetName",
+    "fnr_target_from_accuracy",
+    "fnr_target_from_advantage",
+    "fnr_target_from_precision",
+    "make_target",
+    "strict_fnr_target",
+]
 
 TargetName = Literal["advantage", "tpr", "fnr", "mu", "epsilon", "bayes_security"]
 
@@ -48,6 +57,19 @@ class Target:
     fpr: float | None = None
     delta: float | None = None
     alpha_min: float = DEFAULT_ALPHA_MIN
+    # An attack accuracy or precision (PPV) target at ``fpr`` (seed 001 Table 1, App. C), held as the FNR target
+    # it converts to: ("accuracy" | "precision", the user's value). None for the other targets.
+    requested: tuple[str, float] | None = None
+
+    def requested_metric(self, fnr: float) -> float | None:
+        """The accuracy / precision of the attack at ``fpr`` when f(fpr) = ``fnr`` (Table 1 rows 2-3), None for the
+        other targets; a bound of the same kind as an FNR-derived TPR (upper when ``fnr`` is a lower bound)."""
+        if self.requested is None:
+            return None
+        a, tpr = self.at_fpr, 1.0 - fnr
+        if self.requested[0] == "accuracy":
+            return 0.5 * ((1.0 - a) + tpr)
+        return tpr / (tpr + a)
 
     @property
     def is_risk(self) -> bool:
@@ -72,6 +94,9 @@ class Target:
         return self.delta
 
     def describe(self) -> str:
+        if self.requested is not None:
+            kind, v = self.requested
+            return f"attack {kind} <= {v!r} at fpr={self.fpr!r} (fnr >= {self.value!r}, seed 001 Table 1)"
         if self.name in ("tpr", "fnr"):
             return f"{self.name} {'<=' if self.is_risk else '>='} {self.value!r} at fpr={self.fpr!r}"
         if self.name == "epsilon":
@@ -156,6 +181,8 @@ def make_target(
     delta: Any,
     target_bayes_security: Any,
     alpha_min: Any,
+    target_accuracy: Any = None,
+    target_precision: Any = None,
 ) -> Target:
     """Validate the keyword arguments of the public calibrators into one :class:`Target`.
 
@@ -169,6 +196,8 @@ def make_target(
         "target_mu": target_mu,
         "target_epsilon": target_epsilon,
         "target_bayes_security": target_bayes_security,
+        "target_accuracy": target_accuracy,
+        "target_precision": target_precision,
     }
     set_ = [k for k, v in given.items() if v is not None]
     if len(set_) != 1:
@@ -179,12 +208,17 @@ def make_target(
     name = set_[0]
     value = given[name]
     alpha_min = check_probability("alpha_min", alpha_min, high_open=True)
-    if fpr is not None and name not in ("target_tpr", "target_fnr"):
-        raise ValueError(f"fpr={fpr!r} is only meaningful with target_tpr or target_fnr, got {name}={value!r}")
+    if fpr is not None and name not in ("target_tpr", "target_fnr", "target_accuracy", "target_precision"):
+        raise ValueError(
+            f"fpr={fpr!r} is only meaningful with target_tpr, target_fnr, target_accuracy or target_precision, got "
+            f"{name}={value!r}"
+        )
     if delta is not None and name != "target_epsilon":
         raise ValueError(f"delta={delta!r} is only meaningful with target_epsilon, got {name}={value!r}")
     if name == "target_advantage":
         return Target(name="advantage", value=check_probability("target_advantage", value, high_open=True))
+    if name in ("target_accuracy", "target_precision"):
+        return _converted_target(name, value, fpr)
     if name == "target_bayes_security":
         return Target(name="bayes_security", value=check_probability("target_bayes_security", value, high_open=True))
     if name in ("target_tpr", "target_fnr"):
@@ -210,6 +244,20 @@ def make_target(
     return Target(name="epsilon", value=eps, delta=check_probability("delta", delta, high_open=True))
 
 
+def _converted_target(name: str, value: Any, fpr: Any) -> Target:
+    """Seed 001 Table 1 (App. C): an attack accuracy or precision target at FPR alpha* is the FNR target f(alpha*) >=
+    beta* of :func:`fnr_target_from_accuracy` / :func:`fnr_target_from_precision`."""
+    if fpr is None:
+        raise ValueError(f"{name}={value!r} needs fpr= (the false-positive rate at which it applies)")
+    kind = name.removeprefix("target_")
+    if kind == "accuracy":
+        fnr = fnr_target_from_accuracy(accuracy=value, fpr=fpr)
+    else:
+        fnr = fnr_target_from_precision(precision=value, fpr=fpr)
+    a = check_probability("fpr", fpr, high_open=True)
+    return Target(name="fnr", value=fnr, fpr=a, requested=(kind, float(value)))
+
+
 def strict_fnr_target(
     *, name: str, value: float, fnr: float, fpr: float, risk: Callable[[float], float] | None = None
 ) -> float:
@@ -233,3 +281,39 @@ def strict_fnr_target(
         )
         raise CalibrationInfeasibleError(msg) if infeasible else ValueError(msg)
     return fnr
+
+
+def fnr_target_from_advantage(*, advantage: float, fpr: float) -> float:
+    """beta* = 1 - alpha* - eta*: TPR - FPR <= eta* at FPR alpha* (seed 001 Table 1, row 1)."""
+    eta = check_probability("advantage", advantage, high_open=True)
+    a = check_probability("fpr", fpr, high_open=True)
+    return strict_fnr_target(name="advantage", value=advantage, fnr=1.0 - a - eta, fpr=a, risk=lambda tpr: tpr - a)
+
+
+def fnr_target_from_accuracy(*, accuracy: float, fpr: float) -> float:
+    """beta* = 2 (1 - acc*) - alpha*: attack accuracy (1/2)((1 - alpha) + (1 - beta)) <= acc* at FPR alpha*.
+
+    Seed 001 Table 1, row 2 (accuracy as in Rezaei & Liu 2021, balanced prior). Needs 1/2 < acc* < 1 - alpha*/2.
+    """
+    acc = check_probability("accuracy", accuracy, high_open=True)
+    a = check_probability("fpr", fpr, high_open=True)
+    return strict_fnr_target(
+        name="accuracy", value=accuracy, fnr=2.0 * (1.0 - acc) - a, fpr=a, risk=lambda tpr: 0.5 * ((1.0 - a) + tpr)
+    )
+
+
+def fnr_target_from_precision(*, precision: float, fpr: float) -> float:
+    """beta* = ((alpha* + 1) ppv* - 1) / (ppv* - 1): attack precision (1 - beta)/(1 - beta + alpha) <= ppv* at alpha*.
+
+    Seed 001 Table 1, row 3 with Eq. (27) (balanced prior). Solving ppv = TPR/(TPR + alpha) for TPR gives
+    TPR = ppv alpha / (1 - ppv). Needs ppv* > 1/2 (random guessing already reaches 1/2).
+    """
+    ppv = check_probability("precision", precision, high_open=True)
+    a = check_probability("fpr", fpr, high_open=True)
+    return strict_fnr_target(
+        name="precision",
+        value=precision,
+        fnr=((a + 1.0) * ppv - 1.0) / (ppv - 1.0),
+        fpr=a,
+        risk=lambda tpr: tpr / (tpr + a),
+    )

@@ -42,7 +42,8 @@ Layout: :mod:`~gdpcore.kinds.registry` (the machinery: :class:`KindSpec`, :func:
 :func:`supports`), :mod:`~gdpcore.kinds.formulas` (RDP, amplification and central-limit formulas),
 :mod:`~gdpcore.kinds.dp_events` (the DpEvent mapping), and one module per family (:mod:`~gdpcore.kinds.gaussian`,
 :mod:`~gdpcore.kinds.laplace`, :mod:`~gdpcore.kinds.randomized_response`, :mod:`~gdpcore.kinds.mixture`,
-:mod:`~gdpcore.kinds.zcdp`, :mod:`~gdpcore.kinds.composite`). Registration order is the order of :data:`_DECLARED`:
+:mod:`~gdpcore.kinds.zcdp`, :mod:`~gdpcore.kinds.curves` (user-supplied curves, profiles and PLDs),
+:mod:`~gdpcore.kinds.composite`). Registration order is the order of :data:`_DECLARED`:
 it orders :func:`kind_names`, the lake's parameter columns and the ``from_dp_event`` hooks
 (:func:`mechanism_from_dp_event` takes the first kind that recognises an event, e.g. binary before k-ary
 randomized response).
@@ -50,7 +51,7 @@ randomized response).
 
 from __future__ import annotations
 
-from gdpcore.kinds import composite, gaussian, laplace, mixture, randomized_response, zcdp
+from gdpcore.kinds import composite, curves, gaussian, laplace, mixture, randomized_response, samplers, zcdp
 from gdpcore.kinds.dp_events import mechanism_from_dp_event
 from gdpcore.kinds.formulas import clt_mu_subsampled_gaussian, solve_clt_subsampled_gaussian
 from gdpcore.kinds.registry import (
@@ -76,6 +77,7 @@ from gdpcore.kinds.registry import (
     flat_kinds,
     get,
     help_text,
+    input_notes,
     kind_names,
     lake_columns,
     leaf_kinds,
@@ -112,6 +114,7 @@ __all__ = [
     "flat_kinds",
     "get",
     "help_text",
+    "input_notes",
     "kind_names",
     "lake_columns",
     "leaf_kinds",
@@ -147,6 +150,12 @@ _DECLARED: tuple[KindSpec, ...] = (
     gaussian.TREE_AGGREGATION,
     gaussian.TRUNCATED_SUBSAMPLED_GAUSSIAN,
     zcdp.ZCDP_STATEMENT,
+    curves.PRIVACY_PROFILE,
+    curves.TRADEOFF_CURVE,
+    curves.PRIVACY_LOSS_DISTRIBUTION,
+    samplers.CYCLIC_GAUSSIAN,
+    samplers.SHUFFLED_GAUSSIAN,
+    samplers.BALLS_IN_BINS_GAUSSIAN,
 )
 """Every built-in kind, in registration order (see the module docstring for why the order matters)."""
 for _spec in _DECLARED:

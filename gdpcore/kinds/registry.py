@@ -84,6 +84,10 @@ class KindSpec:
     """The kind accounts a Gaussian on Poisson-sampled batches: a run that drew fixed-size batches but is described
     by it is accounted as Poisson sampling (:func:`accounts_poisson_sampling`, the caveat of
     :data:`gdpcore.adapters.FIXED_REASON`)."""
+    input_note: Callable[[Mechanism], str] | None = None
+    """For a kind that *is* a user's statement (a curve, profile or PLD supplied as input, :mod:`gdpcore.kinds.curves`):
+    what every number of its report is relative to ("user-supplied ..."), put in front of the report's accountant
+    (:func:`input_notes`). None for a mechanism the engine accounts from its own description."""
     steps_param: str | None = None
     """The integer parameter that counts independent sequential runs of one step (``"steps"``), if the kind has one:
     the instance with it set to 1 is one step, and its ``pld`` hook the single step's PLD. The engine composes the
@@ -430,6 +434,18 @@ def why_unsupported(kind: str | Mechanism, what: str) -> Refusal | None:
 def accounts_poisson_sampling(mechanism: Mechanism) -> bool:
     """Does some leaf of ``mechanism`` account a Gaussian on Poisson-sampled batches (``poisson_sampled_gaussian``)?"""
     return any(get(leaf).poisson_sampled_gaussian for leaf in _leaves(mechanism))
+
+
+def input_notes(mechanism: Mechanism) -> list[str]:
+    """The ``input_note`` of every leaf that is a user's statement (distinct, in tree order): what the numbers of a
+    report of ``mechanism`` are relative to; empty for a mechanism accounted from its own description."""
+    notes: list[str] = []
+    for leaf in _leaves(mechanism):
+        hook = get(leaf).input_note
+        note = hook(leaf) if hook is not None else None
+        if note and note not in notes:
+            notes.append(note)
+    return notes
 
 
 def supports(kind: str | Mechanism, what: str) -> bool:

@@ -87,7 +87,8 @@ def test_sweep_uses_one_early_server_for_flow_and_workers_and_stops_it(tiny_spec
     assert len(worker) == 1 and main_pid not in worker  # the chunks ran in the pool worker
     # the worker's fast exit ran after the exit handlers registered since it started (a trace handler among them)
     worker_labels = [label for _, pid, label in phases if pid in worker]
-    assert worker_labels[-1] == "worker-atexit" and worker_labels.count("chunk-written") == 2, worker_labels
+    assert worker_labels[-1] == "worker-atexit" and worker_labels.count("chunk-computed") == 2, worker_labels
+    assert labels.count("chunk-written") == 2, labels  # the flow wrote both chunk files (workers touch no lake)
 
     # the flow and the pool worker reported to that server (Prefect started none of its own)
     fields = dict(kv.split("=", 1) for kv in servers[0].split(" ")[1:])

@@ -161,9 +161,21 @@ def prefect_api(tmp_path_factory) -> Iterator[dict[str, str]]:
 
 
 class DaskCluster:
-    def __init__(self, root: Path, env: dict[str, str], n_workers: int = 2):
+    """``worker_prefix`` wraps each worker's command (e.g. in its own mount namespace) and ``worker_home(name)`` gives
+    each worker its own working directory and HOME (default: the repository and the inherited HOME)."""
+
+    def __init__(
+        self,
+        root: Path,
+        env: dict[str, str],
+        n_workers: int = 2,
+        worker_prefix: Sequence[str] = (),
+        worker_home: Callable[[str], Path] | None = None,
+    ):
         self.root = root
         self.env = env
+        self.worker_prefix = list(worker_prefix)
+        self.worker_home = worker_home
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.scheduler = Proc(
@@ -185,8 +197,10 @@ class DaskCluster:
             self.add_worker(f"w{i}")
 
     def add_worker(self, name: str) -> Proc:
+        home = self.worker_home(name) if self.worker_home else None
         w = Proc(
             [
+                *self.worker_prefix,
                 str(BIN / "dask"),
                 "worker",
                 self.address,
@@ -205,7 +219,8 @@ class DaskCluster:
                 str(self.root / f"scratch-{name}"),
             ],
             self.root / f"{name}.log",
-            self.env,
+            {**self.env, "HOME": str(home)} if home else self.env,
+            home or REPO,
         )
         w.name = name
         self.workers.append(w)

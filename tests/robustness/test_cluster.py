@@ -1,11 +1,13 @@
 """A real Dask cluster (`dask scheduler` + 2 `dask worker` processes on 127.0.0.1) and a real `prefect server`:
 cluster rows equal a local run's, the workers report task runs to the server, and losing a worker mid-sweep loses and
-duplicates nothing."""
+duplicates nothing - also when the workers cannot see the lake's folder at all."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -15,7 +17,18 @@ import pytest
 import gdpcore
 from tasks.publish import query_report
 from tasks.spec import load_grid_spec
-from tests.robustness.conftest import BIN, REPO, Proc, base_env, gdp, lake_cells, temporaries, wait_for, write_spec
+from tests.robustness.conftest import (
+    BIN,
+    REPO,
+    DaskCluster,
+    Proc,
+    base_env,
+    gdp,
+    lake_cells,
+    temporaries,
+    wait_for,
+    write_spec,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -41,6 +54,18 @@ def _same_views(a: Path, b: Path) -> None:
     for view, select in (("cells", COLS), ("epsilons", "cell_id, delta, epsilon"), ("curves", "cell_id, fpr, fnr")):
         sql = f"SELECT {select} FROM {view} ORDER BY ALL"
         assert query_report(a, sql) == query_report(b, sql), view
+
+
+def _busy_worker(client, flow: Proc, lake: Path, spec: str) -> str | None:
+    """The name of a worker busy with a chunk once the first chunk of ``spec`` is in the lake, else None. A worker
+    the scheduler lists as processing but no longer (or not yet) among its workers - the two calls are not one
+    snapshot, and a loaded scheduler stalls between them - is not a candidate."""
+    if not flow.alive():
+        pytest.fail("sweep ended before a worker could be killed:\n" + flow.log()[-3000:])
+    processing = client.processing()
+    names = {a: w["name"] for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
+    busy = [names[a] for a, tasks in processing.items() if tasks and a in names]
+    return busy[0] if lake_cells(lake, spec) and busy else None
 
 
 def test_sweep_on_dask_cluster_equals_local_run(tmp_path, dask_cluster, prefect_api):
@@ -134,17 +159,12 @@ def test_worker_loss_mid_sweep_loses_and_duplicates_nothing(tmp_path, dask_clust
     )
     try:
         with Client(dask_cluster.address, timeout=30) as client:
-
-            def busy_worker():
-                if not flow.alive():
-                    pytest.fail("sweep ended before a worker could be killed:\n" + flow.log()[-3000:])
-                processing = client.processing()
-                names = {a: w["name"] for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
-                done = lake_cells(lake, "workerloss")
-                busy = [names[a] for a, tasks in processing.items() if tasks]
-                return busy[0] if done and busy else None
-
-            victim_name = wait_for(busy_worker, 180, "a worker busy with a chunk after the first chunk landed", 0.05)
+            victim_name = wait_for(
+                lambda: _busy_worker(client, flow, lake, "workerloss"),
+                180,
+                "a worker busy with a chunk after the first chunk landed",
+                0.05,
+            )
             victim = next(w for w in dask_cluster.workers if w.name == victim_name)
             cells_before = len(lake_cells(lake, "workerloss"))
             victim.kill(signal.SIGKILL)
@@ -161,3 +181,103 @@ def test_worker_loss_mid_sweep_loses_and_duplicates_nothing(tmp_path, dask_clust
     assert sorted(cells) == sorted(expected)
     assert query_report(report, "SELECT count(*) FROM cells WHERE status <> 'ok'")[1] == [(0,)]
     assert not temporaries(lake, report.parent)
+
+
+def _hiding_prefix(hidden: Path) -> list[str]:
+    """A command prefix that runs a worker in its own user + mount namespace with an empty tmpfs mounted over
+    ``hidden`` (``unshare``, util-linux): the worker's view of the filesystem has no ``hidden`` folder contents at all.
+    ``[]`` when this kernel refuses unprivileged namespaces (the probe must see ``hidden``'s files vanish)."""
+    prefix = [
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "--mount",
+        "--",
+        "sh",
+        "-c",
+        'mount -t tmpfs gdp-hidden "$0" && exec "$@"',
+        str(hidden),
+    ]
+    try:
+        probe = subprocess.run([*prefix, "ls", "-A", str(hidden)], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return prefix if probe.returncode == 0 and probe.stdout.strip() == "" else []
+
+
+def test_workers_that_cannot_see_the_lake_lose_and_duplicate_nothing(tmp_path, prefect_api):
+    """The sweep of a cluster whose workers share no disk with the flow: every cell once in the report, after one
+    worker is SIGKILLed mid-sweep, and a resume that computes nothing.
+
+    How the workers are kept from the lake: the flow runs in ``flow/`` with a *relative* ``--lake lake`` and
+    ``--report reports/r.duckdb`` (resolved against the flow's working directory only), and every ``dask worker`` is
+    started with its own working directory and HOME under ``dask/home-<name>``, inside its own user + mount namespace
+    (``unshare --user --map-root-user --mount``) with an empty tmpfs mounted over ``flow/``: neither the relative nor
+    the absolute path of the lake (nor the spec) exists for a worker, which the test checks on every worker through
+    ``Client.run`` before the sweep. (On a kernel without unprivileged namespaces only the working-directory
+    separation applies; the test says which in its output.) Before the flow wrote the lake, this setup published a
+    report without the cells the workers computed."""
+    import duckdb
+    from distributed import Client
+
+    flow_dir, root = tmp_path / "flow", tmp_path / "dask"
+    flow_dir.mkdir()
+    root.mkdir()
+    spec = write_spec(flow_dir / "w.yaml", "noshare", [0.7, 1.0], [500, 1000, 2000, 4000], chunk=2)
+    prefix = _hiding_prefix(flow_dir)
+    env = base_env(Path(prefect_api["home"]), prefect_api["url"])
+    worker_env = {**env, "PREFECT_LOGGING_LEVEL": "INFO"}
+
+    def home(name: str) -> Path:
+        (root / f"home-{name}").mkdir(exist_ok=True)
+        return root / f"home-{name}"
+
+    cluster = DaskCluster(root, worker_env, worker_prefix=prefix, worker_home=home)
+    args = ["sweep", str(spec), "--runner", "dask", "--dask-address", cluster.address, "--lake", "lake"]
+    args += ["--report", "reports/r.duckdb", "--no-progress"]
+    lake, report = flow_dir / "lake", flow_dir / "reports" / "r.duckdb"
+    flow = None
+    try:
+        cluster.wait_workers(2)
+        with Client(cluster.address, timeout=30) as client:
+            assert not any(client.run(os.path.exists, "w.yaml").values())  # the flow's relative paths
+            assert set(client.run(os.getcwd).values()) == {str(home(w.name)) for w in cluster.workers}
+            if prefix:  # nor the absolute ones
+                assert not any(client.run(os.path.exists, str(spec)).values())
+            flow = Proc([str(BIN / "gdp"), *args], tmp_path / "flow.log", env, flow_dir)
+
+            victim_name = wait_for(
+                lambda: _busy_worker(client, flow, lake, "noshare"),
+                180,
+                "a worker busy with a chunk after the first chunk landed",
+                0.05,
+            )
+            cells_before = len(lake_cells(lake, "noshare"))
+            next(w for w in cluster.workers if w.name == victim_name).kill(signal.SIGKILL)
+            wait_for(lambda: cluster.n_workers() == 1, 60, "the scheduler to notice the dead worker")
+        rc = flow.popen.wait(timeout=300)
+        assert rc == 0, flow.log()[-4000:]
+        again = subprocess.run(
+            [str(BIN / "gdp"), *args], env=env, cwd=flow_dir, capture_output=True, text=True, timeout=240
+        )
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "16 cells (0 computed, 16 already in the lake)" in again.stdout, again.stdout
+        survivor = next(w for w in cluster.workers if w.name != victim_name)
+        assert "Finished in state Completed()" in survivor.log()  # the chunks ran on the workers
+    finally:
+        if flow is not None:
+            flow.stop()
+        cluster.stop()
+    expected = sorted(_spec_cells(spec))
+    assert cells_before < len(expected)  # the kill really happened mid-sweep
+    assert sorted(lake_cells(lake, "noshare")) == expected  # every cell in the lake, exactly once
+    con = duckdb.connect(str(report), read_only=True)
+    try:
+        con.execute(f"SET file_search_path = '{report.parent}'")
+        got = con.execute("SELECT cell_id, status FROM cells WHERE spec = 'noshare' ORDER BY cell_id").fetchall()
+    finally:
+        con.close()
+    assert [c for c, _ in got] == expected and {s for _, s in got} == {"ok"}
+    assert not any((root / f"home-{w.name}" / "lake").exists() for w in cluster.workers)  # no worker wrote a lake
+    assert not temporaries(lake, report.parent)
+    print(f"workers hidden from the lake by {'a mount namespace and ' if prefix else ''}their own working directory")

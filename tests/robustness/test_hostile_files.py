@@ -367,7 +367,7 @@ def test_a_chunk_whose_table_cannot_be_built_still_gives_one_row_per_cell(tmp_pa
         raise OverflowError("Python int too large to convert to C long")
 
     monkeypatch.setattr(evaluate, "compute_chunk_table", overflow)
-    manifest = evaluate.evaluate_chunk.fn(chunk, str(tmp_path))
+    manifest = evaluate.write_chunk(tmp_path, chunk, evaluate.evaluate_chunk.fn(chunk))
     table = pq.read_table(tmp_path / manifest.path)
     assert table.num_rows == 2 and manifest.cells == 2 and manifest.cells_ok == 0
     assert set(table.column("status").to_pylist()) == {

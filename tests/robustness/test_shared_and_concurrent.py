@@ -389,25 +389,28 @@ def test_a_failed_publish_leaves_no_report_temporaries(lake_and_report, monkeypa
     assert not temporaries(lake, report.parent) and report.read_bytes() == before
 
 
-def test_chunk_cache_keys_differ_between_specs_sharing_cells(tmp_path):
-    """Found by fault injection: two specs sharing cells have chunks of equal content; the Prefect cache key ignored
-    the spec, so the second spec got the first spec's file back and its own cells were never written."""
-    from tasks.calibrate import CalibrationChunk
-    from tasks.calibrate import _cache_key as calibration_key
-    from tasks.evaluate import Chunk, _chunk_cache_key
+def test_chunks_of_specs_sharing_cells_are_written_to_each_specs_own_file(tmp_path):
+    """Found by fault injection: two specs sharing cells have chunks of equal content; a Prefect cache hit keyed
+    without the spec returned the first spec's file, so the second spec's cells were never written. Chunk tasks are
+    not cached (the lake is the cache) and the flow writes each spec's own file from the rows the task returned."""
+    from prefect.cache_policies import NO_CACHE
+
+    from tasks.calibrate import CalibrationChunk, calibrate_chunk, chunk_file
+    from tasks.evaluate import Chunk, ChunkResult, evaluate_chunk, write_chunk
 
     settings = EvalSettings((1e-5,), (0.1,), ("gdp",), None, 1e-10, "test")
     mechs = (gdpcore.Gaussian(noise_multiplier=1.0).to_json(),)
     a, b = Chunk("a", "gaussian", mechs, settings), Chunk("b", "gaussian", mechs, settings)
     assert a.key == b.key  # same content: same file name, in each spec's own folder
-    assert _chunk_cache_key(None, {"chunk": a, "lake": str(tmp_path)}) != _chunk_cache_key(
-        None, {"chunk": b, "lake": str(tmp_path)}
-    )
+    assert evaluate_chunk.cache_policy is NO_CACHE and calibrate_chunk.cache_policy is NO_CACHE
+    result = evaluate_chunk.fn(a)
+    assert isinstance(result, ChunkResult)
+    paths = {write_chunk(tmp_path, c, result).path for c in (a, b)}
+    assert paths == {f"staging/spec={s}/mechanism=gaussian/chunk-{a.key}.parquet" for s in "ab"}
+    assert all((tmp_path / p).is_file() for p in paths)
     ca = CalibrationChunk(spec_name="a", cells=((0.01, 10),), target=(("target_mu", 1.0),), code_version="t")
     cb = CalibrationChunk(spec_name="b", cells=((0.01, 10),), target=(("target_mu", 1.0),), code_version="t")
-    assert calibration_key(None, {"chunk": ca, "lake": str(tmp_path)}) != calibration_key(
-        None, {"chunk": cb, "lake": str(tmp_path)}
-    )
+    assert ca.key == cb.key and chunk_file(tmp_path, "a", ca.key) != chunk_file(tmp_path, "b", cb.key)
 
 
 @pytest.mark.subprocess  # a pool-worker process
