@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,6 @@ __all__ = ["REPORT_COMMANDS"]
 
 def _table_text(columns: list[str], rows: list[tuple]) -> str:
     """An aligned text table (rich): numbers right-aligned, NULL for missing values, the row count below."""
-    import io
 
     from rich import box
     from rich.console import Console
@@ -53,29 +55,107 @@ def _is_num(s: str) -> bool:
     return True
 
 
-def _sql(args: argparse.Namespace) -> int:
-    from tasks.lake import default_report
-    from tasks.report_query import query_report
-
-    columns, rows = query_report(
-        args.report or default_report(),
-        args.query,
-        **{
-            k: v
-            for k, v in (("timeout", args.timeout), ("memory_limit", args.memory_limit), ("threads", args.threads))
-            if v is not None
-        },
-    )
-    if args.format == "json":
+def _format_rows(columns: list[str], rows: list[tuple], fmt: str) -> str:
+    """The result as ``gdp sql --format`` prints it (table, csv or json), ending in a newline."""
+    if fmt == "json":
         from tasks.formatting import json_text
 
-        print(json_text([dict(zip(columns, r, strict=True)) for r in rows], indent=1))
-    elif args.format == "csv":
-        w = csv.writer(sys.stdout, lineterminator="\n")
+        return json_text([dict(zip(columns, r, strict=True)) for r in rows], indent=1) + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
         w.writerow(columns)
         w.writerows(rows)
-    else:
-        print(_table_text(columns, rows))
+        return buf.getvalue()
+    return _table_text(columns, rows) + "\n"
+
+
+def _sql(args: argparse.Namespace) -> int:
+    """``gdp sql``: the query runs in a child process bounded as a whole (:func:`tasks.report_query.run_bounded`):
+    its address space grows by at most ``--memory-limit`` + 128 MiB, and it is killed 2 s after ``--timeout`` if
+    DuckDB's interrupt has not stopped it. A limit reached is one line, exit 2."""
+    from tasks.lake import default_report
+    from tasks.report_query import (
+        SQL_MEMORY_LIMIT,
+        SQL_THREADS,
+        SQL_TIMEOUT_SECONDS,
+        check_query_limits,
+        read_only_statement,
+        run_bounded,
+    )
+
+    timeout = SQL_TIMEOUT_SECONDS if args.timeout is None else args.timeout
+    memory_limit = SQL_MEMORY_LIMIT if args.memory_limit is None else args.memory_limit
+    threads = SQL_THREADS if args.threads is None else args.threads
+    check_query_limits(timeout, memory_limit, threads)
+    report = Path(args.report or default_report()).resolve()
+    if not report.exists():
+        raise ValueError(f"report {str(report)!r} does not exist: run 'gdp sweep SPEC' or 'gdp publish' first")
+    read_only_statement(args.query)  # a write is refused here, before a process starts (the child checks again)
+    request = {
+        "report": str(report),
+        "sql": args.query,
+        "timeout": timeout,
+        "memory_limit": memory_limit,
+        "threads": threads,
+        "format": args.format,
+    }
+    root = str(Path(__file__).resolve().parent.parent)  # the child imports this checkout's flows and tasks
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    sys.stdout.flush()
+    run_bounded(
+        [sys.executable, "-m", "flows.commands_report"],
+        request,
+        timeout=timeout,
+        memory_limit=memory_limit,
+        out=sys.stdout,
+        env=env,
+    )
+    return 0
+
+
+def _sql_child() -> int:
+    """The child of ``gdp sql`` (``python -m flows.commands_report``, see :func:`tasks.report_query.run_bounded`):
+    read the request from stdin, run the query under the address-space cap, report on the status pipe, print."""
+    import signal
+
+    from tasks.report_query import limit_address_space, query_report, short_error
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which ends this process
+    req = json.loads(sys.stdin.read())
+    status = os.fdopen(int(req["status_fd"]), "w", buffering=1)
+
+    def send(**msg: str) -> None:
+        status.write(json.dumps(msg) + "\n")
+        status.flush()
+
+    def start() -> None:
+        limit_address_space(req["memory_limit"])
+        send(phase="query")
+
+    try:
+        columns, rows = query_report(
+            req["report"],
+            req["sql"],
+            timeout=req["timeout"],
+            memory_limit=req["memory_limit"],
+            threads=req["threads"],
+            on_start=start,
+        )
+        text = _format_rows(columns, rows, req["format"])
+        del rows
+    except ValueError as exc:
+        send(error=short_error(str(exc)))
+        return 2
+    except MemoryError:
+        send(error=f"query result exceeded the memory limit {req['memory_limit']} (--memory-limit)")
+        return 2
+    send(phase="output")
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the parent stopped reading (its own reader left): nothing more to say
+        return 141
     return 0
 
 
@@ -137,8 +217,16 @@ def _sql_args(p: argparse.ArgumentParser) -> None:
         default="table",
         help="output: aligned table (default), CSV, or JSON (a list of row objects)",
     )
-    p.add_argument("--timeout", type=float, help="seconds before the query is interrupted (default 60)")
-    p.add_argument("--memory-limit", help="DuckDB memory limit, e.g. 256MB (default 1GB)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        help="seconds before the query is interrupted (default 60; its process is killed 2 s later)",
+    )
+    p.add_argument(
+        "--memory-limit",
+        help="memory limit, e.g. 256MB (default 1GB): DuckDB's, and the query's process may grow by at most this "
+        "+ 128 MiB",
+    )
     p.add_argument("--threads", type=int, help="DuckDB threads (default 2)")
     _add_store_args(p, lake=False)
 
@@ -188,3 +276,7 @@ REPORT_COMMANDS: dict[str, Command] = {
     "export": Command("write the report as one self-contained file (no lake needed)", _export_args, _export),
     "plot": Command("PNG heat map or trade-off curve from the report", _plot_args, _plot),
 }
+
+
+if __name__ == "__main__":  # the child process of `gdp sql` (see _sql)
+    sys.exit(_sql_child())

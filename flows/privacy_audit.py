@@ -211,7 +211,8 @@ def privacy_audit(
     checks (each of the N versions with canary scores is checked at confidence 1 - level/N; tasks.evidence)."""
     mlflow_uri = _check_source(source, registry, mlflow_uri, models)
     lake_p = Path(lake or default_lake()).resolve()
-    report_p = Path(report or default_report()).resolve()
+    report_p = Path(report or default_report())
+    report_p = report_p.parent.resolve() / report_p.name  # its folder resolved; a link at the report is refused
     cards = Path(cards_dir).resolve() if cards_dir else report_p.parent / "cards"
     report_uri = report_uri or os.environ.get("GDP_REPORT_URI") or None
 
@@ -226,7 +227,7 @@ def privacy_audit(
     )
     reg.failed.update(evidence.failed)
     evidence.attach(rows)  # step 4: canary scores vs the certified curve; rows[k]["evidence"] feeds cards and tags
-    card_paths, written = _write_cards(audited, rows, cards, report_uri)  # step 5
+    card_paths, written = _write_cards(reg, audited, rows, cards, report_uri)  # step 5
     site = ""
     if publish:
         compact_and_publish(str(lake_p), str(report_p))  # step 6
@@ -383,7 +384,11 @@ def _audit_versions(
     reused: list[str] = []
     futures = {}
     for m in reg.manifests:
-        row = _read_or_quarantine(lake, audit_path(lake, m.name, m.version, audit_key(m)), read_audit)
+        try:  # everything done for one version is guarded: it fails alone (keyed by a hash its manifest must give)
+            row = _read_or_quarantine(lake, audit_path(lake, m.name, m.version, audit_key(m)), read_audit)
+        except Exception as exc:
+            _version_failed(reg, m.key, "cannot be audited", exc)
+            continue
         if row is not None:
             rows[m.key] = row
             reused.append(m.key)
@@ -400,6 +405,20 @@ def _audit_versions(
         bar.update(1)
     bar.close()
     return rows, computed, reused
+
+
+def _version_failed(reg: _Registry, key: str, what: str, exc: BaseException) -> None:
+    """Record that one version failed at a step (one line naming it and the error), the others going on: an MLflow
+    version becomes *not auditable* (listed in the models view and tagged ``privacy.status`` in MLflow), a manifest
+    version *failed*."""
+    from tasks.mlflow_registry import error_line, unreadable_reason
+
+    if reg.source == "mlflow" and what == "cannot be audited":
+        reg.not_auditable[key] = unreadable_reason(exc)
+        get_run_logger().warning("not auditable: %s: %s", key, reg.not_auditable[key])
+    else:
+        reg.failed[key] = f"{key}: {what}: {error_line(exc)}"
+        get_run_logger().error("%s", reg.failed[key])
 
 
 def _member_rows(
@@ -488,10 +507,11 @@ def _compare_versions(
 
 
 def _write_cards(
-    audited: list[ModelManifest], rows: dict[str, dict[str, Any]], cards: Path, report_uri: str | None
+    reg: _Registry, audited: list[ModelManifest], rows: dict[str, dict[str, Any]], cards: Path, report_uri: str | None
 ) -> tuple[dict[str, dict[str, str]], list[str]]:
     """Step 5: the privacy card of every audited version, rewritten only when missing or stale. Returns (card files
-    by key, keys whose card was written)."""
+    by key, keys whose card was written); a card that cannot be written (e.g. a symbolic link planted in its folder)
+    fails its version alone (``reg.failed``), which is then tagged without a card."""
     from tasks.cards import card_dir, card_stamp, write_card
 
     card_paths: dict[str, dict[str, str]] = {}
@@ -501,15 +521,19 @@ def _write_cards(
         d = card_dir(cards, m.name, m.version)
         stamp = d / "audit_key"
         files = {"markdown": str(d / "card.md"), "png": str(d / "curve.png"), "hf_yaml": str(d / "model_card.yaml")}
-        if (
-            stamp.exists()
-            and stamp.read_text() == card_stamp(row, report_uri)
-            and all(Path(f).exists() for f in files.values())
-        ):
-            card_paths[m.key] = files
-        else:
-            card_paths[m.key] = write_card(row, cards, report_uri=report_uri)
-            written.append(m.key)
+        try:
+            if (
+                stamp.is_file()
+                and not stamp.is_symlink()
+                and stamp.read_text() == card_stamp(row, report_uri)
+                and all(Path(f).is_file() and not Path(f).is_symlink() for f in files.values())
+            ):
+                card_paths[m.key] = files
+            else:
+                card_paths[m.key] = write_card(row, cards, report_uri=report_uri)
+                written.append(m.key)
+        except (OSError, ValueError) as exc:
+            _version_failed(reg, m.key, "card not written", exc)
     return card_paths, written
 
 
@@ -532,7 +556,7 @@ def _tag_mlflow(
                 reg.provenance[k]["mlflow_model"],
                 reg.provenance[k]["mlflow_version"],
                 rows[k],
-                card_paths[k] if opted[k] else None,
+                card_paths.get(k) if opted[k] else None,
             )
             for k in summary.models
         ]
@@ -543,13 +567,16 @@ def _tag_mlflow(
         ]
     else:
         by_key = {m.key: m for m in reg.manifests}
-        targets = [(*by_key[k].mlflow_target(), rows[k], card_paths[k]) for k in summary.models]
+        targets = [(*by_key[k].mlflow_target(), rows[k], card_paths.get(k)) for k in summary.models]
         unaudited = []
     res = publish_to_mlflow(
         mlflow_uri, targets, report_uri=report_uri, flow_run=_flow_run_link(), not_auditable=unaudited
     )
     summary.mlflow_tagged, summary.mlflow_missing = res.tagged, res.missing
     summary.mlflow_tags_written = res.tags_written
+    for key, why in res.failed.items():  # a version that could not be tagged failed alone; the others are tagged
+        summary.failed[key] = f"{key}: MLflow tags not written: {why}"
+        get_run_logger().error("%s", summary.failed[key])
 
 
 def _read_or_quarantine(lake: Path, path: Path, read: Any) -> dict[str, Any] | None:

@@ -15,6 +15,7 @@ import yaml
 
 from tasks.evidence_card import add_evidence_panel, evidence_section, evidence_stamp, hf_evidence  # evidence
 from tasks.formatting import format_number
+from tasks.safe_write import atomic_write_text
 
 __all__ = [
     "DEFINITION",
@@ -138,8 +139,9 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
             "with shuffled fixed-size batches is not covered by this analysis; the true guarantee may then differ."
         )
     lines += [
-        f"- **delta policy.** delta = {delta:.3g} from the declared policy {row['delta_policy']} (N = "
-        f"{row['dataset_size']:,}). epsilon values depend on this choice; mu does not.",
+        f"- **delta policy.** delta = {delta:.3g} from the declared policy {row['delta_policy']}"
+        + (f" (N = {row['dataset_size']:,})" if row.get("dataset_size") is not None else "")
+        + ". epsilon values depend on this choice; mu does not.",
         "- **Scope.** Only the training mechanism is accounted (mechanism below); hyper-parameter tuning, data-dependent "
         "preprocessing and any non-private release are outside this statement.",
         "",
@@ -265,15 +267,13 @@ def merge_into_readme(readme: str | Path, row: dict[str, Any], *, report_uri: st
     """Merge the privacy metadata into a Hugging Face ``README.md`` (model card) with huggingface_hub's card classes.
 
     The front matter keeps every key it had (``tags`` gains ``differential-privacy``; ``differential_privacy`` is
-    replaced), the card text is kept as it is; a missing README is created. The result is written aside, loaded
-    back with ``ModelCard.load`` and checked before it replaces the file. Needs ``pip install 'gdp-audit[hf]'``.
+    replaced), the card text is kept as it is; a missing README is created. The result is parsed back with
+    ``ModelCard`` and checked before it replaces the file (atomically, never through a symbolic link). Needs ``pip install 'gdp-audit[hf]'``.
     """
     try:
         from huggingface_hub import ModelCard, ModelCardData
     except ImportError:
         raise ValueError("--hf-readme needs huggingface_hub: pip install 'gdp-audit[hf]'") from None
-    import os
-    import uuid
 
     readme = Path(readme)
     if readme.exists():
@@ -288,20 +288,15 @@ def merge_into_readme(readme: str | Path, row: dict[str, Any], *, report_uri: st
     data["differential_privacy"] = meta["differential_privacy"]
     new = ModelCard(f"---\n{ModelCardData(**data).to_yaml()}\n---\n{text}")
     expected = ModelCardData(**data).to_dict()
-    readme.parent.mkdir(parents=True, exist_ok=True)
-    tmp = readme.with_name(f".{readme.name}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        new.save(tmp)
-        back = ModelCard.load(tmp)
-        if back.data.to_dict() != expected or back.text != text:
-            raise RuntimeError(f"{readme}: the merged model card does not load back as written")
-        os.replace(tmp, readme)
-    finally:
-        tmp.unlink(missing_ok=True)
+    content = str(new)  # what ModelCard.save writes
+    back = ModelCard(content)
+    if back.data.to_dict() != expected or back.text != text:
+        raise RuntimeError(f"{readme}: the merged model card does not load back as written")
+    atomic_write_text(readme, content)  # tasks.safe_write: never through a symbolic link
     return readme
 
 
-def plot_card_curve(row: dict[str, Any], path: Path) -> Path:
+def plot_card_curve(row: dict[str, Any], path: Path, root: Path | None = None) -> Path:
     """The audited trade-off curve (attack TPR vs FPR, linear and log-log, as every gdp-audit plot) with its mu-GDP
     curve, the (eps, delta) curve at the declared delta and, for a published claim, the region the claim allows."""
     from tasks.plots import _save, tradeoff_figure
@@ -323,8 +318,10 @@ def plot_card_curve(row: dict[str, Any], path: Path) -> Path:
     add_evidence_panel(fig, row)  # tasks.evidence_card: log-log evidence panel, no-op without evidence
     import matplotlib.pyplot as plt
 
-    _save(fig, path)
-    plt.close(fig)
+    try:
+        _save(fig, path, root)
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -339,13 +336,11 @@ def card_stamp(row: dict[str, Any], report_uri: str | None) -> str:
 def write_card(row: dict[str, Any], root: str | Path, *, report_uri: str | None = None) -> dict[str, str]:
     """Write card.md, curve.png and model_card.yaml under ``root/<model>/v<version>/``; returns their paths."""
     out = card_dir(root, row["model"], row["version"])
-    out.mkdir(parents=True, exist_ok=True)
-    png = plot_card_curve(row, out / "curve.png")
-    md = out / "card.md"
-    md.write_text(render_markdown(row, report_uri=report_uri), encoding="utf-8")
-    hf = out / "model_card.yaml"
-    hf.write_text(hf_yaml_block(row, report_uri=report_uri), encoding="utf-8")
-    (out / "audit_key").write_text(card_stamp(row, report_uri), encoding="utf-8")
+    # tasks.safe_write: each file atomic, and a symbolic link planted at it or at a folder below ``root`` refused
+    png = plot_card_curve(row, out / "curve.png", Path(root))
+    md = atomic_write_text(out / "card.md", render_markdown(row, report_uri=report_uri), root=root)
+    hf = atomic_write_text(out / "model_card.yaml", hf_yaml_block(row, report_uri=report_uri), root=root)
+    atomic_write_text(out / "audit_key", card_stamp(row, report_uri), root=root)  # last: the card is complete
     return {"markdown": str(md), "png": str(png), "hf_yaml": str(hf)}
 
 

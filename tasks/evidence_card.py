@@ -10,6 +10,7 @@ from typing import Any
 from tasks.formatting import format_number
 
 __all__ = [
+    "EVIDENCE_TAGS",
     "add_evidence_panel",
     "evidence_section",
     "evidence_stamp",
@@ -201,6 +202,22 @@ def hf_evidence(row: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+EVIDENCE_TAGS = frozenset(
+    {
+        "privacy.evidence.verdict",
+        "privacy.evidence.mu_lower",
+        "privacy.evidence.mu_lower.bound",
+        "privacy.evidence.confidence",
+        "privacy.evidence.method",
+        "privacy.evidence.method_id",
+        "privacy.evidence.verdict_basis",
+        "privacy.evidence.synthetic",
+        "privacy.evidence.key",
+    }
+)
+"""Every key :func:`evidence_tags` can write (tasks.mlflow_tags deletes only the tags it writes)."""
+
+
 def stale_evidence_tags(existing: dict[str, str], tags: dict[str, str]) -> list[str]:
     """``privacy.evidence.*`` tags an earlier audit wrote that this one does not (the evidence was removed)."""
-    return sorted(k for k in existing if k.startswith("privacy.evidence.") and k not in tags)
+    return sorted(k for k in existing if k in EVIDENCE_TAGS and k not in tags)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 from tasks.duckdb_access import DB_SIDE_FILES, STORAGE_VERSION, count_rows, sql_literal
-from tasks.lake import tmp_path
 from tasks.report_query import open_report
+from tasks.safe_write import atomic_output
 
 __all__ = ["EXPORT_FORMATS", "export_report"]
 
@@ -31,34 +29,30 @@ def export_report(report: str | Path, out: str | Path, *, fmt: str = "duckdb") -
         raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}, got {fmt!r}")
     if not report.exists():
         raise ValueError(f"report {str(report)!r} does not exist: run 'gdp sweep SPEC' or 'gdp publish' first")
-    if out.exists():
+    if out.exists() or out.is_symlink():
         raise ValueError(f"{str(out)!r} already exists: choose a new path (export never overwrites)")
     if out.resolve() == report:
         raise ValueError("the export must not replace the report it reads")
+    # The export's folder resolved, its own name not: a symbolic link planted at OUT is refused, never followed
+    # (tasks.safe_write); DuckDB's allow-lists compare the resolved spelling.
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_path(out.resolve())
-    db = tmp if fmt == "duckdb" else tmp.with_name(tmp.name + ".duckdb")
-    side_files = tuple(db.with_name(db.name + ext) for ext in DB_SIDE_FILES)
     counts: dict[str, int] = {}
-    try:
-        # Confined like `gdp sql` (a report is data, not code): the views may read the report's own lake snapshots
-        # and nothing else; the only files written are the export's temporaries.
+    with atomic_output(out.parent.resolve() / out.name) as tmp:
+        db = tmp if fmt == "duckdb" else tmp.with_name(tmp.name + ".duckdb")
+        side_files = tuple(db.with_name(db.name + ext) for ext in DB_SIDE_FILES)
         try:
-            con = open_report(report, write_files=(db, *side_files), write_dir=tmp if fmt == "parquet" else None)
-        except duckdb.Error as exc:
-            raise ValueError(f"cannot open the report {report}: {_one_line(exc)}") from None
-        try:
-            _copy_report(con, db, tmp if fmt == "parquet" else None, counts)
+            # Confined like `gdp sql` (a report is data, not code): the views may read the report's own lake
+            # snapshots and nothing else; the only files written are the export's temporaries.
+            try:
+                con = open_report(report, write_files=(db, *side_files), write_dir=tmp if fmt == "parquet" else None)
+            except duckdb.Error as exc:
+                raise ValueError(f"cannot open the report {report}: {_one_line(exc)}") from None
+            try:
+                _copy_report(con, db, tmp if fmt == "parquet" else None, counts)
+            finally:
+                con.close()
         finally:
-            con.close()
-        os.replace(tmp, out)
-    finally:
-        for leftover in (db, *side_files) if fmt == "parquet" else ():
-            leftover.unlink(missing_ok=True)
-        if tmp.is_dir():
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            for leftover in (tmp, *(tmp.with_name(tmp.name + ext) for ext in DB_SIDE_FILES)):
+            for leftover in side_files if fmt == "duckdb" else (db, *side_files):
                 leftover.unlink(missing_ok=True)
     return counts
 

@@ -288,18 +288,15 @@ def atomic_write_parquet(table: pa.Table, path: Path, provenance: Mapping[str, A
 
     The temporary name does not end in ``.parquet``, so lake globs never pick it up; a crash leaves at most a stray
     ``.tmp-*`` file, removed by the next publish or sweep once its writer is gone (:func:`remove_stale_temporaries`).
+    Written through :func:`tasks.safe_write.atomic_write` (fsynced, a symbolic link at ``path`` refused).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from tasks.safe_write import atomic_write
+
     meta = dict(table.schema.metadata or {})
     meta[b"gdp.lake_schema_version"] = str(LAKE_SCHEMA_VERSION).encode()
     meta[b"gdp.provenance"] = json.dumps(dict(provenance), sort_keys=True, default=str).encode()
-    tmp = tmp_path(path)
-    try:
-        pq.write_table(table.replace_schema_metadata(meta), tmp, compression="zstd")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with_meta = table.replace_schema_metadata(meta)
+    atomic_write(path, lambda f: pq.write_table(with_meta, f, compression="zstd"))
     return path.stat().st_size
 
 

@@ -103,12 +103,14 @@ class DpSgd(_Strict):
             raise ValueError("give exactly one of steps or epochs")
         return self
 
-    def resolve(self, dataset_size: int) -> tuple[float, float, int]:
+    def resolve(self, dataset_size: int | None) -> tuple[float, float, int]:
         """(noise_multiplier, q, steps); epochs become epochs * ceil(N / batch_size) steps (Opacus convention)."""
         n = self.dataset_size or dataset_size
         if self.sampling_rate is not None:
             q = float(self.sampling_rate)
             batches_per_epoch = math.ceil(1.0 / q)
+        elif n is None:
+            raise ValueError("batch_size needs dataset_size (q = batch_size / dataset_size)")
         else:
             batch = int(self.batch_size or 0)  # given: _one_of requires batch_size when sampling_rate is not
             if batch > n:
@@ -207,9 +209,11 @@ class DeltaPolicy(_Strict):
             raise ValueError("give exactly one of fixed or inverse_power")
         return self
 
-    def value(self, n: int) -> float:
+    def value(self, n: int | None) -> float:
         if self.fixed is not None:
             return float(self.fixed)
+        if n is None:
+            raise ValueError(f"the delta policy {self.describe()} needs dataset_size (N)")
         return float(n) ** (-float(self.inverse_power or 0.0))  # given: _one requires it when fixed is not
 
     def describe(self) -> str:
@@ -226,7 +230,9 @@ class ModelManifest(_Strict):
     privacy_unit: StrictStr = "example"
     neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
     sampler: Literal["poisson", "shuffle", "fixed"] | None = None  # None: poisson for the DP-SGD forms, else unstated
-    dataset_size: Annotated[StrictInt, Field(gt=0, le=MAX_DATASET_SIZE)]
+    # N: needed only where a number depends on it (a 1/N^c delta policy, a batch size, TF-Privacy's default
+    # number_of_examples, fixed-size batches); a fixed delta with sampling rates needs none.
+    dataset_size: Annotated[StrictInt, Field(gt=0, le=MAX_DATASET_SIZE)] | None = None
     delta: DeltaPolicy
     production: StrictBool = False
     source: StrictStr = ""
@@ -273,6 +279,12 @@ class ModelManifest(_Strict):
     @property
     def key(self) -> str:
         return f"{self.name}:{self.version}"
+
+    def _n(self, what: str) -> int:
+        """``dataset_size``, which ``what`` needs (ValueError naming both when it is not given)."""
+        if self.dataset_size is None:
+            raise ValueError(f"{what} needs dataset_size (N)")
+        return self.dataset_size
 
     @property
     def delta_value(self) -> float:
@@ -337,7 +349,7 @@ class ModelManifest(_Strict):
         # Exactly one form is given (MechanismSpec._exactly_one): each branch tests its own field.
         if (tf := m.tf_privacy) is not None:
             run = adapters.from_tf_privacy(
-                number_of_examples=tf.number_of_examples or self.dataset_size,
+                number_of_examples=tf.number_of_examples or self._n("TF-Privacy's number_of_examples"),
                 batch_size=tf.batch_size,
                 num_epochs=tf.epochs,
                 noise_multiplier=tf.noise_multiplier,
@@ -388,7 +400,7 @@ class ModelManifest(_Strict):
                     raise ValueError(f"sampler fixed under replace_one needs batch_size (phase {i})")
                 exact = adapters.fixed_batch_mechanism(
                     noise_multiplier=s,
-                    dataset_size=spec.dataset_size or self.dataset_size,
+                    dataset_size=spec.dataset_size or self._n("fixed-size batches"),
                     batch_size=spec.batch_size,
                     steps=t,
                 )

@@ -17,7 +17,8 @@ key                                   meaning (manifest field it fills)
 ``dp.batch_size`` + ``dp.dataset_size``  q = batch_size / dataset_size (expected batch size under Poisson sampling)
 ``dp.steps`` or ``dp.epochs``         steps; epochs become epochs x ceil(N / batch_size) (or ceil(1/q)) steps
                                       (Opacus: int(epochs / q), same when 1/q is an integer; docs/references.md C-4)
-``dp.dataset_size``                   N, the number of privacy units (required: delta policies and the card use it)
+``dp.dataset_size``                   N, the number of privacy units (needed by a ``1/N^c`` delta, by
+                                      ``dp.batch_size`` and by TF-Privacy's default ``number_of_examples``)
 ``dp.delta``                          delta: a number or ``1/N^1.1``
 ``dp.neighbouring``                   ``add_remove`` (default) or ``replace_one``
 ``dp.sampler``                        ``poisson`` (default, what is accounted), ``shuffle`` or ``fixed``
@@ -93,10 +94,12 @@ __all__ = [
     "NotAuditable",
     "RegistryVersion",
     "description_to_manifest",
+    "error_line",
     "lake_model_name",
     "mlflow_registry_label",
     "public_uri",
     "read_mlflow_registry",
+    "unreadable_reason",
 ]
 
 DP_PREFIX = "dp."
@@ -254,8 +257,9 @@ def description_to_manifest(
             missing.append("dp.sampling_rate (or dp.batch_size with dp.dataset_size)")
         if "steps" not in d and "epochs" not in d:
             missing.append("dp.steps (or dp.epochs)")
-    if "dataset_size" not in d:
-        missing.append("dp.dataset_size")
+    if "dataset_size" not in d and (("N" in d.get("delta", "")) or (not forms and "batch_size" in d)):
+        needs = "delta" if "N" in d.get("delta", "") else "batch_size"
+        missing.append(f"dp.dataset_size (needed by dp.{needs}={_brief(d[needs])})")
     if "delta" not in d:
         missing.append("dp.delta")
     if missing:
@@ -265,9 +269,10 @@ def description_to_manifest(
     data: dict[str, Any] = {
         "name": name,
         "version": version,
-        "dataset_size": _int("dp.dataset_size", d["dataset_size"]),
         "delta": _delta("dp.delta", d["delta"]),
     }
+    if "dataset_size" in d:
+        data["dataset_size"] = _int("dp.dataset_size", d["dataset_size"])
     for key in ("privacy_unit", "neighbouring", "source", "description"):
         if key in d:
             data[key] = d[key].strip()
@@ -425,6 +430,42 @@ def _production_versions(rm: Any, versions: Sequence[Any], alias: str) -> set[st
     return {str(max(staged, key=lambda mv: int(mv.version)).version)} if staged else set()
 
 
+def _version(
+    client: Any,
+    tracking_uri: str,
+    desc: dict[str, str],
+    refused: str | None,
+    run_id: str | None,
+    where: str,
+    common: dict[str, Any],
+) -> RegistryVersion:
+    """One version's :class:`RegistryVersion`: its manifest, or why it is not auditable. Everything done for one
+    version happens under this guard, so one hostile description (a ``dp.dp_event`` nested 400 levels, which
+    validates but cannot be hashed) is that version's reason, one line, and never stops the registry's audit."""
+    try:
+        manifest = description_to_manifest(desc, name=common["model"], version=common["version"], where=where)
+        from tasks.evidence_mlflow import with_mlflow_evidence  # canary scores artifact -> evidence
+
+        manifest = with_mlflow_evidence(client, manifest, run_id, desc, tracking_uri)
+        manifest.spec_hash()  # the audit keys the version by it (tasks.audit.audit_key): keyable here, or not auditable
+    except NotAuditable as exc:
+        reason = exc.message + (f"; {refused}" if refused else "")
+        return RegistryVersion(manifest=None, not_auditable=reason, missing_keys=tuple(exc.keys), **common)
+    except Exception as exc:  # one unreadable description must not stop the registry's audit
+        return RegistryVersion(manifest=None, not_auditable=unreadable_reason(exc), **common)
+    return RegistryVersion(manifest=manifest, **common)
+
+
+def error_line(exc: BaseException, limit: int = 300) -> str:
+    """``exc`` as one bounded line: its type, then its message with every run of whitespace made one space."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:limit]}"
+
+
+def unreadable_reason(exc: BaseException) -> str:
+    """The one-line not-auditable reason of a description that failed with ``exc``."""
+    return f"the description cannot be read: {error_line(exc)}"
+
+
 def read_mlflow_registry(
     tracking_uri: str, *, models: Sequence[str] | None = None, production_alias: str = "production"
 ) -> list[RegistryVersion]:
@@ -480,7 +521,10 @@ def read_mlflow_registry(
                 run = runs[mv.run_id]
                 if run is not None:
                     params, rtags = dict(run.data.params), dict(run.data.tags)
-            desc, places, refused = merge_description(vtags, params, rtags)
+            try:
+                desc, places, refused = merge_description(vtags, params, rtags)
+            except NotAuditable as exc:  # e.g. an Opacus poisson_sampling flag that is neither True nor False
+                desc, places, refused = {}, [], exc.message
             where = " + ".join(p.replace("run ", f"run {mv.run_id} ", 1) if p.startswith("run") else p for p in places)
             common = dict(
                 model=lake_name,
@@ -493,18 +537,5 @@ def read_mlflow_registry(
                 card_opt_in=_is_true(vtags.get(CARD_OPT_IN_TAG)) or rm_opt_in,
                 existing_tags=vtags,
             )
-            try:
-                manifest = description_to_manifest(desc, name=lake_name, version=int(mv.version), where=where)
-                from tasks.evidence_mlflow import with_mlflow_evidence  # canary scores artifact -> evidence
-
-                manifest = with_mlflow_evidence(client, manifest, mv.run_id, desc, tracking_uri)
-            except NotAuditable as exc:
-                reason = exc.message + (f"; {refused}" if refused else "")
-                out.append(RegistryVersion(manifest=None, not_auditable=reason, missing_keys=tuple(exc.keys), **common))
-                continue
-            except Exception as exc:  # one unreadable description must not stop the registry's audit
-                reason = f"the description cannot be read: {type(exc).__name__}: {str(exc)[:300]}"
-                out.append(RegistryVersion(manifest=None, not_auditable=reason, **common))
-                continue
-            out.append(RegistryVersion(manifest=manifest, **common))
+            out.append(_version(client, tracking_uri, desc, refused, mv.run_id, where, common))
     return out

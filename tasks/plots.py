@@ -70,18 +70,12 @@ def _check_out(out: Path, overwrite: bool) -> None:
         raise ValueError(f"{str(out)!r} exists: choose another --out or pass --overwrite")
 
 
-def _save(fig: Any, out: Path) -> None:
-    """Write the PNG aside and rename it into place (a reader never sees half a file)."""
-    import os
-    import uuid
+def _save(fig: Any, out: Path, root: Path | None = None) -> None:
+    """Write the PNG atomically, never through a symbolic link (:func:`tasks.safe_write.atomic_write`; ``root``: the
+    output folder, default ``out``'s)."""
+    from tasks.safe_write import atomic_write
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.stem}.tmp-{uuid.uuid4().hex[:8]}.png")
-    try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    atomic_write(out, lambda f: fig.savefig(f, format="png", dpi=110), root=root)
 
 
 def tradeoff_figure(

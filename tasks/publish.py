@@ -42,6 +42,7 @@ from tasks.lake import LAKE_SCHEMA_VERSION, code_version, remove_report_temporar
 from tasks.locks import publish_lock
 from tasks.registry_views import registry_views
 from tasks.report_query import query_report
+from tasks.safe_write import atomic_output
 from tasks.snapshots import _CELL_COLUMNS as _CELL_COLUMNS  # tests/test_contract.py checks the cells view's columns
 from tasks.snapshots import (
     TABLES,
@@ -106,13 +107,12 @@ def _comment_columns(con: Any, name: str) -> None:
 
 def _write_report(report: Path, lake: Path, snap: Path, counts: dict[str, int], published_at: str) -> None:
     report.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_path(report)
-    try:
-        _fill_report(tmp, report.parent, lake, snap, counts, published_at)
-        os.replace(tmp, report)
-    finally:  # also when building failed (a full disk): no .tmp-* or .wal is left behind
-        for leftover in (tmp, *(tmp.with_name(tmp.name + ext) for ext in DB_SIDE_FILES)):
-            leftover.unlink(missing_ok=True)
+    with atomic_output(report) as tmp:  # tasks.safe_write: fsynced, renamed into place, a link at report refused
+        try:
+            _fill_report(tmp, report.parent, lake, snap, counts, published_at)
+        finally:  # also when building failed (a full disk): no .tmp-* or .wal is left behind
+            for leftover in (tmp.with_name(tmp.name + ext) for ext in DB_SIDE_FILES):
+                leftover.unlink(missing_ok=True)
 
 
 def report_path_sql(rel: str, report_name: str) -> str:
@@ -219,7 +219,7 @@ def publish_lake(lake: str | Path, report: str | Path, *, lock_timeout: float | 
     One publisher per lake at a time (:func:`tasks.locks.publish_lock`; a second one waits). Files that cannot be
     read are quarantined first, and only temporaries of dead writers are removed."""
     lake = Path(lake).resolve()
-    report = Path(report).resolve()
+    report = Path(report).parent.resolve() / Path(report).name  # never resolve the report itself: a link is refused
     check_writable(lake, "lake")
     check_writable(report.parent, "report folder")
     with publish_lock(lake, timeout=lock_timeout):
@@ -231,8 +231,8 @@ def check_writable(folder: Path, what: str) -> None:
     of inodes): the alternative was a DuckDB traceback after half a minute of retries."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = tmp_path(folder / ".write-probe")
-        probe.write_bytes(b"")
+        probe = tmp_path(folder / ".write-probe")  # a fresh name, created without following a link
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
         probe.unlink()
     except OSError as exc:
         raise ValueError(f"the {what} {folder} is not writable: {exc.strerror or exc}") from None

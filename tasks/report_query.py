@@ -13,12 +13,27 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
+from gdpcore._validation import bounded_repr
 from tasks.duckdb_access import confine, sql_literal
 
-__all__ = ["SQL_MEMORY_LIMIT", "SQL_THREADS", "SQL_TIMEOUT_SECONDS", "open_report", "query_report"]
+__all__ = [
+    "SQL_MEMORY_LIMIT",
+    "SQL_PROCESS_SLACK",
+    "SQL_THREADS",
+    "SQL_TIMEOUT_SECONDS",
+    "check_query_limits",
+    "limit_address_space",
+    "memory_bytes",
+    "open_report",
+    "query_report",
+    "read_only_statement",
+    "run_bounded",
+    "short_error",
+]
 
 _ALLOWED_STATEMENTS = ("SELECT", "EXPLAIN")
 _LEADING_COMMENTS = re.compile(r"(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.DOTALL)
@@ -52,10 +67,87 @@ def _explain_of_a_select(con: Any, sql: str) -> str:
     return f"EXPLAIN {analyze}{inner}"
 
 
+def read_only_statement(sql: str, con: Any = None) -> str:
+    """The statement to run for ``sql`` if it is exactly one SELECT (or EXPLAIN of one SELECT), else ValueError.
+    Parsing only (nothing runs): ``gdp sql`` checks in its own process before it starts the query's, and the query's
+    process checks again on the connection it runs on (``con``; a bare in-memory one when None)."""
+    import duckdb
+
+    own = con is None
+    con = confine(duckdb.connect(), [], []) if own else con
+    try:
+        try:
+            statements = con.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise ValueError(f"cannot parse SQL: {exc}") from None
+        if len(statements) != 1:
+            raise ValueError(f"give exactly one SQL statement, got {len(statements)}")
+        kind = statements[0].type.name
+        if kind not in _ALLOWED_STATEMENTS:
+            raise ValueError(f"the report is read-only: only SELECT queries are allowed, got a {kind} statement")
+        return _explain_of_a_select(con, sql) if kind == "EXPLAIN" else sql
+    finally:
+        if own:
+            con.close()
+
+
 SQL_TIMEOUT_SECONDS = 60.0
 SQL_MEMORY_LIMIT = "1GB"
 SQL_THREADS = 2
-_MEMORY = re.compile(r"^\s*\d+(?:\.\d+)?\s*(?:[KMGT]i?B|B)\s*$", re.IGNORECASE)
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)\s*$", re.IGNORECASE)
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+# What the query's process may allocate beyond --memory-limit (address space, see limit_address_space): DuckDB's
+# own limit covers its buffer pool, not large vectors (list(range(1e9)) asked for one 8 GiB block past it) nor the
+# result rows as Python objects and the formatted output; those share this allowance.
+SQL_PROCESS_SLACK = 128 * 2**20
+SQL_KILL_GRACE_SECONDS = 2.0  # after --timeout, the time DuckDB's interrupt has before the process is killed
+SQL_STARTUP_SECONDS = 30.0  # interpreter start + opening the report, before the --timeout clock starts
+
+
+def memory_bytes(memory_limit: str) -> int:
+    """``memory_limit`` (``512MB``, ``2GiB``) in bytes, read as DuckDB reads it (KB/MB/GB are powers of 1000,
+    KiB/MiB/GiB powers of 1024); ValueError naming ``--memory-limit`` otherwise."""
+    m = _MEMORY.match(memory_limit) if isinstance(memory_limit, str) else None
+    if m is None:
+        raise ValueError(f"--memory-limit must look like 512MB or 2GB, got {bounded_repr(memory_limit)}")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def check_query_limits(timeout: Any = None, memory_limit: Any = None, threads: Any = None) -> None:
+    """The one check of ``--timeout``, ``--memory-limit`` and ``--threads`` (one line naming the option); ``None``
+    is not checked (the caller's default applies)."""
+    ok_timeout = isinstance(timeout, int | float) and not isinstance(timeout, bool) and 0 < timeout < 1e6
+    if timeout is not None and not ok_timeout:
+        raise ValueError(f"--timeout must be a number of seconds > 0, got {bounded_repr(timeout)}")
+    if memory_limit is not None:
+        memory_bytes(memory_limit)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"--threads must be an integer >= 1, got {bounded_repr(threads)}")
+
+
+def _address_space() -> int:
+    """The current process's virtual size in bytes (Linux ``/proc/self/statm``)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def limit_address_space(memory_limit: str) -> int | None:
+    """Cap this process's address space (``RLIMIT_AS``, soft and hard) at its current size + ``memory_limit`` +
+    :data:`SQL_PROCESS_SLACK` and return the cap. Called once a query's connection is open, right before it runs:
+    from then on an allocation past the cap fails (DuckDB raises its Out of Memory error, Python a MemoryError)
+    instead of growing the machine's memory - ``SET memory_limit`` alone did not hold for one huge vector.
+    Only for a process that runs nothing else (the child of :func:`run_bounded`): the cap cannot be raised again.
+    Where the size cannot be read (no ``/proc``) nothing is capped and None is returned: the watchdog still bounds
+    the time."""
+    import resource
+
+    try:
+        cap = _address_space() + memory_bytes(memory_limit) + SQL_PROCESS_SLACK
+    except OSError:
+        return None
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    return cap
 
 
 def _report_lake(report: Path) -> Path | None:
@@ -110,10 +202,7 @@ def open_report(
     may touch; ``memory_limit`` and ``threads`` bound it when given."""
     import duckdb
 
-    if memory_limit is not None and not _MEMORY.match(memory_limit):
-        raise ValueError(f"--memory-limit must look like 512MB or 2GB, got {memory_limit!r}")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"--threads must be an integer >= 1, got {threads!r}")
+    check_query_limits(memory_limit=memory_limit, threads=threads)
     lake = _report_lake(report)
     dirs = [] if lake is None else [lake / "curated", lake / "registry" / "published"]
     for d in dirs:
@@ -146,13 +235,17 @@ def query_report(
     timeout: float = SQL_TIMEOUT_SECONDS,
     memory_limit: str = SQL_MEMORY_LIMIT,
     threads: int = SQL_THREADS,
+    on_start: Callable[[], object] | None = None,
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run one read-only query against ``report``; anything but SELECT/EXPLAIN (incl. COPY, ATTACH, SET) is refused.
 
     Defence in depth: the statement type is checked before execution, the database is ATTACHed ``READ_ONLY``, the
     connection can read only the report and its lake's published snapshots (a report is data, not code: a shared
     report cannot make ``gdp sql`` read other files), the configuration is locked, and the query is interrupted
-    after ``timeout`` seconds and bounded to ``memory_limit`` and ``threads``.
+    after ``timeout`` seconds and bounded to ``memory_limit`` and ``threads``. DuckDB's interrupt and memory limit
+    do not hold for every query (one huge vector is neither interrupted nor counted): ``gdp sql`` runs this in a
+    child process bounded as a whole (:func:`run_bounded`), whose ``on_start`` (called once the statement is
+    checked, right before it runs) caps the child's memory and starts the parent's clock.
     """
     import threading
 
@@ -161,8 +254,7 @@ def query_report(
     report = Path(report).resolve()
     if not report.exists():
         raise ValueError(f"report {str(report)!r} does not exist: run 'gdp sweep SPEC' or 'gdp publish' first")
-    if not (isinstance(timeout, int | float) and not isinstance(timeout, bool) and 0 < timeout < 1e6):
-        raise ValueError(f"--timeout must be a number of seconds > 0, got {timeout!r}")
+    check_query_limits(timeout, memory_limit, threads)
     # A private in-memory database with the report ATTACHed read-only, not duckdb.connect(report): connections of one
     # process to one path share a cached DuckDB instance, which keeps reading the file it opened first (overlapping
     # readers in a long-lived process never saw a newer publish) and has one configuration (the lock below made a
@@ -174,18 +266,10 @@ def query_report(
     timer = threading.Timer(float(timeout), con.interrupt)
     timer.daemon = True
     try:
-        try:
-            statements = con.extract_statements(sql)
-        except duckdb.Error as exc:
-            raise ValueError(f"cannot parse SQL: {exc}") from None
-        if len(statements) != 1:
-            raise ValueError(f"give exactly one SQL statement, got {len(statements)}")
-        kind = statements[0].type.name
-        if kind not in _ALLOWED_STATEMENTS:
-            raise ValueError(f"the report is read-only: only SELECT queries are allowed, got a {kind} statement")
-        if kind == "EXPLAIN":
-            sql = _explain_of_a_select(con, sql)
+        sql = read_only_statement(sql, con)
         con.execute("SET lock_configuration = true")
+        if on_start is not None:
+            on_start()
         timer.start()
         try:
             cur = con.execute(sql)
@@ -194,10 +278,153 @@ def query_report(
         except duckdb.InterruptException:
             raise ValueError(f"query interrupted after the {timeout:g} s time limit (--timeout)") from None
         except duckdb.OutOfMemoryException as exc:
-            raise ValueError(f"query exceeded the memory limit {memory_limit} (--memory-limit): {exc}") from None
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(f"query exceeded the memory limit {memory_limit} (--memory-limit): {first}") from None
+        except MemoryError:
+            raise ValueError(f"query result exceeded the memory limit {memory_limit} (--memory-limit)") from None
         except duckdb.Error as exc:
             raise ValueError(f"query failed: {exc}") from None
         return columns, rows
     finally:
         timer.cancel()
         con.close()
+
+
+_STATUS_LINE_BYTES = 1 << 16
+_ERROR_CHARS = 2000
+
+
+def short_error(text: str) -> str:
+    """An error text for one line of the terminal: cut to about 2,000 characters, saying how long it was."""
+    return text if len(text) <= _ERROR_CHARS else f"{text[:_ERROR_CHARS]}… ({len(text):,} chars)"
+
+
+def _signal_name(number: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class _ChildStatus:
+    """What the child of :func:`run_bounded` reported on its status pipe, and the watchdog's deadline from it."""
+
+    def __init__(self, timeout: float, now: float) -> None:
+        self.timeout = timeout
+        self.phase = "start"
+        self.deadline: float | None = now + timeout + SQL_STARTUP_SECONDS
+        self.error: str | None = None
+        self._pending = b""
+
+    def feed(self, data: bytes, now: float) -> None:
+        import json
+
+        *lines, self._pending = (self._pending + data).split(b"\n")
+        if len(self._pending) > _STATUS_LINE_BYTES:  # a bounded channel: the child sends short lines only
+            self._pending, self.error = b"", f"(an error message of more than {_STATUS_LINE_BYTES:,} bytes, not shown)"
+        for line in lines:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(msg, dict):
+                continue
+            if msg.get("phase") == "query":
+                self.phase, self.deadline = "query", now + self.timeout + SQL_KILL_GRACE_SECONDS
+            elif msg.get("phase") == "output":
+                self.phase, self.deadline = "output", None
+            elif "error" in msg:
+                self.error = str(msg["error"])
+
+    def verdict(self, code: int, killed: bool, memory_limit: str) -> None:
+        """Return if the child succeeded, else raise the one-line ValueError that says how it stopped."""
+        if killed and self.phase == "query":
+            raise ValueError(
+                f"query stopped after the {self.timeout:g} s time limit (--timeout): its process was killed"
+            )
+        if killed:
+            raise ValueError(
+                f"the query did not start within {self.timeout + SQL_STARTUP_SECONDS:g} s: its process was killed"
+            )
+        if self.error is not None:
+            raise ValueError(short_error(self.error))
+        if code < 0:
+            raise ValueError(
+                f"the query's process was ended by {_signal_name(-code)} (a query outgrowing the memory limit "
+                f"{memory_limit} (--memory-limit) can end so)"
+            )
+        if code != 0:
+            raise ValueError(f"the query's process failed with exit code {code} (its error is above)")
+
+
+def run_bounded(
+    argv: Sequence[str],
+    request: dict[str, Any],
+    *,
+    timeout: float,
+    memory_limit: str,
+    out: TextIO,
+    env: dict[str, str] | None = None,
+) -> None:
+    """Run a query in the child process ``argv`` and relay its output to ``out``; the process as a whole is bounded.
+
+    The child reads ``request`` (JSON) from its stdin, with ``status_fd`` added: the pipe on which it reports, one
+    JSON object a line, ``{"phase": "query"}`` when its query starts (after :func:`limit_address_space`),
+    ``{"phase": "output"}`` when the result is formatted and about to be written to its stdout, or ``{"error":
+    "one line"}`` before it exits 2. Its memory is capped by the address-space limit it sets on itself; its time by
+    this watchdog: killed (SIGKILL) when the query has run ``timeout`` + :data:`SQL_KILL_GRACE_SECONDS` seconds
+    (DuckDB's own interrupt, at ``timeout``, is not checked inside one huge vector), or when it has not started the
+    query within ``timeout`` + :data:`SQL_STARTUP_SECONDS`. Writing the output is not timed (a slow reader is not the
+    query's fault). Every way the child can stop ends in a ValueError of one line (or a clean return)."""
+    import codecs
+    import json
+    import selectors
+    import subprocess
+    import time
+
+    status_r, status_w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(status_w,), env=env
+        )
+    finally:
+        os.close(status_w)
+    assert proc.stdin is not None and proc.stdout is not None
+    status = _ChildStatus(timeout, time.monotonic())
+    decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+    sel = selectors.DefaultSelector()
+    killed = False
+    try:
+        try:
+            proc.stdin.write(json.dumps({**request, "status_fd": status_w}).encode())
+            proc.stdin.close()
+        except BrokenPipeError:  # the child ended before reading: its exit status says why
+            pass
+        sel.register(status_r, selectors.EVENT_READ)
+        sel.register(proc.stdout.fileno(), selectors.EVENT_READ)
+        while sel.get_map() and not killed:
+            wait = None if status.deadline is None else max(0.0, status.deadline - time.monotonic())
+            events = sel.select(wait)
+            if not events and status.deadline is not None and time.monotonic() >= status.deadline:
+                proc.kill()
+                killed = True
+            for key, _ in events:
+                data = os.read(key.fd, 1 << 16)
+                if not data:
+                    sel.unregister(key.fd)
+                elif key.fd == status_r:
+                    status.feed(data, time.monotonic())
+                else:
+                    out.write(decode(data))
+        out.write(decode(b"", final=True))
+        code = proc.wait()
+    finally:
+        sel.close()
+        os.close(status_r)
+        if proc.poll() is None:  # interrupted (Ctrl-C, a closed output pipe): never leave the child running
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    status.verdict(code, killed, memory_limit)

@@ -348,18 +348,11 @@ def render_pages(
 
 
 def _write_file(path: Path, data: bytes) -> None:
-    """The site's one file writer: written aside and renamed into place (a reader never sees half a page).
-    Every page, the stylesheet and the figures go through here."""
-    from tasks.lake import tmp_path
+    """The site's one file writer: :func:`tasks.safe_write.atomic_write` (written aside, fsynced and renamed into
+    place, a symbolic link at the target refused). Every page, the stylesheet and the figures go through here."""
+    from tasks.safe_write import atomic_write
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_path(path)
-    try:
-        with open(tmp, "xb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    atomic_write(path, lambda f: f.write(data))
 
 
 def _card_files(cards: Path | None, versions: Iterable[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Path]]:

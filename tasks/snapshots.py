@@ -27,7 +27,6 @@ from tasks.lake import (
     code_version,
     quarantine,
     remove_stale_temporaries,
-    tmp_path,
 )
 from tasks.schema import cell_columns
 
@@ -57,23 +56,21 @@ def is_complete(snap: Path) -> bool:
 
 def mark_used(snap: Path) -> None:
     """Make the complete snapshot ``snap`` the most recently used one (it survives :func:`gc_snapshots`)."""
-    os.utime(snap / "_SUCCESS")
+    os.utime(snap / "_SUCCESS", follow_symlinks=False)
 
 
 def write_snapshot(snap: Path, build: Callable[[Path], _T]) -> _T:
     """Run ``build`` on a fresh temporary folder beside ``snap``, mark it complete and rename it to ``snap`` (a
     directory rename: the snapshot appears complete or not at all); a failed build leaves nothing. Returns what
     ``build`` returned."""
-    tmp = tmp_path(snap)
-    tmp.mkdir(parents=True)
-    try:
+    from tasks.safe_write import atomic_output, atomic_write_text
+
+    snap.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output(snap) as tmp:  # fsynced, renamed into place; a link planted at snap is refused
+        tmp.mkdir()
         result = build(tmp)
-        (tmp / "_SUCCESS").write_text(dt.datetime.now(dt.UTC).isoformat())
-        os.replace(tmp, snap)
-        return result
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        atomic_write_text(tmp / "_SUCCESS", dt.datetime.now(dt.UTC).isoformat())
+    return result
 
 
 def gc_snapshots(folder: Path, keep: Path, n: int = KEEP_SNAPSHOTS) -> list[str]:

@@ -50,9 +50,12 @@ def test_failed_write_leaves_no_file(tmp_path, monkeypatch):
     table = compute_chunk_table(_chunk([gdpcore.Gaussian(noise_multiplier=1.0)]), "run-y")
     target = tmp_path / "staging" / "chunk-x.parquet"
 
-    def broken(table, where, **kw):
-        with open(where, "wb") as fh:
-            fh.write(b"PAR1 half a file")
+    def broken(table, where, **kw):  # `where`: the open temporary (tasks.safe_write) or a path
+        if hasattr(where, "write"):
+            where.write(b"PAR1 half a file")
+        else:
+            with open(where, "wb") as fh:
+                fh.write(b"PAR1 half a file")
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(lake_mod.pq, "write_table", broken)

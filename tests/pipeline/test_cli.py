@@ -108,6 +108,7 @@ def _cases(tmp: Path, report: Path) -> list[tuple[list[str], str]]:
     ]
 
 
+@pytest.mark.subprocess  # `gdp sql` runs a query in a child process
 def test_user_errors_exit_2_with_one_line_and_no_traceback(tmp_path, empty_report, capsys):
     for argv, needle in _cases(tmp_path, empty_report):
         rc = main(argv)

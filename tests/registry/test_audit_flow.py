@@ -173,7 +173,7 @@ def test_gdp_audit_and_card_cli(tiny_registry, tmp_path, capsys):
     rc = main(["audit", str(reg), "--lake", str(tmp_path / "lake"), "--report", str(tmp_path / "r.duckdb")])
     out, err = capsys.readouterr()
     assert rc == 1  # one manifest failed; the others were published
-    assert "2 model versions (2 computed, 0 unchanged)" in out and "c.yaml: dataset_size: Field required" in err
+    assert "2 model versions (2 computed, 0 unchanged)" in out and "c.yaml: delta: Field required" in err
     assert (
         main(
             [

@@ -121,17 +121,28 @@ def test_broken_front_matter_is_refused_and_left_alone(tmp_path, bad):
     assert [p.name for p in tmp_path.iterdir()] == ["README.md"]
 
 
+def _block(card: str) -> str:
+    """The section the tool writes, spelled out here: whole-line markers carrying the SHA-256 (16 hex) of the card."""
+    import hashlib
+
+    from tasks.mlflow_tags import CARD_BEGIN, CARD_END
+
+    h = hashlib.sha256(card.encode()).hexdigest()[:16]
+    return f"{CARD_BEGIN} {h} (replaced by each audit; write above or below) -->\n{card}\n{CARD_END} {h} -->"
+
+
 def test_mlflow_description_merge_never_cuts_the_owner_text():
     """MLflow side of the same rule (tasks.mlflow_tags.merge_description): owner text kept, card section replaced."""
-    from tasks.mlflow_tags import CARD_BEGIN, CARD_END, merge_description
+    from tasks.mlflow_tags import CARD_END, merge_description
 
-    assert merge_description(None, "# card") == f"{CARD_BEGIN}\n# card\n{CARD_END}"
+    assert merge_description(None, "# card") == _block("# card")
     first = merge_description("Owner notes.", "# card v1")
-    assert first == f"Owner notes.\n\n{CARD_BEGIN}\n# card v1\n{CARD_END}"
+    assert first == f"Owner notes.\n\n{_block('# card v1')}"
     edited = "Edited.\n\n" + first.split("\n\n", 1)[1] + "\n\nFooter by the owner."
     second = merge_description(edited, "# card v2")
-    assert second == f"Edited.\n\n{CARD_BEGIN}\n# card v2\n{CARD_END}\n\nFooter by the owner."
+    assert second == f"Edited.\n\n{_block('# card v2')}\n\nFooter by the owner."
     long_owner = "x" * 3990
     assert merge_description(long_owner, "# card") == long_owner  # no room: description untouched (tags only)
     big = merge_description("Owner.", "y" * 10_000)
-    assert len(big) <= 4000 and big.startswith("Owner.\n\n") and "truncated" in big and big.endswith(CARD_END)
+    assert len(big) <= 4000 and big.startswith("Owner.\n\n") and "truncated" in big
+    assert big.rsplit("\n", 1)[1].startswith(CARD_END)

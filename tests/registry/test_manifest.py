@@ -177,4 +177,4 @@ def test_registry_collects_errors_and_duplicates_without_stopping(tmp_path):
     assert [m.key for m in good] == ["tiny-a:1"]
     msgs = sorted(str(e) for e in errors)
     assert any("b.yaml: name/version: tiny-a:1 is already declared" in m for m in msgs), msgs
-    assert any("c.yaml: dataset_size: Field required" in m for m in msgs), msgs
+    assert any("c.yaml: delta: Field required" in m for m in msgs), msgs

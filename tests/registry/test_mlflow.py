@@ -61,8 +61,9 @@ def test_tags_description_and_card_artifacts_on_a_real_registry(tiny_registry, t
     # the owner's description is kept; the card sits in its own marked section after it
     from tasks.mlflow_tags import CARD_BEGIN, CARD_END
 
-    assert mv.description.startswith(owner_notes + "\n\n" + CARD_BEGIN + "\n# Privacy card: tiny-a v1")
-    assert mv.description.endswith(CARD_END)
+    assert mv.description.startswith(owner_notes + "\n\n" + CARD_BEGIN)
+    assert mv.description.split("\n")[3] == "# Privacy card: tiny-a v1"  # the card's first line, after the BEGIN line
+    assert mv.description.rsplit("\n", 1)[1].startswith(CARD_END)
     # the same vocabulary as the HF block (tasks.cards)
     hf = yaml.safe_load((tmp_path / "cards" / "tiny-a" / "v1" / "model_card.yaml").read_text().strip("-\n"))
     dp = hf["differential_privacy"]
@@ -86,7 +87,7 @@ def test_tags_description_and_card_artifacts_on_a_real_registry(tiny_registry, t
     )
     mv2 = client.get_model_version("tiny-a", "1")
     assert mv2.description.startswith("Edited owner notes.\n\n" + CARD_BEGIN)
-    assert mv2.description.count(CARD_BEGIN) == 1 and mv2.description.endswith(CARD_END)
+    assert mv2.description.count(CARD_BEGIN) == 1 and mv2.description.rsplit("\n", 1)[1].startswith(CARD_END)
     assert mv2.tags["privacy.report_uri"] == "s3://audits/privacy.duckdb"
     assert mv2.tags["privacy.audit_flow_run"].startswith("https://prefect.example.org/runs/flow-run/")
     arts = {a.path for a in client.list_artifacts(run.info.run_id, "privacy/v1")}

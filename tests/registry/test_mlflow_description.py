@@ -115,8 +115,10 @@ def test_strip_card_keeps_the_owner_text():
     with_card = merge_description(owner, "# Privacy card\n\nnumbers")
     assert with_card.startswith(owner) and CARD_BEGIN in with_card
     assert strip_card(with_card) == owner and strip_card(owner) == owner and strip_card(None) == ""
-    around = f"Above.\n\n{CARD_BEGIN}\ncard\n{CARD_END}\nBelow."
+    around = f"Above.\n\n{merge_description(None, 'card')}\nBelow."
     assert strip_card(around) == "Above.\n\nBelow."
+    owners = f"Above.\n\n{CARD_BEGIN}\ncard\n{CARD_END}\nBelow."  # markers the owner wrote: their text, kept
+    assert strip_card(owners) == owners
 
 
 def test_hostile_json_is_not_auditable_not_a_crash():
@@ -125,3 +127,27 @@ def test_hostile_json_is_not_auditable_not_a_crash():
         with pytest.raises(NotAuditable) as info:
             description_to_manifest({key: deep, "dp.dataset_size": "10", "dp.delta": "1e-5"}, name="m", version=1)
         assert info.value.keys == [key]
+
+
+def test_every_tag_the_tool_writes_is_in_the_vocabulary_it_deletes_from():
+    """A not-auditable version loses only tags the tool writes (tasks.mlflow_tags.is_tool_tag): that vocabulary must
+    hold every key privacy_tags can produce - with a claim, evidence, an estimate reason, a report URI and a run link."""
+    from tasks.audit import compute_audit_row
+    from tasks.mlflow_tags import is_tool_tag, privacy_tags
+
+    desc = BASE | {"dp.delta": "1e-5", "dp.epsilon": "3", "dp.accountant": "RDP", "dp.sampler": "shuffle"}
+    row = compute_audit_row(description_to_manifest(desc, name="m", version=1), "test")
+    assert row["estimate_reason"] and row["claim_status"]
+    row["evidence"] = {
+        "verdict": "consistent",
+        "mu_lower": 0.1,
+        "confidence": 0.95,
+        "method": "m",
+        "method_id": "m-1",
+        "synthetic": True,
+        "evidence_key": "k",
+    }
+    tags = privacy_tags(row, report_uri="s3://r", flow_run="https://ui/run")
+    assert {k for k in tags if k.startswith("privacy.evidence.")} and "privacy.claim.status" in tags
+    assert [k for k in [*tags, "privacy.card"] if not is_tool_tag(k)] == []
+    assert not is_tool_tag("privacy.reviewed_by") and not is_tool_tag("privacy.evidence.owner_note")

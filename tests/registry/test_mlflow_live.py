@@ -314,7 +314,8 @@ def test_claims_and_owner_text(registry, audited):
     q, steps = 256 / 60000, -(-60000 // 256)  # epochs x ceil(N / B)
     for i, (sigma, eps) in enumerate(CLAIMS, start=1):
         mv = client.get_model_version("claimed-resnet", str(i))
-        assert mv.description.startswith(OWNER_NOTES + "\n\n" + CARD_BEGIN) and mv.description.endswith(CARD_END)
+        assert mv.description.startswith(OWNER_NOTES + "\n\n" + CARD_BEGIN)
+        assert mv.description.rsplit("\n", 1)[1].startswith(CARD_END)
         assert mv.tags["team"] == "vision" and mv.tags["dp.epsilon"] == str(eps)
         rdp = RdpAccountant().compose(
             dp_accounting.SelfComposedDpEvent(

@@ -200,6 +200,7 @@ def test_gdp_sql_refuses_statements_that_write(small_report, tmp_path, capsys, s
         "FROM cells LIMIT 1",
     ],
 )
+@pytest.mark.subprocess  # `gdp sql` runs the query in a child process
 def test_gdp_sql_still_answers_read_only_queries(small_report, capsys, sql):
     assert main(["sql", sql, "--report", str(small_report), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)

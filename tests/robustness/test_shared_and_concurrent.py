@@ -70,6 +70,7 @@ def test_a_crafted_view_cannot_read_other_files(lake_and_report, tmp_path, sourc
     assert query_report(crafted, "SELECT count(*) FROM cells")[1] == [(12,)]  # the lake's own views still work
 
 
+@pytest.mark.subprocess  # `gdp sql` runs the query in a child process
 def test_gdp_sql_cannot_read_local_files(lake_and_report, capsys):
     _, report, _, _ = lake_and_report
     for sql in ("SELECT * FROM read_csv('/etc/passwd')", "SELECT * FROM read_text('/proc/self/environ')"):
@@ -117,6 +118,7 @@ def test_gdp_sql_settings_are_confined_and_locked(lake_and_report):
     assert query_report(report, sql, threads=1)[1] == [(False, True, 1, False)]
 
 
+@pytest.mark.subprocess  # `gdp sql` runs the query in a child process
 def test_gdp_sql_time_limit(lake_and_report, capsys):
     _, report, _, _ = lake_and_report
     slow = "SELECT sum(hash(a.range * b.range)) FROM range(200000) a, range(200000) b"
@@ -126,6 +128,7 @@ def test_gdp_sql_time_limit(lake_and_report, capsys):
     assert "interrupted after the 0.5 s time limit" in capsys.readouterr().err
 
 
+@pytest.mark.subprocess  # `gdp sql` runs the query in a child process
 def test_gdp_sql_memory_limit(lake_and_report, capsys):
     _, report, _, _ = lake_and_report
     big = "SELECT list(range || repeat('x', 100)) FROM range(2000000)"
