@@ -69,6 +69,7 @@ __all__ = [
     "fixed_batch_mechanism",
     "from_tf_privacy",
     "mechanism_caveat",
+    "register_opacus_accountant",
     "sampler_caveat",
     "tf_privacy_steps",
 ]
@@ -84,7 +85,7 @@ FIXED_REASON = (
     "add/remove adjacency, which is not a proven bound for them, so these numbers are an estimate, not an upper bound"
 )
 
-_OPACUS_MECHANISMS = ("rdp", "prv", "gdp")
+_OPACUS_MECHANISMS = ("rdp", "prv", "gdp", "gdp-audit")  # the last: gdpcore.opacus_accountant
 
 
 def sampler_caveat(sampler: str, *, exact_fixed: bool = False) -> str | None:
@@ -284,7 +285,11 @@ def from_opacus_history(
             f"mechanism must be one of {', '.join(_OPACUS_MECHANISMS)} (Opacus accountants), got {bounded_repr(mechanism)}"
         )
     phases = _history_phases(history)
-    acct = f"{mechanism.upper()}Accountant" if mechanism else "accountant"
+    acct = (
+        "gdp-audit accountant"
+        if mechanism == "gdp-audit"
+        else (f"{mechanism.upper()}Accountant" if mechanism else "accountant")
+    )
     source = f"Opacus {acct} history, {len(phases)} phase(s) of (noise_multiplier, sample_rate, steps)"
     return TrainingRun(
         mechanism=dpsgd_mechanism(phases),
@@ -316,6 +321,29 @@ def from_opacus_state_dict(
     if mech is not None and mech not in _OPACUS_MECHANISMS:
         raise ValueError(f"mechanism must be one of {', '.join(_OPACUS_MECHANISMS)}, got {bounded_repr(mech)}")
     return from_opacus_history(state["history"], poisson_sampling=poisson_sampling, sampler=sampler, mechanism=mech)
+
+
+def register_opacus_accountant(*, force: bool = False) -> type:
+    """Register :class:`gdpcore.opacus_accountant.GdpAuditAccountant` with Opacus under the name ``"gdp-audit"``
+    (``opacus.accountants.register_accountant``), so that ``PrivacyEngine(accountant="gdp-audit")`` uses it; returns
+    the class. Imports Opacus (and torch) here, not when gdpcore is imported. Registering again is a no-op when the
+    name already holds this class; another class under the name is replaced only with ``force=True``.
+
+    Raises ImportError naming the extra (``pip install 'gdp-audit[opacus]'``) when Opacus is not installed."""
+    try:
+        from opacus.accountants import create_accountant, register_accountant
+    except ImportError as exc:
+        raise ImportError("the Opacus accountant needs Opacus and torch: pip install 'gdp-audit[opacus]'") from exc
+    from gdpcore.opacus_accountant import MECHANISM, GdpAuditAccountant
+
+    try:
+        register_accountant(MECHANISM, GdpAuditAccountant, force=force)
+    except ValueError:  # the name is taken: by this class (a repeated call) or by another one
+        if type(create_accountant(MECHANISM)) is not GdpAuditAccountant:
+            raise ValueError(
+                f"another accountant is registered with Opacus as {MECHANISM!r}; force=True replaces it"
+            ) from None
+    return GdpAuditAccountant
 
 
 # -- TF-Privacy ----------------------------------------------------------------------------------------------------
