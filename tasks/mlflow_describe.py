@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tasks.mlflow_registry import DP_PREFIX, NotAuditable, description_to_manifest
@@ -159,28 +159,37 @@ def describe_mlflow(
     if bad:
         raise ValueError(f"only dp.* keys are written, got {bad[0][:100]!r}")
     client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
-    targets: list[tuple[str, dict[str, str]]] = []
+    # (label, existing tags, set(key, value), delete(key)) per target, all looked up before any write
+    targets: list[tuple[str, dict[str, str], Callable[[str, str], Any], Callable[[str], Any]]] = []
     try:
         if run_id is not None:
-            targets.append((f"run {run_id}", dict(client.get_run(run_id).data.tags)))
+            rid = run_id
+            targets.append(
+                (
+                    f"run {rid}",
+                    dict(client.get_run(rid).data.tags),
+                    lambda k, v: client.set_tag(rid, k, v),
+                    lambda k: client.delete_tag(rid, k),
+                )
+            )
         if model_name is not None:
-            mv = client.get_model_version(model_name, str(version))
-            targets.append((f"{model_name}:{version}", dict(mv.tags or {})))
+            name, ver = model_name, str(version)
+            targets.append(
+                (
+                    f"{name}:{ver}",
+                    dict(client.get_model_version(name, ver).tags or {}),
+                    lambda k, v: client.set_model_version_tag(name, ver, k, v),
+                    lambda k: client.delete_model_version_tag(name, ver, k),
+                )
+            )
     except MlflowException as exc:
-        what = f"run {run_id}" if len(targets) == 0 and run_id is not None else f"model version {model_name}:{version}"
+        what = f"run {run_id}" if not targets and run_id is not None else f"model version {model_name}:{version}"
         raise ValueError(f"{what} not found at the tracking server: {str(exc)[:200]}") from None
-    for label, existing in targets:
-        stale = [k for k in MECHANISM_KEYS if k in existing and k not in description]
+    for _label, existing, set_tag, delete_tag in targets:
         for key, value in description.items():
-            if existing.get(key) == value:
-                continue
-            if label.startswith("run "):
-                client.set_tag(run_id, key, value)
-            else:
-                client.set_model_version_tag(model_name, str(version), key, value)
-        for key in stale:
-            if label.startswith("run "):
-                client.delete_tag(run_id, key)
-            else:
-                client.delete_model_version_tag(model_name, str(version), key)
-    return [label for label, _ in targets]
+            if existing.get(key) != value:
+                set_tag(key, value)
+        for key in MECHANISM_KEYS:
+            if key in existing and key not in description:
+                delete_tag(key)
+    return [t[0] for t in targets]
