@@ -7,7 +7,7 @@ machine load falls on all three alike. Each accountant's defaults: gdp-audit's 1
 (gdpcore.analyze), PRV's ``eps_error=0.01`` (its upper bound), RDP's default orders.
 
 Also measured: the follow-up queries a training loop asks at the same step (mu, TPR at FPR 1e-3, advantage) after
-``get_epsilon`` — answered from the one analysis of that history (gdpcore.opacus_accountant, reusing work).
+``get_epsilon`` — answered from the one analysis of that history (gdpcore.adapters.GdpAuditAccounting, reusing work).
 
 Run: ``python -m benchmarks.bench_opacus [T k prefix]`` (prints the section) or ``make bench`` (all sections).
 """
