@@ -44,13 +44,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from dp_accounting import dp_event as ev
 from scipy import stats
 
 from gdpcore import kinds
 from gdpcore._validation import bounded_repr
+from gdpcore.engine.gap import DEFAULT_DELTAS
 from gdpcore.events import from_dp_event
 from gdpcore.kinds import UnsupportedMechanismError
 from gdpcore.mechanisms import NEIGHBOURING_RELATIONS, Composed, Mechanism, SubsampledGaussian
@@ -69,6 +70,10 @@ __all__ = [
     "fixed_batch_mechanism",
     "from_tf_privacy",
     "mechanism_caveat",
+    "Bound",
+    "GdpAuditAccounting",
+    "OPACUS_ACCOUNTANT_NAME",
+    "register_opacus_accountant",
     "sampler_caveat",
     "tf_privacy_steps",
 ]
@@ -84,7 +89,7 @@ FIXED_REASON = (
     "add/remove adjacency, which is not a proven bound for them, so these numbers are an estimate, not an upper bound"
 )
 
-_OPACUS_MECHANISMS = ("rdp", "prv", "gdp")
+_OPACUS_MECHANISMS = ("rdp", "prv", "gdp", "gdp-audit")  # the last: register_opacus_accountant's
 
 
 def sampler_caveat(sampler: str, *, exact_fixed: bool = False) -> str | None:
@@ -284,7 +289,11 @@ def from_opacus_history(
             f"mechanism must be one of {', '.join(_OPACUS_MECHANISMS)} (Opacus accountants), got {bounded_repr(mechanism)}"
         )
     phases = _history_phases(history)
-    acct = f"{mechanism.upper()}Accountant" if mechanism else "accountant"
+    acct = (
+        "gdp-audit accountant"
+        if mechanism == "gdp-audit"
+        else (f"{mechanism.upper()}Accountant" if mechanism else "accountant")
+    )
     source = f"Opacus {acct} history, {len(phases)} phase(s) of (noise_multiplier, sample_rate, steps)"
     return TrainingRun(
         mechanism=dpsgd_mechanism(phases),
@@ -316,6 +325,173 @@ def from_opacus_state_dict(
     if mech is not None and mech not in _OPACUS_MECHANISMS:
         raise ValueError(f"mechanism must be one of {', '.join(_OPACUS_MECHANISMS)}, got {bounded_repr(mech)}")
     return from_opacus_history(state["history"], poisson_sampling=poisson_sampling, sampler=sampler, mechanism=mech)
+
+
+# -- gdp-audit as the accountant of an Opacus training loop ----------------------------------------------------------
+OPACUS_ACCOUNTANT_NAME = "gdp-audit"
+"""The name Opacus knows gdp-audit's accountant by (``PrivacyEngine(accountant="gdp-audit")``, ``state_dict()``)."""
+
+_REPORT_CACHE_SIZE = 4  # reports kept per accountant (the current history's, and a few a caller may alternate with)
+
+
+class Bound(NamedTuple):
+    """A number and what it is for this run: ``"upper"`` / ``"lower"`` (a certified bound), ``"exact"`` or
+    ``"estimate"`` (:attr:`gdpcore.PrivacyReport.bound_types`, relabelled by :meth:`TrainingRun.relabel`)."""
+
+    value: float
+    bound: str
+
+
+class GdpAuditAccounting:
+    """The accounting of gdp-audit's Opacus accountant, free of torch: :func:`register_opacus_accountant` makes the
+    Opacus class ``GdpAuditAccountant`` from it and ``opacus.accountants.IAccountant`` (which adds the optimizer hook
+    ``get_optimizer_hook_fn`` and ``state_dict`` / ``load_state_dict``).
+
+    Opacus's interface: the optimizer hook calls :meth:`step` once per DP-SGD step with the noise multiplier and the
+    Poisson sampling rate; :attr:`history` merges consecutive equal steps into ``(noise_multiplier, sample_rate,
+    num_steps)`` phases exactly as Opacus's RDP and PRV accountants do (``opacus/accountants/prv.py``), so a
+    ``state_dict()`` of this accountant and of theirs hold the same history. The history is read by
+    :func:`from_opacus_history` and accounted by :func:`gdpcore.analyze` (the one engine): every number equals the
+    report of the same history, with its bound label.
+
+    ``sampler`` is how the batches are drawn: ``"poisson"`` (Opacus's ``DPDataLoader``, the default of
+    ``make_private``) makes every number a certified bound; ``"shuffle"`` (``poisson_sampling=False``) or ``"fixed"``
+    keeps the Poisson-accounted numbers and labels them ``"estimate"`` (:data:`SHUFFLE_REASON`). Opacus creates the
+    accountant without arguments: set ``engine.accountant.sampler`` when the loader is not Poisson.
+
+    Reusing work: a report is computed once per history (the cache key is the history as a tuple, the sampler and
+    the deltas whose epsilon brackets the engine refines), so ``get_epsilon``, :meth:`mu`, :meth:`tpr_at_fpr` and
+    :meth:`advantage` asked at the same step share one analysis. Assigning ``accountant.history`` directly (as
+    ``opacus.accountants.utils.get_noise_multiplier`` does) is seen through the key, never answered from a stale report.
+    """
+
+    def __init__(self, *, sampler: str = "poisson") -> None:
+        self.history: list[tuple[float, float, int]] = []
+        self.sampler = sampler
+        self._deltas: tuple[float, ...] = tuple(DEFAULT_DELTAS)
+        self._cache: dict[tuple[Any, ...], TrainingRunReport] = {}
+
+    # -- Opacus's interface ----------------------------------------------------------------------------------------
+    def step(self, *, noise_multiplier: float, sample_rate: float) -> None:
+        """One DP-SGD step: merged into the last phase when (noise_multiplier, sample_rate) are unchanged."""
+        if self.history:
+            sigma, q, steps = self.history[-1]
+            if sigma == noise_multiplier and q == sample_rate:
+                self.history[-1] = (sigma, q, steps + 1)
+                return
+        self.history.append((noise_multiplier, sample_rate, 1))
+
+    def get_epsilon(self, delta: float, *args: Any, **kwargs: Any) -> float:
+        """epsilon at ``delta`` spent so far: an upper bound (its label: :meth:`epsilon`); 0 before the first step.
+
+        Opacus's accountant-specific keyword arguments (``eps_error`` of PRV, ``alphas`` of RDP) do not apply to
+        this accountant and are refused by name rather than ignored."""
+        if args or kwargs:
+            names = [*map(repr, args), *kwargs]
+            raise ValueError(f"gdp-audit get_epsilon takes only delta, got also {', '.join(names)[:200]}")
+        return self.epsilon(delta).value
+
+    def __len__(self) -> int:
+        """Number of optimisation steps taken so far (the interface's meaning; Opacus's RDP and PRV accountants
+        return the number of history phases, which is also > 0 exactly when a step was taken)."""
+        return sum(int(t) for _, _, t in self.history)
+
+    @classmethod
+    def mechanism(cls) -> str:
+        return OPACUS_ACCOUNTANT_NAME
+
+    # -- certified numbers -------------------------------------------------------------------------------------------
+    def report(self, delta: float | None = None) -> TrainingRunReport:
+        """The labelled report of the history so far (:meth:`TrainingRun.analyze`), computed once per history;
+        ``delta`` joins the deltas whose epsilon brackets the engine refines to its tolerance."""
+        if delta is not None:
+            _check_delta(delta)
+            if delta not in self._deltas:
+                self._deltas = tuple(sorted({*self._deltas, float(delta)}))
+        if not self.history:
+            raise ValueError("the accountant recorded no step yet: there is nothing to report")
+        key = (tuple(tuple(p) for p in self.history), self.sampler, self._deltas)
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = from_opacus_history(self.history, sampler=self.sampler).analyze(deltas=self._deltas)
+            if len(self._cache) >= _REPORT_CACHE_SIZE:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[key] = cached
+        return cached
+
+    def epsilon(self, delta: float) -> Bound:
+        """epsilon(delta) with its label; ``(0, "exact")`` before the first step."""
+        _check_delta(delta)
+        if not self.history:
+            return Bound(0.0, "exact")
+        rep = self.report(delta)
+        return Bound(float(rep.epsilon(delta)), rep.bound_types["epsilon"])
+
+    def mu(self) -> Bound:
+        """Tightest pessimistic mu-GDP (:attr:`gdpcore.PrivacyReport.mu`) with its label; ``(0, "exact")`` before the
+        first step."""
+        if not self.history:
+            return Bound(0.0, "exact")
+        rep = self.report()
+        return Bound(rep.mu, rep.bound_types["mu"])
+
+    def tpr_at_fpr(self, fpr: float) -> Bound:
+        """Highest membership-inference TPR at false-positive rate ``fpr`` with its label; ``(fpr, "exact")`` before
+        the first step (no step, no test beats guessing)."""
+        if isinstance(fpr, bool) or not isinstance(fpr, int | float) or not 0 < fpr < 1:
+            raise ValueError(f"fpr must be a number in (0, 1), got {bounded_repr(fpr)}")
+        if not self.history:
+            return Bound(float(fpr), "exact")
+        rep = self.report()
+        return Bound(float(rep.report.tpr(float(fpr))), rep.bound_types["tpr"])
+
+    def advantage(self) -> Bound:
+        """Maximum membership-inference advantage TPR - FPR with its label; ``(0, "exact")`` before the first step."""
+        if not self.history:
+            return Bound(0.0, "exact")
+        rep = self.report()
+        return Bound(float(rep.report.advantage), rep.bound_types["advantage"])
+
+
+def _check_delta(delta: Any) -> None:
+    if isinstance(delta, bool) or not isinstance(delta, int | float) or not (0 < delta < 1):  # NaN fails too
+        raise ValueError(f"delta must be a number in (0, 1), got {bounded_repr(delta)}")
+
+
+_OPACUS_CLASS: list[type] = []  # the Opacus class, made once (its base class exists only when Opacus is imported)
+
+
+def register_opacus_accountant(*, force: bool = False) -> type:
+    """Register gdp-audit's accountant with Opacus under the name ``"gdp-audit"``
+    (``opacus.accountants.register_accountant``), so that ``PrivacyEngine(accountant="gdp-audit")`` uses it; returns
+    its class, ``GdpAuditAccountant`` (:class:`GdpAuditAccounting` on ``opacus.accountants.IAccountant``, also
+    reachable as ``gdpcore.adapters.GdpAuditAccountant`` once made). Opacus (and torch) are imported here, never when
+    gdpcore is imported. Registering again is a no-op; another class under the name is replaced only with
+    ``force=True``.
+
+    Raises ImportError naming the extra (``pip install 'gdp-audit[opacus]'``) when Opacus is not installed."""
+    try:
+        from opacus.accountants import create_accountant, register_accountant
+        from opacus.accountants.accountant import IAccountant
+    except ImportError as exc:
+        raise ImportError("the Opacus accountant needs Opacus and torch: pip install 'gdp-audit[opacus]'") from exc
+    if not _OPACUS_CLASS:
+        cls = type(
+            "GdpAuditAccountant",
+            (GdpAuditAccounting, IAccountant),
+            {"__module__": __name__, "__doc__": GdpAuditAccounting.__doc__},
+        )
+        globals()["GdpAuditAccountant"] = cls  # found by name (pickle, repr) like a class defined here
+        _OPACUS_CLASS.append(cls)
+    cls = _OPACUS_CLASS[0]
+    try:
+        register_accountant(OPACUS_ACCOUNTANT_NAME, cls, force=force)
+    except ValueError:  # the name is taken: by this class (a repeated call) or by another one
+        if type(create_accountant(OPACUS_ACCOUNTANT_NAME)) is not cls:
+            raise ValueError(
+                f"another accountant is registered with Opacus as {OPACUS_ACCOUNTANT_NAME!r}; force=True replaces it"
+            ) from None
+    return cls
 
 
 # -- TF-Privacy ----------------------------------------------------------------------------------------------------

@@ -41,10 +41,13 @@ def test_pt_state_dict_read_without_torch():
     assert run.mechanism == from_opacus_history(TWO_PHASE).mechanism and "RDPAccountant" in run.source
 
 
+@pytest.mark.torch
 def test_pt_state_dict_read_with_torch():
-    """With the optional torch (``gdp-audit[opacus]``; not installed by the Makefile, so this is skipped there, with
-    this reason): torch.load(weights_only=True) with Opacus's names allow-listed as inert placeholders."""
-    pytest.importorskip("torch", reason="torch is the optional 'opacus' extra; the restricted reader is tested above")
+    """With the optional torch (``gdp-audit[opacus]``, installed by the Makefile; without it skipped with the reason,
+    an error under CI=true): torch.load(weights_only=True) with Opacus's names allow-listed as inert placeholders."""
+    from tests.test_opacus_accountant import _require_opacus
+
+    _require_opacus()
     assert read_opacus_state(PT, use_torch=True) == read_opacus_state(PT, use_torch=False)
     assert read_opacus_state(CKPT, use_torch=True) == read_opacus_state(CKPT, use_torch=False)
 
