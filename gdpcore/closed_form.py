@@ -217,13 +217,18 @@ def cks_log_delta(t: np.ndarray | float, rdp: np.ndarray | float, eps: np.ndarra
 
 
 def get_delta_from_rdp(
-    *, orders: Sequence[float] | np.ndarray, rdp: Sequence[float] | np.ndarray, epsilon: np.ndarray | float
+    *,
+    orders: Sequence[float] | np.ndarray,
+    rdp: Sequence[float] | np.ndarray,
+    epsilon: np.ndarray | float,
+    total_variation: bool = False,
 ) -> np.ndarray | float:
-    """delta(eps) = min_t min(1, exp((t-1)(eps_t - eps + log(1 - 1/t)) - log t), sqrt(1 - exp(-eps_t))): the RDP
-    curve's implied profile (Canonne, Kamath, Steinke 2020 Prop. 12 v4; seed 000 App. C.2), and the total-variation
-    bound delta(eps) <= TV <= sqrt(1 - exp(-KL)) (Bretagnolle-Huber; KL = D_1 <= D_t for every order t >= 1), the
-    two bounds dp_accounting's RDP accountant takes the minimum of (rdp_privacy_accountant.compute_delta). An upper
-    bound on the mechanism's profile for every order grid; vectorised over eps."""
+    """delta(eps) = min_t min(1, exp((t-1)(eps_t - eps + log(1 - 1/t)) - log t)): the RDP curve's implied profile
+    (Canonne, Kamath, Steinke 2020 Prop. 12 v4; seed 000 App. C.2 - the RDP representation whose regret seed 000
+    Fig. 1(c) reports). ``total_variation=True`` also takes the total-variation bound delta(eps) <= TV <=
+    sqrt(1 - exp(-KL)) (Bretagnolle-Huber; KL = D_1 <= D_t for every order t >= 1): the two bounds dp_accounting's
+    RDP accountant takes the minimum of (rdp_privacy_accountant.compute_delta); it only matters at large delta. An
+    upper bound on the mechanism's profile for every order grid either way; vectorised over eps."""
     try:
         t = np.asarray(orders, dtype=float).ravel()
     except (TypeError, ValueError):
@@ -245,8 +250,8 @@ def get_delta_from_rdp(
         block = flat[s : s + chunk, None]
         logd = cks_log_delta(t, r, block)
         res[s : s + chunk] = np.exp(np.minimum(logd.min(axis=1), 0.0))
-    with np.errstate(divide="ignore"):  # an order with RDP 0: TV 0
-        tv = float(np.sqrt(-np.expm1(-r.min())))
-    res = np.minimum(res, tv)
+    if total_variation:
+        with np.errstate(divide="ignore"):  # an order with RDP 0: TV 0
+            res = np.minimum(res, float(np.sqrt(-np.expm1(-r.min()))))
     out = res.reshape(ee.shape)
     return float(out[0]) if e.ndim == 0 else out

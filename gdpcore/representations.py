@@ -220,10 +220,13 @@ def get_rdp_and_label(
     mechanism: Mechanism, *, orders: Sequence[float] | np.ndarray | None = None
 ) -> tuple[np.ndarray, str]:
     """(RDP curve at ``orders``, ``"exact"`` or ``"upper"``): upper when any part's RDP is only a bound (discrete
-    Gaussian). Declared per kind in :mod:`gdpcore.kinds`."""
+    Gaussian). Declared per kind in :mod:`gdpcore.kinds`; summed over the distinct single steps by the engine's one
+    RDP composition (:func:`gdpcore.engine.rdp.rdp_at_orders`), which bounds a long schedule's cost by rounding its
+    steps to a grid (then ``"upper"``)."""
+    from gdpcore.engine.rdp import rdp_at_orders
+
     t = _check_orders(orders)
-    values, label = kinds.evaluate(mechanism, "rdp", t)
-    return np.asarray(values, dtype=float), str(label)
+    return rdp_at_orders(mechanism, np.asarray(t, dtype=float), coarsen=True)
 
 
 def get_rho_from_mechanism(mechanism: Mechanism) -> tuple[float, str]:

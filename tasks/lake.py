@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -35,6 +34,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gdpcore import kinds as _kinds
+from tasks.safe_write import HOST_TAG as _HOST_TAG
+from tasks.safe_write import atomic_write
 
 __all__ = [
     "LAKE_SCHEMA_VERSION",
@@ -242,17 +243,9 @@ def runs_path(lake: Path, spec_name: str, run_id: str) -> Path:
     return safe_join(lake, "runs", f"spec={spec_name}", f"run-{run_id}.parquet")
 
 
-_HOST_TAG = re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32] or "host"
 _TMP = re.compile(r"\.tmp-(?:([A-Za-z0-9]*)-(\d+)-)?[0-9a-f]+(?:\.wal)?$")
 STALE_SECONDS = 3600.0
 """A temporary whose writer cannot be checked (another host, an old-style name) is an orphan after this long."""
-
-
-def tmp_path(path: Path) -> Path:
-    """The hidden temporary a writer of ``path`` uses: ``.<name>.tmp-<host>-<pid>-<random>`` in the same folder.
-
-    Host and pid let a clean-up tell a crashed writer's leftovers from a live writer's work in progress."""
-    return path.with_name(f".{path.name}.tmp-{_HOST_TAG}-{os.getpid()}-{uuid.uuid4().hex[:12]}")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -290,7 +283,6 @@ def atomic_write_parquet(table: pa.Table, path: Path, provenance: Mapping[str, A
     ``.tmp-*`` file, removed by the next publish or sweep once its writer is gone (:func:`remove_stale_temporaries`).
     Written through :func:`tasks.safe_write.atomic_write` (fsynced, a symbolic link at ``path`` refused).
     """
-    from tasks.safe_write import atomic_write
 
     meta = dict(table.schema.metadata or {})
     meta[b"gdp.lake_schema_version"] = str(LAKE_SCHEMA_VERSION).encode()

@@ -38,11 +38,11 @@ from typing import Any
 
 from tasks.duckdb_access import DB_SIDE_FILES, STORAGE_VERSION, confine, count_rows, relative_posix, sql_literal
 from tasks.export import export_report
-from tasks.lake import LAKE_SCHEMA_VERSION, code_version, remove_report_temporaries, remove_stale_temporaries, tmp_path
+from tasks.lake import LAKE_SCHEMA_VERSION, code_version, remove_report_temporaries, remove_stale_temporaries
 from tasks.locks import publish_lock
 from tasks.registry_views import registry_views
 from tasks.report_query import query_report
-from tasks.safe_write import atomic_output
+from tasks.safe_write import atomic_output, tmp_path
 from tasks.snapshots import _CELL_COLUMNS as _CELL_COLUMNS  # tests/test_contract.py checks the cells view's columns
 from tasks.snapshots import (
     TABLES,
@@ -145,7 +145,7 @@ def report_path_sql(rel: str, report_name: str) -> str:
 
 
 def _report_name(tmp: Path) -> str:
-    """The report's file name from the temporary it is built in (``.<name>.tmp-...``, :func:`tasks.lake.tmp_path`)."""
+    """The report's file name from the temporary it is built in (``.<name>.tmp-...``, :func:`tasks.safe_write.tmp_path`)."""
     import re
 
     m = re.fullmatch(r"\.(.+)\.tmp-[^/]+", tmp.name)

@@ -9,7 +9,7 @@ plain ``open(path, "w")`` follows it and overwrites the target. Here every write
   one), creating missing folders on the way, and keeps that folder open;
 * refuses a target that is a symbolic link;
 * writes a fresh hidden temporary in that folder (``O_CREAT | O_EXCL | O_NOFOLLOW``, named as
-  :func:`tasks.lake.tmp_path` names it, so a crashed writer's leftover is found by the lake's clean-up), fsyncs it,
+  :func:`tasks.safe_write.tmp_path` names it, so a crashed writer's leftover is found by the lake's clean-up), fsyncs it,
   renames it over the target inside the folder it walked (``os.replace`` with ``dir_fd``: a rename replaces a name,
   never what a link points at) and fsyncs the folder.
 
@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import socket
 import stat
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -78,9 +81,19 @@ def _refuse_link(path: Path, name: str, dir_fd: int) -> None:
         raise UnsafePathError(f"refusing to write {path}: it is a symbolic link (it would redirect the write)")
 
 
-def _temporary_name(path: Path) -> str:
-    from tasks.lake import tmp_path  # the lake's naming: its clean-up recognises a dead writer's leftovers
+HOST_TAG = re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32] or "host"
+"""This host's name as it appears in temporaries' names (letters and digits, at most 32)."""
 
+
+def tmp_path(path: Path) -> Path:
+    """The hidden temporary a writer of ``path`` uses: ``.<name>.tmp-<host>-<pid>-<random>`` in the same folder.
+
+    Host and pid let a clean-up (:func:`tasks.lake.remove_stale_temporaries`) tell a crashed writer's leftovers from a
+    live writer's work in progress."""
+    return path.with_name(f".{path.name}.tmp-{HOST_TAG}-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+
+
+def _temporary_name(path: Path) -> str:
     return tmp_path(path).name
 
 

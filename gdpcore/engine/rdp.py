@@ -36,15 +36,27 @@ def kind_rdp_curve(
     from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
     orders = np.asarray(rdp.DEFAULT_RDP_ORDERS, dtype=float)
-    total = np.zeros_like(orders)
+    return orders, rdp_at_orders(mechanism, orders, deadline=deadline, coarsen=coarsen)[0]
+
+
+def rdp_at_orders(
+    mechanism: Mechanism, orders: np.ndarray, *, deadline: Deadline | None = None, coarsen: bool = False
+) -> tuple[np.ndarray, str]:
+    """(RDP curve at ``orders``, ``"exact"`` or ``"upper"``), each distinct single step evaluated once (see
+    :func:`kind_rdp_curve`); ``"upper"`` when a step's RDP is only a bound or ``coarsen`` rounded steps."""
+    total = np.zeros_like(orders, dtype=float)
+    exact = True
     with np.errstate(over="ignore"):
         steps = kinds.single_steps(mechanism)
-        for leaf, count in _coarsened(steps) if coarsen else steps:
+        used = _coarsened(steps) if coarsen else steps
+        exact = used is steps
+        for leaf, count in used:
             if deadline is not None:
                 deadline.check("on the RDP fallback")
-            curve, _ = kinds.evaluate(leaf, "rdp", orders)
+            curve, label = kinds.evaluate(leaf, "rdp", orders)
+            exact = exact and label == "exact"
             total = total + _as_float(count) * np.asarray(curve, dtype=float)
-    return orders, total
+    return total, "exact" if exact else "upper"
 
 
 _MAX_EXACT_RDP_STEPS = 64

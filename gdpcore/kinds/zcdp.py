@@ -64,7 +64,7 @@ def _zcdp_profile_pld(m: ZCDP, *, step: float, pessimistic: bool) -> pld_lib.Pri
     e_max = m.xi + m.rho + 2.0 * math.sqrt(m.rho * math.log(1.0 / _ZCDP_DELTA_FLOOR))
     k = np.arange(int(math.ceil(e_max / step)) + 1)
     eps = k * step
-    delta = np.asarray(get_delta_from_rdp(orders=_ZCDP_ORDERS, rdp=rdp, epsilon=eps), dtype=float)
+    delta = np.asarray(get_delta_from_rdp(orders=_ZCDP_ORDERS, rdp=rdp, epsilon=eps, total_variation=True), dtype=float)
     delta = np.minimum(delta, np.exp(np.minimum(_best_order_log_delta(m, eps), 0.0)))
     v = np.exp(eps)
     hull: list[int] = []  # lower convex hull (Andrew's monotone chain) of (v, delta), v increasing
