@@ -26,8 +26,10 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import os
 import pickle
 import pickletools
+import stat
 import zipfile
 import zlib
 from collections import OrderedDict
@@ -377,6 +379,26 @@ def _accountant_part(obj: Any) -> Any:
     return obj
 
 
+def _read_bounded(path: Path) -> bytes:
+    """The bytes of the regular file ``path``, at most :data:`MAX_FILE_BYTES` (one more is read to tell): a device,
+    FIFO or folder (``/dev/zero``, a pipe that never ends) is refused before any read, and a file growing while it
+    is read cannot make the read unbounded."""
+    try:
+        with open(path, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise TrainingRunFileError(f"{path}: not a regular file")
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise TrainingRunFileError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise TrainingRunFileError(f"{path}: is a folder, not a file") from None
+    except OSError as exc:
+        raise TrainingRunFileError(f"{path}: cannot be read ({_clip(exc.strerror or type(exc).__name__)})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise TrainingRunFileError(f"{path}: larger than {MAX_FILE_BYTES:,} bytes")
+    return data
+
+
 def read_opacus_state(path: str | Path, *, use_torch: bool | None = None) -> Any:
     """The state_dict (or history list) an Opacus accountant file holds, as plain Python values.
 
@@ -385,13 +407,7 @@ def read_opacus_state(path: str | Path, *, use_torch: bool | None = None) -> Any
     one-line errors everywhere; torch (``torch.load(weights_only=True)``) is used only for a legacy non-zip file
     when it is installed. False always uses the restricted reader; True requires torch."""
     path = Path(path)
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise TrainingRunFileError(f"{path}: no such file") from None
-    if size > MAX_FILE_BYTES:
-        raise TrainingRunFileError(f"{path}: {size:,} bytes (at most {MAX_FILE_BYTES:,})")
-    data = path.read_bytes()
+    data = _read_bounded(path)
     if path.suffix.lower() == ".json":
         try:
             obj = json.loads(data.decode("utf-8"))
@@ -440,13 +456,9 @@ def load_dp_event_file(path: str | Path) -> Any:
     """A dp_accounting DpEvent from a JSON file (the form :mod:`gdpcore.events` reads)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TrainingRunFileError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TrainingRunFileError(f"{path}: cannot be read ({exc})") from None
-    if len(text) > MAX_FILE_BYTES:
-        raise TrainingRunFileError(f"{path}: larger than {MAX_FILE_BYTES:,} bytes")
+        text = _read_bounded(path).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TrainingRunFileError(f"{path}: not UTF-8 text ({_clip(str(exc))})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
