@@ -27,6 +27,7 @@ from flows.command_common import (
     _up_to_date,
 )
 from flows.commands_report import _sql
+from gdpcore._validation import bounded_repr
 from tasks.trace import phase
 
 __all__ = ["RUN_COMMANDS", "analyze_extras", "best_representation_text", "check_plot_path", "write_analyze_plot"]
@@ -167,8 +168,11 @@ def _publish(args: argparse.Namespace) -> int:
     from tasks.lake import default_lake, default_report
     from tasks.publish import publish_lake
 
+    lake = Path(args.lake or default_lake())
+    if not lake.is_dir():  # a typo would otherwise publish an empty report over the real one
+        raise ValueError(f"--lake {bounded_repr(str(lake))}: no such lake folder (sweeps and audits create it)")
     _preflight(args, prefect=False)
-    result = publish_lake(args.lake or default_lake(), args.report or default_report())
+    result = publish_lake(lake, args.report or default_report())
     counts = ", ".join(f"{k}={v:,}" for k, v in result.counts.items())
     print(
         f"published {result.report} (snapshot {result.snapshot}{', reused' if result.reused_snapshot else ''}): "
@@ -376,7 +380,6 @@ def best_representation_text(report: Any, extras: dict[str, Any] | None = None) 
 
 def check_plot_path(path: str, overwrite: bool) -> None:
     """``--plot FILE`` is checked before any accounting: a .png name, not an existing file unless --overwrite."""
-    from gdpcore._validation import bounded_repr
 
     if not str(path).lower().endswith(".png"):
         raise ValueError(f"--plot must name a .png file, got {bounded_repr(path)}")

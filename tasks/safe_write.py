@@ -72,13 +72,21 @@ def _open_folder(folder: Path, root: Path) -> int:
     return fd
 
 
-def _refuse_link(path: Path, name: str, dir_fd: int) -> None:
+def _refuse_link(path: Path, name: str, dir_fd: int, *, file: bool = False) -> None:
+    """Refuse a symbolic link, a device, a FIFO or a socket at ``name`` (replacing ``/dev/zero`` with a report is
+    never what a user meant); with ``file``, also a folder (anything that is not a regular file)."""
     try:
         mode = os.lstat(name, dir_fd=dir_fd).st_mode
     except FileNotFoundError:
         return
     if stat.S_ISLNK(mode):
         raise UnsafePathError(f"refusing to write {path}: it is a symbolic link (it would redirect the write)")
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        raise UnsafePathError(f"refusing to replace {path}: it is a device, FIFO or socket, not a file")
+    if file and not stat.S_ISREG(mode):
+        raise UnsafePathError(
+            f"refusing to replace {path}: it is not a regular file (a device, FIFO, socket or folder)"
+        )
 
 
 HOST_TAG = re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32] or "host"
@@ -122,14 +130,14 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object], *, root:
     path = Path(path)
     fd = _open_folder(path.parent, Path(root) if root is not None else path.parent)
     try:
-        _refuse_link(path, path.name, fd)
+        _refuse_link(path, path.name, fd, file=True)
         tmp = _temporary_name(path)
         try:
             with os.fdopen(os.open(tmp, _NEW_FILE, 0o666, dir_fd=fd), "wb") as f:
                 write(f)
                 f.flush()
                 os.fsync(f.fileno())
-            _refuse_link(path, path.name, fd)
+            _refuse_link(path, path.name, fd, file=True)
             os.replace(tmp, path.name, src_dir_fd=fd, dst_dir_fd=fd)
             os.fsync(fd)
         except BaseException:

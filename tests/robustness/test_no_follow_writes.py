@@ -175,6 +175,25 @@ def test_the_helper_is_atomic_and_no_follow(tmp_path):
     assert _leftovers(tmp_path) == []
 
 
+def test_a_fifo_or_folder_at_the_target_is_never_replaced(tmp_path):
+    """`gdp publish --report /dev/zero` replaced the device node with the report: a device, FIFO or socket at the
+    target is refused by every writer, and a folder by the file writer (a FIFO stands in for the device here)."""
+    from tasks.publish import publish_lake
+
+    fifo = tmp_path / "pipe.duckdb"
+    os.mkfifo(fifo)
+    with pytest.raises(UnsafePathError, match="device, FIFO or socket"):
+        publish_lake(tmp_path / "lake", fifo)
+    with pytest.raises(UnsafePathError, match="device, FIFO or socket"):
+        atomic_write_text(fifo, "x")
+    assert fifo.is_fifo() and _leftovers(tmp_path) == []
+    folder = tmp_path / "card.md"
+    folder.mkdir()
+    with pytest.raises(UnsafePathError, match="not a regular file"):
+        atomic_write_text(folder, "x")
+    assert folder.is_dir() and _leftovers(tmp_path) == []
+
+
 def test_a_planted_card_link_fails_its_version_alone_in_the_audit(tmp_path, prefect_server):
     """The audit flow: the version whose card folder holds the link is reported (one line) and not carded; the other
     version is audited and carded, and the link's target is untouched."""

@@ -326,7 +326,8 @@ def test_unwritable_lake_and_prefect_home_fail_fast(tmp_path, capsys, monkeypatc
     blocker.write_text("")
     started = time.perf_counter()
     assert main(["publish", "--lake", str(blocker / "lake"), "--report", str(tmp_path / "r.duckdb")]) == 2
-    assert f"the lake {blocker / 'lake'} is not writable" in capsys.readouterr().err
+    # publish reads a lake: one that does not exist (here: under a file) is refused by name before anything is written
+    assert f"--lake '{blocker / 'lake'}': no such lake folder" in capsys.readouterr().err
     spec = tmp_path / "s.yaml"
     spec.write_text("name: s\nmechanism: gaussian\ngrid: {noise_multiplier: [1.0]}\n")
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
