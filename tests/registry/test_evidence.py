@@ -218,7 +218,7 @@ def test_cli_bad_files_exit_2_naming_file_and_field(tmp_path, capsys):
     bad = _parquet(tmp_path / "bad.parquet", [1.0, float("nan")], [True, False])
     assert main(["evidence", "--scores", str(bad), *KIND]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"gdp evidence: error: {bad}: score: 1 value(s) are NaN or infinite (first at index 1)"]
+    assert err == [f"gdp evidence: error: --scores: {bad}: score: 1 value(s) are NaN or infinite (first at index 1)"]
     assert main(["evidence", "--scores", str(tmp_path / "none.npz"), *KIND]) == 2
     assert "none.npz: no such file" in capsys.readouterr().err
     assert main(["evidence", *KIND]) == 2
