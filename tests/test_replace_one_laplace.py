@@ -21,13 +21,13 @@ import math
 import dp_accounting
 import numpy as np
 import pytest
-from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.pld import pld_privacy_accountant, privacy_loss_mechanism
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import integrate
 
 import gdpcore as g
 from gdpcore import kinds
-from gdpcore.kinds.replace_one import replace_one_max_loss
+from gdpcore.kinds.replace_one import _ReplaceOneLaplaceLoss, replace_one_max_loss
 from gdpcore.mechanisms import ReplaceOneSubsampledDiscreteLaplace, ReplaceOneSubsampledLaplace
 from gdpcore.representations import get_epsilon_from_mechanism
 
@@ -159,3 +159,19 @@ def test_dp_events_map_to_the_replace_one_kinds_and_dp_accounting_refuses_them()
     assert float(r.epsilon(1e-6)) >= max(float(p.epsilon(1e-6, side="optimistic")) for p in parts)
     # add/remove still reads them as the add/remove kinds
     assert kinds.mechanism_from_dp_event(laplace).kind == "subsampled_laplace"
+
+
+@pytest.mark.parametrize(("b", "d", "q"), [(0.3, 1.0, 0.5), (1.0, 1.0, 0.1), (2.0, 0.5, 1.0), (1.0, 1.0, 0.01)])
+def test_vectorised_constructions_equal_dp_accountings_loops(b, d, q):
+    """The kind's vectorised hockey-stick and privacy-buckets PMF are dp_accounting's own scalar code paths
+    (AdditiveNoisePrivacyLoss.get_delta_for_epsilon, _create_pld_pmf_from_monotone_privacy_loss) on the same loss."""
+    loss = _ReplaceOneLaplaceLoss(b, d, q)
+    eps = np.linspace(-loss._max_loss - 0.1, loss._max_loss + 0.1, 301)
+    scalar = privacy_loss_mechanism.AdditiveNoisePrivacyLoss.get_delta_for_epsilon(loss, eps)
+    np.testing.assert_array_equal(loss.get_delta_for_epsilon(eps), scalar)
+    ours = loss.buckets_pmf(1e-3).to_dense_pmf()
+    theirs = pld_lib._create_pld_pmf_from_monotone_privacy_loss(
+        loss, pessimistic_estimate=False, value_discretization_interval=1e-3, use_connect_dots=False
+    ).to_dense_pmf()
+    assert ours._lower_loss == theirs._lower_loss
+    np.testing.assert_allclose(ours._probs, theirs._probs, rtol=0, atol=1e-16)

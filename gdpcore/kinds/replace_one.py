@@ -21,12 +21,13 @@ directions.
 
 from __future__ import annotations
 
+import collections
 import math
 
 import dp_accounting
 import numpy as np
+from dp_accounting.pld import pld_pmf, privacy_loss_mechanism
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
-from dp_accounting.pld import privacy_loss_mechanism
 
 from gdpcore import closed_form
 from gdpcore.kinds import dp_events, formulas
@@ -74,26 +75,24 @@ class _ReplaceOneLoss:
         )
         return float(out) if np.ndim(x) == 0 else out
 
-    def _root(self, loss: float) -> float:
-        """The x in [-D, D] with l(x) = ``loss``, for |loss| <= L (closed form on [-D, 0], odd symmetry)."""
-        if loss < 0:
-            return -self._root(-loss)
-        # (1-q) + q e^(-2u-d) = e^loss ((1-q) + q e^-d)  <=>  q e^(-2u-d) = (1-q) expm1(loss) + q e^(loss-d)
-        with np.errstate(divide="ignore"):
-            log_expm1 = loss + math.log(-math.expm1(-loss)) if loss > 0 else -math.inf
-        rhs = float(np.logaddexp(self._log_rest + log_expm1, self._log_q + loss - self._d))
-        u = -(self._d + rhs - self._log_q) / 2.0
-        return min(max(u * self._scale, -self.sensitivity), 0.0)
+    def _inverses(self, losses: np.ndarray) -> np.ndarray:
+        """For each loss the largest x with l(x) >= loss: -inf above L, +inf at or below -L, -D at L, else the root in
+        [-D, D] (closed form on [-D, 0] for loss >= 0, odd symmetry below)."""
+        losses = np.asarray(losses, dtype=float)
+        a = np.minimum(np.abs(losses), self._max_loss)
+        # (1-q) + q e^(-2u-d) = e^a ((1-q) + q e^-d)  <=>  q e^(-2u-d) = (1-q) expm1(a) + q e^(a-d)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_expm1 = np.where(a > 0, a + np.log(-np.expm1(-a)), -np.inf)
+        rhs = np.logaddexp(self._log_rest + log_expm1, self._log_q + a - self._d)
+        root = np.clip(-(self._d + rhs - self._log_q) / 2.0 * self._scale, -self.sensitivity, 0.0)
+        x = np.where(losses < 0, -root, root)
+        x = np.where(losses == self._max_loss, -self.sensitivity, x)
+        x = np.where(losses > self._max_loss, -np.inf, x)
+        return np.where(losses <= -self._max_loss, np.inf, x)
 
     def _inverse_privacy_loss_replace(self, privacy_loss: float) -> float:
         """The largest x with l(x) >= ``privacy_loss`` (dp_accounting's contract for the REPLACE inverse)."""
-        if privacy_loss > self._max_loss:
-            return -math.inf
-        if privacy_loss <= -self._max_loss:
-            return math.inf
-        if privacy_loss == self._max_loss:
-            return -self.sensitivity
-        return self._root(privacy_loss)
+        return float(self._inverses(np.array([privacy_loss]))[0])
 
     def connect_dots_bounds(self) -> privacy_loss_mechanism.ConnectDotsBounds:
         return privacy_loss_mechanism.ConnectDotsBounds(epsilon_upper=self._max_loss, epsilon_lower=-self._max_loss)
@@ -106,6 +105,30 @@ class _ReplaceOneLaplaceLoss(_ReplaceOneLoss, privacy_loss_mechanism.LaplacePriv
         self.sensitivity, self.sampling_prob = sensitivity, sampling_prob
         self._setup(scale)
         super().__init__(scale, sensitivity=sensitivity, sampling_prob=sampling_prob, adjacency_type=_REPLACE)
+
+    def get_delta_for_epsilon(self, epsilon):
+        """dp_accounting's hockey-stick mu_upper_cdf(x) - e^eps mu_lower_cdf(x) at x the inverse of eps
+        (AdditiveNoisePrivacyLoss.get_delta_for_epsilon, REPLACE branch), with every inverse computed at once."""
+        eps = np.atleast_1d(np.asarray(epsilon, dtype=float))
+        x = self._inverses(eps)
+        deltas = np.clip(self.mu_upper_cdf(x) - np.exp(eps + self.mu_lower_log_cdf(x)), 0.0, 1.0)
+        return float(deltas[0]) if np.ndim(epsilon) == 0 else deltas
+
+    def buckets_pmf(self, step: float) -> pld_pmf.PLDPmf:
+        """Privacy buckets rounded down (optimistic): dp_accounting's loop (``_create_pld_pmf_from_monotone_privacy_loss``,
+        pessimistic_estimate=False) with every inverse computed at once: the P-mass of {x : l(x) in [k step,
+        (k+1) step)} at k step, the tails (x <= -D at L, x >= D at -L) rounded down."""
+        d, tail = self.sensitivity, self.privacy_loss_tail().tail_probability_mass_function
+        masses: collections.defaultdict[int, float] = collections.defaultdict(float)
+        for loss, prob in tail.items():
+            masses[math.floor(loss / step)] += prob
+        top, bottom = math.floor(self.privacy_loss(-d) / step), self.privacy_loss(d)
+        ks = np.arange(top, math.floor(bottom / step) - 1, -1)
+        ks = ks[: int(np.argmax(ks * step <= bottom)) + 1]  # down to the first k with k step <= l(D), as the loop
+        xs = np.concatenate(([-d], self._inverses(ks[:-1] * step), [d]))
+        for k, prob in zip(ks.tolist(), np.diff(self.mu_upper_cdf(xs)).tolist(), strict=True):
+            masses[k] += prob
+        return pld_pmf.create_pmf(dict(masses), step, 0.0, pessimistic_estimate=False)
 
     def privacy_loss_tail(self) -> privacy_loss_mechanism.TailPrivacyLossDistribution:
         """P-mass below -D at loss L, above D at -L (the loss is constant there)."""
@@ -149,9 +172,12 @@ class _ReplaceOneDiscreteLaplaceLoss(_ReplaceOneLoss, privacy_loss_mechanism.Dis
 
 
 def _pld(loss: privacy_loss_mechanism.MonotonePrivacyLoss, step: float, pessimistic: bool):
-    pmf = pld_lib._create_pld_pmf_from_monotone_privacy_loss(  # noqa: SLF001 - dp_accounting's own builder
-        loss, **dpa_discretisation(step, pessimistic)
-    )
+    if not pessimistic and isinstance(loss, _ReplaceOneLaplaceLoss):
+        pmf = loss.buckets_pmf(step)
+    else:
+        pmf = pld_lib._create_pld_pmf_from_monotone_privacy_loss(  # noqa: SLF001 - dp_accounting's own builder
+            loss, **dpa_discretisation(step, pessimistic)
+        )
     return pld_lib.PrivacyLossDistribution(pmf)  # symmetric pair: one PMF for both directions
 
 
