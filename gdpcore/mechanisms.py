@@ -14,7 +14,8 @@ Conventions, stated once and carried as explicit fields (never hidden assumption
   one record). For additive-noise mechanisms the trade-off curve depends on the relation only through the
   sensitivity the user states for it. Randomized response is defined for ``"replace_one"`` (one respondent's bit).
   Poisson subsampling (:class:`SubsampledGaussian`) is analysed under ``"add_remove"``; under ``"replace_one"`` a
-  Poisson-subsampled Gaussian is the replace-one :class:`MixtureOfGaussians` with sensitivities (0, 1).
+  Poisson-subsampled Gaussian is the replace-one :class:`MixtureOfGaussians` with sensitivities (0, 1), a
+  Poisson-subsampled (discrete) Laplace :class:`ReplaceOneSubsampledLaplace` (:class:`ReplaceOneSubsampledDiscreteLaplace`).
 
 Size: over 600 lines because it holds every kind's class (16 short declarations) beside the machinery they share
 (:func:`param`, :class:`Mechanism`, :func:`mechanism_from_dict`); kept in one module so the conventions above are

@@ -175,3 +175,25 @@ def test_vectorised_constructions_equal_dp_accountings_loops(b, d, q):
     ).to_dense_pmf()
     assert ours._lower_loss == theirs._lower_loss
     np.testing.assert_allclose(ours._probs, theirs._probs, rtol=0, atol=1e-16)
+
+
+def test_discrete_full_sampling_is_the_discrete_laplace_with_twice_the_sensitivity():
+    """q = 1: DLap(-D) vs DLap(D) is the discrete Laplace mechanism with sensitivity 2D: pure eps 2aD, and delta(eps)
+    the exact integer sum; dp_accounting's connect-the-dots PLD of it at sensitivity 2D (over T steps) is bracketed."""
+    a, d, steps = 0.4, 2, 6
+    r = g.analyze(ReplaceOneSubsampledDiscreteLaplace(noise_parameter=a, sampling_rate=1.0, sensitivity=d))
+    assert get_epsilon_from_mechanism(r.mechanism) == pytest.approx(2 * a * d, rel=1e-12)
+    for eps in (0.0, 0.5, 1.2):
+        _assert_brackets(r, _integer_delta(1.0, a, d, eps, swap=False), eps)
+    r = g.analyze(ReplaceOneSubsampledDiscreteLaplace(noise_parameter=a, sampling_rate=1.0, sensitivity=d, steps=steps))
+    step = r.discretization / 10
+    ref = {
+        side: pld_lib.from_discrete_laplace_mechanism(
+            a, sensitivity=2 * d, value_discretization_interval=step, pessimistic_estimate=side, use_connect_dots=side
+        ).self_compose(steps)
+        for side in (True, False)
+    }
+    for delta in (1e-3, 1e-6, 1e-9):
+        lo, hi = float(r.epsilon(delta, side="optimistic")), float(r.epsilon(delta))
+        assert ref[False].get_epsilon_for_delta(delta) <= hi + 1e-9
+        assert lo <= ref[True].get_epsilon_for_delta(delta) + 1e-9
