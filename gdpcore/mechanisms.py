@@ -14,7 +14,8 @@ Conventions, stated once and carried as explicit fields (never hidden assumption
   one record). For additive-noise mechanisms the trade-off curve depends on the relation only through the
   sensitivity the user states for it. Randomized response is defined for ``"replace_one"`` (one respondent's bit).
   Poisson subsampling (:class:`SubsampledGaussian`) is analysed under ``"add_remove"``; under ``"replace_one"`` a
-  Poisson-subsampled Gaussian is the replace-one :class:`MixtureOfGaussians` with sensitivities (0, 1).
+  Poisson-subsampled Gaussian is the replace-one :class:`MixtureOfGaussians` with sensitivities (0, 1), a
+  Poisson-subsampled (discrete) Laplace :class:`ReplaceOneSubsampledLaplace` (:class:`ReplaceOneSubsampledDiscreteLaplace`).
 
 Size: over 600 lines because it holds every kind's class (16 short declarations) beside the machinery they share
 (:func:`param`, :class:`Mechanism`, :func:`mechanism_from_dict`); kept in one module so the conventions above are
@@ -61,6 +62,8 @@ __all__ = [
     "Param",
     "ParameterError",
     "RandomizedResponse",
+    "ReplaceOneSubsampledDiscreteLaplace",
+    "ReplaceOneSubsampledLaplace",
     "SelfComposed",
     "SubsampledGaussian",
     "mechanism_from_dict",
@@ -481,6 +484,40 @@ class SubsampledDiscreteLaplace(Mechanism):
     steps: int = param("number of composed steps", BoundedCount(), default=1)
     sensitivity: int = param("integer L1 norm bound of one record's contribution", BoundedCount(), default=1)
     neighbouring: str = _poisson_neighbouring()
+
+
+def _replace_one_only():
+    return param(_RELATION_DOC + " (replace_one only)", Choice(("replace_one",)), default="replace_one")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReplaceOneSubsampledLaplace(Mechanism):
+    """``steps`` compositions of a Poisson-subsampled Laplace mechanism under replace-one: each record is included
+    with probability ``sampling_rate`` q; the replaced record's contribution (L1 norm at most ``sensitivity`` D) moves
+    from +D to -D, so one step releases (1-q) Lap(0, b) + q Lap(-D, b) against (1-q) Lap(0, b) + q Lap(D, b)
+    (dp_accounting's REPLACE adjacency with sub-sampling, privacy_loss_mechanism.AdditiveNoisePrivacyLoss; its
+    ``PoissonSampledDpEvent(q, LaplaceDpEvent(b / D))`` under REPLACE_ONE)."""
+
+    kind: ClassVar[str] = "replace_one_subsampled_laplace"
+    scale: float = param("Laplace noise scale b (absolute, not in units of the sensitivity)", Real())
+    sampling_rate: float = _poisson_sampling_rate()
+    steps: int = param("number of composed steps", BoundedCount(), default=1)
+    sensitivity: float = param("L1 norm bound of one record's contribution", Real(), default=1.0)
+    neighbouring: str = _replace_one_only()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReplaceOneSubsampledDiscreteLaplace(Mechanism):
+    """``steps`` compositions of a Poisson-subsampled discrete Laplace mechanism under replace-one: one step releases
+    (1-q) DLap(0, a) + q DLap(-D, a) against (1-q) DLap(0, a) + q DLap(D, a) on the integers, D = ``sensitivity``
+    (the pair of :class:`ReplaceOneSubsampledLaplace` with discrete Laplace noise)."""
+
+    kind: ClassVar[str] = "replace_one_subsampled_discrete_laplace"
+    noise_parameter: float = param("parameter a of the discrete Laplace noise, P(z) ~ exp(-a |z|)", Real())
+    sampling_rate: float = _poisson_sampling_rate()
+    steps: int = param("number of composed steps", BoundedCount(), default=1)
+    sensitivity: int = param("integer L1 norm bound of one record's contribution", BoundedCount(), default=1)
+    neighbouring: str = _replace_one_only()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -42,7 +42,8 @@ Layout: :mod:`~gdpcore.kinds.registry` (the machinery: :class:`KindSpec`, :func:
 :func:`supports`), :mod:`~gdpcore.kinds.formulas` (RDP, amplification and central-limit formulas),
 :mod:`~gdpcore.kinds.dp_events` (the DpEvent mapping), and one module per family (:mod:`~gdpcore.kinds.gaussian`,
 :mod:`~gdpcore.kinds.laplace`, :mod:`~gdpcore.kinds.randomized_response`, :mod:`~gdpcore.kinds.mixture`,
-:mod:`~gdpcore.kinds.zcdp`, :mod:`~gdpcore.kinds.curves` (user-supplied curves, profiles and PLDs),
+:mod:`~gdpcore.kinds.zcdp`, :mod:`~gdpcore.kinds.replace_one` (replace-one Poisson-subsampled Laplace),
+:mod:`~gdpcore.kinds.curves` (user-supplied curves, profiles and PLDs),
 :mod:`~gdpcore.kinds.composite`). Registration order is the order of :data:`_DECLARED`:
 it orders :func:`kind_names`, the lake's parameter columns and the ``from_dp_event`` hooks
 (:func:`mechanism_from_dp_event` takes the first kind that recognises an event, e.g. binary before k-ary
@@ -51,7 +52,17 @@ randomized response).
 
 from __future__ import annotations
 
-from gdpcore.kinds import composite, curves, gaussian, laplace, mixture, randomized_response, samplers, zcdp
+from gdpcore.kinds import (
+    composite,
+    curves,
+    gaussian,
+    laplace,
+    mixture,
+    randomized_response,
+    replace_one,
+    samplers,
+    zcdp,
+)
 from gdpcore.kinds.dp_events import mechanism_from_dp_event
 from gdpcore.kinds.formulas import clt_mu_subsampled_gaussian, solve_clt_subsampled_gaussian
 from gdpcore.kinds.registry import (
@@ -158,6 +169,8 @@ _DECLARED: tuple[KindSpec, ...] = (
     samplers.CYCLIC_GAUSSIAN,
     samplers.SHUFFLED_GAUSSIAN,
     samplers.BALLS_IN_BINS_GAUSSIAN,
+    replace_one.REPLACE_ONE_SUBSAMPLED_LAPLACE,
+    replace_one.REPLACE_ONE_SUBSAMPLED_DISCRETE_LAPLACE,
 )
 """Every built-in kind, in registration order (see the module docstring for why the order matters)."""
 for _spec in _DECLARED:

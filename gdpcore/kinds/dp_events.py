@@ -27,6 +27,8 @@ from gdpcore.mechanisms import (
     Mechanism,
     MixtureOfGaussians,
     RandomizedResponse,
+    ReplaceOneSubsampledDiscreteLaplace,
+    ReplaceOneSubsampledLaplace,
     SampledWithoutReplacementGaussian,
     SelfComposed,
     SubsampledDiscreteLaplace,
@@ -134,6 +136,48 @@ subsampled_discrete_laplace_from_event = _subsampled_from_event(
     dp_accounting.dp_event.DiscreteLaplaceDpEvent,
     lambda e, q, steps: SubsampledDiscreteLaplace(
         noise_parameter=e.noise_parameter, sensitivity=e.sensitivity, sampling_rate=q, steps=steps
+    ),
+)
+
+
+def _replace_one_subsampled_from_event(
+    base: type, build: Callable[[Any, float, int], Mechanism | None]
+) -> Callable[[dp_accounting.DpEvent, str], Mechanism | None]:
+    """The ``from_dp_event`` hook of a ``steps``-fold Poisson-subsampled kind under replace-one whose base event type
+    is ``base``: dp_accounting's REPLACE adjacency with sub-sampling (privacy_loss_mechanism.AdditiveNoisePrivacyLoss)
+    reads ``PoissonSampledDpEvent(q, base)`` as (1-q) L(0) + q L(-D) vs (1-q) L(0) + q L(D), D one record's norm
+    bound (its PLD accountant refuses it for Laplace noise; :mod:`gdpcore.kinds.replace_one` accounts it)."""
+
+    def hook(event: dp_accounting.DpEvent, neighbouring: str) -> Mechanism | None:
+        inner, steps = self_composed(event)
+        if (
+            neighbouring == "replace_one"
+            and isinstance(inner, dp_accounting.PoissonSampledDpEvent)
+            and isinstance(inner.event, base)
+            and inner.sampling_probability > 0
+        ):
+            return build(inner.event, inner.sampling_probability, steps)
+        return None
+
+    return hook
+
+
+replace_one_subsampled_laplace_from_event = _replace_one_subsampled_from_event(
+    dp_accounting.LaplaceDpEvent,
+    lambda e, q, steps: (
+        ReplaceOneSubsampledLaplace(scale=e.noise_multiplier, sampling_rate=q, steps=steps)
+        if e.noise_multiplier > 0
+        else None
+    ),
+)
+replace_one_subsampled_discrete_laplace_from_event = _replace_one_subsampled_from_event(
+    dp_accounting.dp_event.DiscreteLaplaceDpEvent,
+    lambda e, q, steps: (
+        ReplaceOneSubsampledDiscreteLaplace(
+            noise_parameter=e.noise_parameter, sensitivity=e.sensitivity, sampling_rate=q, steps=steps
+        )
+        if e.noise_parameter > 0
+        else None
     ),
 )
 
