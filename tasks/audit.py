@@ -90,6 +90,12 @@ AUDIT_SCHEMA = pa.schema(
         # is not what the sampler did, the one-sentence reason every *_bound of the row says "estimate".
         pa.field("sampler", pa.string()),
         pa.field("estimate_reason", pa.string()),
+        # A shuffled run (sampler: shuffle) accounted as Poisson with q = 1/T: the proven lower bound of the shuffled
+        # run it stands for (gdpcore.kinds.samplers.shuffled_counterpart; Chua et al. 2024), NULL otherwise.
+        pa.field("shuffle_epsilon_lower", pa.float64()),
+        pa.field("shuffle_mu_lower", pa.float64()),
+        pa.field("shuffle_bound", pa.string()),
+        pa.field("shuffle_analysis", pa.string()),
         pa.field("dataset_size", pa.int64()),
         pa.field("claimed_epsilon", pa.float64()),
         pa.field("claimed_delta", pa.float64()),
@@ -187,6 +193,40 @@ def _f(x: Any) -> float | None:
     return None if math.isnan(x) else x
 
 
+SHUFFLE_ANALYSIS = "Chua et al. 2024"
+"""The analysis behind ``shuffle_epsilon_lower`` / ``shuffle_mu_lower`` (gdpcore.kinds.samplers, ShuffledGaussian)."""
+
+
+def shuffle_lower_fields(manifest: ModelManifest, mech: Any, delta: float) -> dict[str, Any]:
+    """The proven lower bound of the shuffled run a ``sampler: shuffle`` manifest's Poisson description stands for
+    (:func:`gdpcore.kinds.samplers.shuffled_counterpart`: q = 1/T, T batches per epoch, as Opacus records
+    ``1 / len(data_loader)``): epsilon at ``delta`` and mu, both labelled lower (Chua et al. 2024). All None when the
+    run did not shuffle or its description has no shuffled counterpart (q not 1/integer)."""
+    import gdpcore
+    from gdpcore.kinds import samplers
+
+    none: dict[str, Any] = dict.fromkeys(
+        ("shuffle_epsilon_lower", "shuffle_mu_lower", "shuffle_bound", "shuffle_analysis")
+    )
+    if manifest.sampler_value != "shuffle":
+        return none
+    counterpart = samplers.shuffled_counterpart(mech)
+    if counterpart is None:
+        return none
+    rep = gdpcore.analyze(
+        counterpart,
+        discretization=manifest.accounting.discretization,
+        alpha_min=manifest.accounting.alpha_min,
+        deltas=[delta],
+    )
+    return {
+        "shuffle_epsilon_lower": float(rep.epsilon(delta, side="optimistic")),
+        "shuffle_mu_lower": _f(rep.mu_lower),
+        "shuffle_bound": "lower",
+        "shuffle_analysis": SHUFFLE_ANALYSIS,
+    }
+
+
 def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
     """Analyse the manifest's mechanism with gdpcore and return one :data:`AUDIT_SCHEMA` row."""
     import time
@@ -266,6 +306,7 @@ def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
         "neighbouring": manifest.neighbouring,
         "sampler": manifest.sampler_value,
         "estimate_reason": reason,
+        **shuffle_lower_fields(manifest, mech, delta),
         "dataset_size": manifest.dataset_size,
         "claimed_epsilon": claimed.epsilon if claimed else None,
         "claimed_delta": claimed.delta if claimed else None,

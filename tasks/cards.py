@@ -122,6 +122,7 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
     if row.get("estimate_reason"):
         lines.append(
             f"- **Sampling.** Batches drawn by {_SAMPLER_TEXT.get(sampler or '', sampler)}; {row['estimate_reason']}."
+            + _shuffle_lower_text(row, delta)
         )
     elif sampler == "poisson":
         lines.append(
@@ -166,6 +167,24 @@ _SAMPLER_TEXT = {
     "shuffle": "shuffling (fixed-size batches, one pass per epoch)",
     "fixed": "fixed-size sampling without replacement",
 }
+
+
+def _shuffle_lower_text(row: dict[str, Any], delta: float) -> str:
+    """The shuffled run's proven lower bound beside the Poisson estimate (tasks.audit.shuffle_lower_fields), or ''."""
+    low = row.get("shuffle_epsilon_lower")
+    if low is None:
+        return ""
+    est = row["epsilon"]
+    text = (
+        f" This run's epsilon at delta = {delta:.3g} is at least {_g(low)} (proven lower bound, "
+        f"{row.get('shuffle_analysis') or 'Chua et al. 2024'}); the Poisson figure {_g(est)} is an estimate"
+    )
+    if row.get("shuffle_mu_lower") is not None:
+        text += f"; its mu is at least {_g(row['shuffle_mu_lower'])} (lower bound)"
+    text += "."
+    if low > est:
+        text += " The Poisson figure understates the risk."
+    return text
 
 
 def _estimate_paragraph(row: dict[str, Any]) -> list[str]:

@@ -55,6 +55,11 @@ _COMMON: dict[str, str] = {
     "sampler": "how the training batches were drawn: poisson, shuffle or fixed (NULL: not stated)",
     "estimate_reason": "NULL when the numbers are bounds as labelled; else why they are only estimates (e.g. shuffled "
     "batches accounted as Poisson sampling), and every *_bound column of the row says 'estimate'",
+    "shuffle_epsilon_lower": "sampler shuffle, accounted as Poisson with q = 1/T (T batches per epoch): epsilon at "
+    "delta of the shuffled run is at least this (proven lower bound, Chua et al. 2024); NULL otherwise",
+    "shuffle_mu_lower": "the same shuffled run's mu-GDP is at least this (proven lower bound, Chua et al. 2024)",
+    "shuffle_bound": "bound label of shuffle_epsilon_lower and shuffle_mu_lower: lower (NULL: not computed)",
+    "shuffle_analysis": "the analysis behind the shuffle_* lower bounds (Chua et al. 2024)",
     "mechanism_detail": "how the mechanism was derived from the manifest (adapter conventions, e.g. TF-Privacy's step "
     "count)",
     "delta": "delta of (epsilon, delta)-DP",
@@ -255,7 +260,8 @@ _COLUMNS: dict[str, list[str]] = {
         "gdp_complete verdict delta delta_policy epsilon epsilon_lower epsilon_bound eps_deltas eps_values tpr_fprs "
         "tpr tpr_bound advantage advantage_lower advantage_bound bayes_security bayes_security_bound accountant "
         "discretization alpha_min mechanism_form mechanism_json mechanism_hash mechanism_detail privacy_unit "
-        "neighbouring sampler estimate_reason dataset_size "
+        "neighbouring sampler estimate_reason shuffle_epsilon_lower shuffle_mu_lower shuffle_bound shuffle_analysis "
+        "dataset_size "
         "claimed_epsilon claimed_delta claimed_accountant claim_reproduced_epsilon claim_reproduced_bound "
         "claim_reproduction claim_status claim_tight_epsilon claim_certified description source gdpcore_version "
         "audited_at run_id compute_seconds production description_source"

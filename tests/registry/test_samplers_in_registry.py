@@ -1,0 +1,77 @@
+"""The batch samplers and tuning in the registry: the sample registry's shuffled Opacus run shows the proven lower
+bound of its shuffled run (gdpcore.kinds.samplers, Chua et al. 2024) beside its Poisson estimate.
+
+Independent truth: the lower bound is computed here directly from the ``shuffled_gaussian`` kind with the batch
+counts Opacus records (1 / len(data_loader): 235 batches of 256 and 118 of 512 of 60,000 examples,
+data/registry/runs/make_opacus_accountant.py), not read from the audit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import gdpcore
+from tasks.audit import compute_audit_row
+from tasks.cards import render_markdown
+from tasks.manifest import load_manifest_file
+
+from .conftest import SAMPLE_REGISTRY
+
+
+@pytest.fixture(scope="module")
+def shuffled_row():
+    (m,) = [m for m in load_manifest_file(SAMPLE_REGISTRY / "training-runs.yaml") if m.name == "mnist-opacus-shuffled"]
+    return m, compute_audit_row(m, "test")
+
+
+def test_the_shuffled_opacus_run_records_one_over_its_batch_count(shuffled_row):
+    m, _ = shuffled_row
+    phases = m.build_mechanism().to_dict()["mechanisms"]
+    # Opacus's make_private: sample_rate = 1 / len(data_loader), ceil(60000 / 256) = 235, ceil(60000 / 512) = 118
+    assert [(p["noise_multiplier"], p["sampling_rate"], p["steps"]) for p in phases] == [
+        (1.1, 1 / math.ceil(60000 / 256), 20 * 235),
+        (0.9, 1 / math.ceil(60000 / 512), 5 * 118),
+    ]
+
+
+def test_shuffled_run_lower_bound_beside_the_poisson_estimate(shuffled_row):
+    m, row = shuffled_row
+    delta = m.delta_value
+    direct = gdpcore.analyze(
+        gdpcore.mechanisms.Composed(
+            mechanisms=(
+                gdpcore.mechanism_from_dict(
+                    {"kind": "shuffled_gaussian", "noise_multiplier": 1.1, "steps_per_epoch": 235, "epochs": 20}
+                ),
+                gdpcore.mechanism_from_dict(
+                    {"kind": "shuffled_gaussian", "noise_multiplier": 0.9, "steps_per_epoch": 118, "epochs": 5}
+                ),
+            )
+        ),
+        discretization=m.accounting.discretization,
+        alpha_min=m.accounting.alpha_min,
+        deltas=[delta],
+    )
+    assert row["sampler"] == "shuffle" and row["epsilon_bound"] == "estimate"
+    assert row["shuffle_epsilon_lower"] == pytest.approx(float(direct.epsilon(delta, side="optimistic")), rel=1e-12)
+    assert row["shuffle_mu_lower"] == pytest.approx(float(direct.mu_lower), rel=1e-12)
+    assert row["shuffle_bound"] == "lower" and row["shuffle_analysis"] == "Chua et al. 2024"
+    # Chua et al. 2024's point: the shuffled run is provably less private than its Poisson number says
+    assert row["shuffle_epsilon_lower"] > row["epsilon"]
+    assert row["shuffle_mu_lower"] > row["mu"]
+    card = render_markdown(row, png_name=None)
+    lower, poisson = f"{row['shuffle_epsilon_lower']:.4g}", f"{row['epsilon']:.4g}"
+    assert (
+        f"is at least {lower} (proven lower bound, Chua et al. 2024); the Poisson figure {poisson} is an estimate"
+        in card
+    )
+    assert "The Poisson figure understates the risk." in card
+
+
+def test_runs_that_did_not_shuffle_have_no_shuffle_bound():
+    (m,) = [m for m in load_manifest_file(SAMPLE_REGISTRY / "training-runs.yaml") if m.name == "mnist-tf-privacy"]
+    row = compute_audit_row(m, "test")
+    assert row["shuffle_epsilon_lower"] is None and row["shuffle_bound"] is None
+    assert "proven lower bound" not in render_markdown(row, png_name=None)
