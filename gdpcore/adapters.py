@@ -78,7 +78,10 @@ __all__ = [
     "tf_privacy_steps",
 ]
 
-SAMPLERS: tuple[str, ...] = ("poisson", "shuffle", "fixed")
+SAMPLERS: tuple[str, ...] = ("poisson", "shuffle", "fixed", "cyclic", "balls_in_bins")
+"""Batch samplers a run can state. ``cyclic`` (the same fixed batch order every epoch) and ``balls_in_bins`` (each
+example in one uniformly chosen step per epoch) are accounted by their own kinds (gdpcore.kinds.samplers:
+cyclic_gaussian, balls_in_bins_gaussian), not as Poisson sampling, so they carry no caveat."""
 
 SHUFFLE_REASON = (
     "the batches were shuffled, not Poisson-sampled, and Poisson accounting is not a proven bound for shuffled "

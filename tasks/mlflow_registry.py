@@ -21,7 +21,8 @@ key                                   meaning (manifest field it fills)
                                       ``dp.batch_size`` and by TF-Privacy's default ``number_of_examples``)
 ``dp.delta``                          delta: a number or ``1/N^1.1``
 ``dp.neighbouring``                   ``add_remove`` (default) or ``replace_one``
-``dp.sampler``                        ``poisson`` (default, what is accounted), ``shuffle`` or ``fixed``
+``dp.sampler``                        ``poisson`` (default, what is accounted), ``shuffle``, ``fixed``, ``cyclic``
+                                      or ``balls_in_bins`` (the last two accounted by their own kinds)
 ``dp.privacy_unit``                   what one record is (default ``example``)
 ``dp.epsilon`` + ``dp.accountant``    optional published claim (checked at ``dp.claim_delta``, default the delta)
 ``dp.opacus_history``                 JSON: an Opacus accountant's ``history`` or ``state_dict()``
@@ -200,8 +201,10 @@ def _sampler(key: str, text: str) -> str:
         if t in ("false", "0"):
             return "shuffle"
         raise NotAuditable(["poisson_sampling"], f"poisson_sampling={text!r} is neither True nor False")
-    if t not in ("poisson", "shuffle", "fixed"):
-        raise NotAuditable([key], f"{key}={text!r}: give poisson, shuffle or fixed")
+    from gdpcore.adapters import SAMPLERS  # here: gdpcore takes seconds to import
+
+    if t not in SAMPLERS:
+        raise NotAuditable([key], f"{key}={text!r}: give one of {', '.join(SAMPLERS)}")
     return t
 
 

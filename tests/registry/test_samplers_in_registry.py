@@ -75,3 +75,33 @@ def test_runs_that_did_not_shuffle_have_no_shuffle_bound():
     row = compute_audit_row(m, "test")
     assert row["shuffle_epsilon_lower"] is None and row["shuffle_bound"] is None
     assert "proven lower bound" not in render_markdown(row, png_name=None)
+
+
+_HISTORY = {"opacus_history": {"mechanism": "rdp", "history": [[1.1, 1 / 235, 4700]]}}
+
+
+@pytest.mark.parametrize(
+    ("sampler", "kind"), [("cyclic", "cyclic_gaussian"), ("balls_in_bins", "balls_in_bins_gaussian")]
+)
+def test_cyclic_and_balls_in_bins_manifests_are_accounted_by_their_kind(sampler, kind):
+    from tasks.manifest import validate_manifest
+
+    m = validate_manifest(
+        {"name": "s", "version": 1, "dataset_size": 60000, "delta": 1e-5, "sampler": sampler, "mechanism": _HISTORY}
+    )
+    assert m.estimate_reason is None and m.sampler_value == sampler
+    mech = m.build_mechanism().to_dict()
+    assert mech["kind"] == kind and (mech["steps_per_epoch"], mech["epochs"]) == (235, 20)
+    if sampler == "cyclic":  # exact: (sqrt(epochs) / sigma)-GDP (Dong, Roth, Su 2022, Cor. 3.3)
+        row = compute_audit_row(m, "test")
+        assert row["mu_bound"] == "exact" and row["mu"] == pytest.approx(math.sqrt(20) / 1.1, rel=1e-9)
+
+
+def test_cyclic_needs_whole_epochs_of_one_over_q_batches():
+    from tasks.manifest import ManifestError, validate_manifest
+
+    bad = {"dpsgd": {"noise_multiplier": 1.0, "sampling_rate": 0.003, "steps": 100}}
+    with pytest.raises(ManifestError, match="sampler cyclic needs q = 1/T"):
+        validate_manifest(
+            {"name": "s", "version": 1, "delta": 1e-5, "sampler": "cyclic", "mechanism": bad}
+        ).build_mechanism()
