@@ -96,6 +96,14 @@ AUDIT_SCHEMA = pa.schema(
         pa.field("shuffle_mu_lower", pa.float64()),
         pa.field("shuffle_bound", pa.string()),
         pa.field("shuffle_analysis", pa.string()),
+        # Best of K runs (manifest ``tuning``; gdpcore.tuning, Papernot & Steinke 2022): the procedure's epsilon at
+        # the declared delta (upper), the analysis, the law of K and E[K], and the single run's epsilon beside it.
+        pa.field("tuning_epsilon", pa.float64()),
+        pa.field("tuning_bound", pa.string()),
+        pa.field("tuning_analysis", pa.string()),
+        pa.field("tuning_distribution", pa.string()),
+        pa.field("tuning_expected_runs", pa.float64()),
+        pa.field("epsilon_single_run", pa.float64()),
         pa.field("dataset_size", pa.int64()),
         pa.field("claimed_epsilon", pa.float64()),
         pa.field("claimed_delta", pa.float64()),
@@ -227,6 +235,33 @@ def shuffle_lower_fields(manifest: ModelManifest, mech: Any, delta: float) -> di
     }
 
 
+def tuning_fields(manifest: ModelManifest, rep: Any, delta: float, estimate: bool) -> dict[str, Any]:
+    """The best-of-K bound of a manifest's ``tuning`` block (:func:`gdpcore.tuning.get_tuned_report_bound` of the single
+    run's report ``rep``) at ``delta``: labelled upper, or estimate when the single run's numbers are. All None
+    without tuning."""
+    keys = (
+        "tuning_epsilon",
+        "tuning_bound",
+        "tuning_analysis",
+        "tuning_distribution",
+        "tuning_expected_runs",
+        "epsilon_single_run",
+    )
+    if manifest.tuning is None:
+        return dict.fromkeys(keys)
+    from gdpcore.tuning import get_tuned_report_bound
+
+    bound = get_tuned_report_bound(rep, distribution=manifest.tuning, deltas=[delta])
+    return {
+        "tuning_epsilon": float(bound.epsilon(delta)),
+        "tuning_bound": "estimate" if estimate else bound.bound,
+        "tuning_analysis": bound.analysis,
+        "tuning_distribution": json.dumps(bound.distribution.to_dict(), sort_keys=True),
+        "tuning_expected_runs": float(bound.expected_k),
+        "epsilon_single_run": float(rep.epsilon(delta)),
+    }
+
+
 def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
     """Analyse the manifest's mechanism with gdpcore and return one :data:`AUDIT_SCHEMA` row."""
     import time
@@ -307,6 +342,7 @@ def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
         "sampler": manifest.sampler_value,
         "estimate_reason": reason,
         **shuffle_lower_fields(manifest, mech, delta),
+        **tuning_fields(manifest, rep, delta, bool(reason)),
         "dataset_size": manifest.dataset_size,
         "claimed_epsilon": claimed.epsilon if claimed else None,
         "claimed_delta": claimed.delta if claimed else None,

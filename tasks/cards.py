@@ -143,8 +143,10 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
         f"- **delta policy.** delta = {delta:.3g} from the declared policy {row['delta_policy']}"
         + (f" (N = {row['dataset_size']:,})" if row.get("dataset_size") is not None else "")
         + ". epsilon values depend on this choice; mu does not.",
-        "- **Scope.** Only the training mechanism is accounted (mechanism below); hyper-parameter tuning, data-dependent "
-        "preprocessing and any non-private release are outside this statement.",
+        *_tuning_lines(row, delta),
+        "- **Scope.** Only the training mechanism is accounted (mechanism below)"
+        + ("" if row.get("tuning_epsilon") is not None else "; hyper-parameter tuning")
+        + ", data-dependent preprocessing and any non-private release are outside this statement.",
         "",
         f"Mechanism ({row['mechanism_form']}): `{json.dumps(mech, sort_keys=True)[:1500]}`",
     ]
@@ -185,6 +187,23 @@ def _shuffle_lower_text(row: dict[str, Any], delta: float) -> str:
     if low > est:
         text += " The Poisson figure understates the risk."
     return text
+
+
+def _tuning_lines(row: dict[str, Any], delta: float) -> list[str]:
+    """The best-of-K caveat (tasks.audit.tuning_fields), or [] without tuning."""
+    if row.get("tuning_epsilon") is None:
+        return []
+    law = json.loads(row["tuning_distribution"])
+    runs = (
+        f"K = {law['count']}"
+        if law["distribution"] == "fixed"
+        else f"K random, E[K] = {row['tuning_expected_runs']:.3g}"
+    )
+    return [
+        f"- **Hyper-parameter tuning.** This version is the best of K runs ({runs}; {row['tuning_analysis']}): "
+        f"epsilon at delta = {delta:.3g} is <= {_g(row['tuning_epsilon'])} ({row['tuning_bound']}); one run: "
+        f"{_g(row['epsilon_single_run'])}. The table above is one run's guarantee."
+    ]
 
 
 def _estimate_paragraph(row: dict[str, Any]) -> list[str]:

@@ -281,6 +281,10 @@ class ModelManifest(_Strict):
     mechanism: MechanismSpec
     accounting: Accounting = Accounting()
     mlflow: MlflowRef = MlflowRef()
+    # Best of K runs (hyper-parameter tuning): {distribution: fixed | geometric | logarithmic |
+    # truncated_negative_binomial | poisson, count | mean | gamma | shape}, checked by
+    # gdpcore.tuning.RepetitionDistribution.from_dict in _validate (errors name tuning.<field>).
+    tuning: dict[StrictStr, Any] | None = None
     # Canary attack scores (tasks.evidence): audited by their own content-addressed key, so not part of spec_hash.
     evidence: EvidenceSpec | None = None
     # Set by the loader, not by the YAML author:
@@ -479,6 +483,8 @@ class ModelManifest(_Strict):
     def spec_hash(self) -> str:
         """Hash of everything the audit's numbers and card depend on (not of the YAML layout or comments)."""
         payload = self.model_dump(mode="json", exclude={"manifest_path", "mlflow", "evidence"})
+        if payload.get("tuning") is None:  # a manifest without tuning keeps the hash it had before the field existed
+            payload.pop("tuning", None)
         payload["_resolved_mechanism"] = self.mechanism_dict()
         payload["_schema"] = MANIFEST_SCHEMA_VERSION
         payload["_fprs"] = list(STANDARD_FPRS)
@@ -543,6 +549,13 @@ def _validate(data: Any, file: Path, prefix: str) -> ModelManifest:
     except ValueError as exc:  # includes TrainingRunFileError and UnsupportedMechanismError, both naming the problem
         field = _loc(("neighbouring",), prefix) if str(exc).startswith("neighbouring") else where
         raise ManifestError(file, field, str(exc)) from None
+    if manifest.tuning is not None:
+        from gdpcore.tuning import RepetitionDistribution
+
+        try:
+            RepetitionDistribution.from_dict(manifest.tuning, path="tuning")
+        except ValueError as exc:  # names tuning.<field>
+            raise ManifestError(file, _loc(("tuning",), prefix), str(exc)) from None
     if manifest.evidence is not None:  # the scores file must lie inside the manifest's folder
         try:
             resolve_scores_path(manifest)

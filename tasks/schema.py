@@ -60,6 +60,14 @@ _COMMON: dict[str, str] = {
     "shuffle_mu_lower": "the same shuffled run's mu-GDP is at least this (proven lower bound, Chua et al. 2024)",
     "shuffle_bound": "bound label of shuffle_epsilon_lower and shuffle_mu_lower: lower (NULL: not computed)",
     "shuffle_analysis": "the analysis behind the shuffle_* lower bounds (Chua et al. 2024)",
+    "tuning_epsilon": "the version is the best of K tuning runs (manifest tuning): epsilon at delta of the whole "
+    "procedure (upper bound; NULL: no tuning stated)",
+    "tuning_bound": "bound label of tuning_epsilon: upper (estimate when the single run's numbers are estimates)",
+    "tuning_analysis": "the analysis behind tuning_epsilon (K-fold composition for fixed K; Papernot & Steinke 2022 "
+    "Thm 2 / Thm 6 for a random K)",
+    "tuning_distribution": "the law of K as JSON (gdpcore.tuning.RepetitionDistribution.to_dict)",
+    "tuning_expected_runs": "E[K], the expected number of tuning runs",
+    "epsilon_single_run": "epsilon at delta of one run (the same as epsilon), beside tuning_epsilon",
     "mechanism_detail": "how the mechanism was derived from the manifest (adapter conventions, e.g. TF-Privacy's step "
     "count)",
     "delta": "delta of (epsilon, delta)-DP",
@@ -261,6 +269,7 @@ _COLUMNS: dict[str, list[str]] = {
         "tpr tpr_bound advantage advantage_lower advantage_bound bayes_security bayes_security_bound accountant "
         "discretization alpha_min mechanism_form mechanism_json mechanism_hash mechanism_detail privacy_unit "
         "neighbouring sampler estimate_reason shuffle_epsilon_lower shuffle_mu_lower shuffle_bound shuffle_analysis "
+        "tuning_epsilon tuning_bound tuning_analysis tuning_distribution tuning_expected_runs epsilon_single_run "
         "dataset_size "
         "claimed_epsilon claimed_delta claimed_accountant claim_reproduced_epsilon claim_reproduced_bound "
         "claim_reproduction claim_status claim_tight_epsilon claim_certified description source gdpcore_version "

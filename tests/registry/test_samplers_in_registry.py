@@ -105,3 +105,80 @@ def test_cyclic_needs_whole_epochs_of_one_over_q_batches():
         validate_manifest(
             {"name": "s", "version": 1, "delta": 1e-5, "sampler": "cyclic", "mechanism": bad}
         ).build_mechanism()
+
+
+# -- hyper-parameter tuning (gdpcore.tuning; Papernot & Steinke 2022) -------------------------------------------------
+_TINY = {
+    "name": "tiny-a",
+    "version": 1,
+    "dataset_size": 10000,
+    "delta": 1e-5,
+    "mechanism": {"dpsgd": {"noise_multiplier": 1.0, "batch_size": 100, "steps": 50}},
+}
+
+
+def test_a_manifest_without_tuning_keeps_its_spec_hash():
+    from tasks.manifest import validate_manifest
+
+    # the hash this manifest had before the tuning field existed (computed with the previous tasks/manifest.py)
+    assert validate_manifest(_TINY).spec_hash() == "8dd1d712a69b09bded4e710a"
+    tuned = validate_manifest({**_TINY, "tuning": {"distribution": "fixed", "count": 3}})
+    assert tuned.spec_hash() != "8dd1d712a69b09bded4e710a"
+
+
+@pytest.mark.parametrize(
+    "tuning",
+    [
+        {"distribution": "fixed", "count": 4},
+        {"distribution": "geometric", "mean": 10},
+        {"distribution": "poisson", "mean": 10},
+    ],
+)
+def test_tuning_epsilon_is_papernot_steinke_and_at_least_one_run(tuning):
+    from gdpcore.tuning import get_tuned_report_bound
+    from tasks.manifest import validate_manifest
+
+    m = validate_manifest({**_TINY, "tuning": tuning})
+    row = compute_audit_row(m, "test")
+    single = gdpcore.analyze(
+        gdpcore.mechanism_from_dict(
+            {"kind": "subsampled_gaussian", "noise_multiplier": 1.0, "sampling_rate": 0.01, "steps": 50}
+        ),
+        deltas=[1e-5],
+    )
+    expected = get_tuned_report_bound(single, distribution=tuning, deltas=[1e-5]).epsilon(1e-5)
+    assert row["tuning_epsilon"] == pytest.approx(expected, rel=1e-6)
+    assert row["epsilon_single_run"] == pytest.approx(float(single.epsilon(1e-5)), rel=1e-6)
+    assert row["tuning_epsilon"] >= row["epsilon_single_run"] and row["tuning_bound"] == "upper"
+    assert row["tuning_expected_runs"] == pytest.approx(tuning.get("count", tuning.get("mean")))
+    card = render_markdown(row, png_name=None)
+    assert f"is <= {row['tuning_epsilon']:.4g} (upper); one run: {row['epsilon_single_run']:.4g}" in card
+    assert row["tuning_analysis"] in card
+    if tuning["distribution"] == "fixed":  # best of K fixed runs: the K-fold composition (exactly, for RR_eps)
+        assert "K-fold composition" in row["tuning_analysis"]
+    else:
+        assert "Papernot & Steinke 2022" in row["tuning_analysis"]
+
+
+def test_no_tuning_no_tuning_fields():
+    from tasks.manifest import validate_manifest
+
+    row = compute_audit_row(validate_manifest(_TINY), "test")
+    assert row["tuning_epsilon"] is None and row["epsilon_single_run"] is None
+    assert "Hyper-parameter tuning." not in render_markdown(row, png_name=None)
+
+
+@pytest.mark.parametrize(
+    ("tuning", "field"),
+    [
+        ({"distribution": "fixed", "count": 0}, "tuning.count"),
+        ({"distribution": "geometric", "mean": 0.5}, "tuning.mean"),
+        ({"distribution": "poisson", "count": 3}, "tuning.count"),
+        ({"distribution": "uniform", "count": 3}, "tuning.distribution"),
+    ],
+)
+def test_bad_tuning_blocks_name_the_field(tuning, field):
+    from tasks.manifest import ManifestError, validate_manifest
+
+    with pytest.raises(ManifestError, match=field.replace(".", r"\.")):
+        validate_manifest({**_TINY, "tuning": tuning})
