@@ -94,7 +94,7 @@ AUDIT_SCHEMA = pa.schema(
         # run it stands for (gdpcore.kinds.samplers.shuffled_counterpart; Chua et al. 2024), NULL otherwise.
         pa.field("shuffle_epsilon_lower", pa.float64()),
         pa.field("shuffle_mu_lower", pa.float64()),
-        pa.field("shuffle_bound", pa.string()),
+        pa.field("shuffle_label", pa.string()),  # not a *_bound column: those all say "estimate" for such a run
         pa.field("shuffle_analysis", pa.string()),
         # Best of K runs (manifest ``tuning``; gdpcore.tuning, Papernot & Steinke 2022): the procedure's epsilon at
         # the declared delta (upper), the analysis, the law of K and E[K], and the single run's epsilon beside it.
@@ -214,7 +214,7 @@ def shuffle_lower_fields(manifest: ModelManifest, mech: Any, delta: float) -> di
     from gdpcore.kinds import samplers
 
     none: dict[str, Any] = dict.fromkeys(
-        ("shuffle_epsilon_lower", "shuffle_mu_lower", "shuffle_bound", "shuffle_analysis")
+        ("shuffle_epsilon_lower", "shuffle_mu_lower", "shuffle_label", "shuffle_analysis")
     )
     if manifest.sampler_value != "shuffle":
         return none
@@ -230,7 +230,7 @@ def shuffle_lower_fields(manifest: ModelManifest, mech: Any, delta: float) -> di
     return {
         "shuffle_epsilon_lower": float(rep.epsilon(delta, side="optimistic")),
         "shuffle_mu_lower": _f(rep.mu_lower),
-        "shuffle_bound": "lower",
+        "shuffle_label": samplers.LOWER_LABEL["shuffled_gaussian"],
         "shuffle_analysis": SHUFFLE_ANALYSIS,
     }
 

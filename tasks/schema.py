@@ -58,7 +58,8 @@ _COMMON: dict[str, str] = {
     "shuffle_epsilon_lower": "sampler shuffle, accounted as Poisson with q = 1/T (T batches per epoch): epsilon at "
     "delta of the shuffled run is at least this (proven lower bound, Chua et al. 2024); NULL otherwise",
     "shuffle_mu_lower": "the same shuffled run's mu-GDP is at least this (proven lower bound, Chua et al. 2024)",
-    "shuffle_bound": "bound label of shuffle_epsilon_lower and shuffle_mu_lower: lower (NULL: not computed)",
+    "shuffle_label": "what shuffle_epsilon_lower and shuffle_mu_lower are: 'lower (proven, Chua et al. 2024)' (NULL: "
+    "not computed)",
     "shuffle_analysis": "the analysis behind the shuffle_* lower bounds (Chua et al. 2024)",
     "tuning_epsilon": "the version is the best of K tuning runs (manifest tuning): epsilon at delta of the whole "
     "procedure (upper bound; NULL: no tuning stated)",
@@ -268,7 +269,7 @@ _COLUMNS: dict[str, list[str]] = {
         "gdp_complete verdict delta delta_policy epsilon epsilon_lower epsilon_bound eps_deltas eps_values tpr_fprs "
         "tpr tpr_bound advantage advantage_lower advantage_bound bayes_security bayes_security_bound accountant "
         "discretization alpha_min mechanism_form mechanism_json mechanism_hash mechanism_detail privacy_unit "
-        "neighbouring sampler estimate_reason shuffle_epsilon_lower shuffle_mu_lower shuffle_bound shuffle_analysis "
+        "neighbouring sampler estimate_reason shuffle_epsilon_lower shuffle_mu_lower shuffle_label shuffle_analysis "
         "tuning_epsilon tuning_bound tuning_analysis tuning_distribution tuning_expected_runs epsilon_single_run "
         "dataset_size "
         "claimed_epsilon claimed_delta claimed_accountant claim_reproduced_epsilon claim_reproduced_bound "

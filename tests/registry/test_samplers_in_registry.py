@@ -57,7 +57,7 @@ def test_shuffled_run_lower_bound_beside_the_poisson_estimate(shuffled_row):
     assert row["sampler"] == "shuffle" and row["epsilon_bound"] == "estimate"
     assert row["shuffle_epsilon_lower"] == pytest.approx(float(direct.epsilon(delta, side="optimistic")), rel=1e-12)
     assert row["shuffle_mu_lower"] == pytest.approx(float(direct.mu_lower), rel=1e-12)
-    assert row["shuffle_bound"] == "lower" and row["shuffle_analysis"] == "Chua et al. 2024"
+    assert row["shuffle_label"] == "lower (proven, Chua et al. 2024)" and row["shuffle_analysis"] == "Chua et al. 2024"
     # Chua et al. 2024's point: the shuffled run is provably less private than its Poisson number says
     assert row["shuffle_epsilon_lower"] > row["epsilon"]
     assert row["shuffle_mu_lower"] > row["mu"]
@@ -73,7 +73,7 @@ def test_shuffled_run_lower_bound_beside_the_poisson_estimate(shuffled_row):
 def test_runs_that_did_not_shuffle_have_no_shuffle_bound():
     (m,) = [m for m in load_manifest_file(SAMPLE_REGISTRY / "training-runs.yaml") if m.name == "mnist-tf-privacy"]
     row = compute_audit_row(m, "test")
-    assert row["shuffle_epsilon_lower"] is None and row["shuffle_bound"] is None
+    assert row["shuffle_epsilon_lower"] is None and row["shuffle_label"] is None
     assert "proven lower bound" not in render_markdown(row, png_name=None)
 
 
