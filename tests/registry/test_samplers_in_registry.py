@@ -68,6 +68,12 @@ def test_shuffled_run_lower_bound_beside_the_poisson_estimate(shuffled_row):
         in card
     )
     assert "The Poisson figure understates the risk." in card
+    from tasks.mlflow_tags import is_tool_tag, privacy_tags
+
+    tags = privacy_tags(row)
+    assert tags["privacy.shuffle.epsilon_lower"] == f"{row['shuffle_epsilon_lower']:.6g}"
+    assert tags["privacy.epsilon.bound"] == "estimate" and tags["privacy.shuffle.label"].startswith("lower (proven")
+    assert all(is_tool_tag(k) for k in tags)
 
 
 def test_runs_that_did_not_shuffle_have_no_shuffle_bound():
@@ -154,6 +160,11 @@ def test_tuning_epsilon_is_papernot_steinke_and_at_least_one_run(tuning):
     card = render_markdown(row, png_name=None)
     assert f"is <= {row['tuning_epsilon']:.4g} (upper); one run: {row['epsilon_single_run']:.4g}" in card
     assert row["tuning_analysis"] in card
+    from tasks.mlflow_tags import is_tool_tag, privacy_tags
+
+    tags = privacy_tags(row)
+    assert tags["privacy.tuning.epsilon"] == f"{row['tuning_epsilon']:.6g}" and tags["privacy.tuning.bound"] == "upper"
+    assert all(is_tool_tag(k) for k in tags)
     if tuning["distribution"] == "fixed":  # best of K fixed runs: the K-fold composition (exactly, for RR_eps)
         assert "K-fold composition" in row["tuning_analysis"]
     else:
