@@ -30,6 +30,8 @@ key                                   meaning (manifest field it fills)
 ``dp.tf_privacy``                     JSON: TF-Privacy's statement parameters (``batch_size``, ``epochs``,
                                       ``noise_multiplier``, ``used_microbatching``, ...; TF-Privacy's step count)
 ``dp.phases`` / ``dp.gdpcore``        JSON: the manifest's ``phases`` list / a gdpcore mechanism dict
+``dp.tuning``                         JSON: the version is the best of K runs, the manifest's ``tuning`` block
+                                      (``{"distribution": "geometric", "mean": 10}``; Papernot & Steinke 2022)
 ``dp.source``, ``dp.description``     free text (where the numbers come from; notes) shown on the card
 ====================================  ========================================================================
 
@@ -133,7 +135,7 @@ _SCALARS = (
     "description",
 )
 _JSON_FORMS = ("opacus_history", "dp_event", "tf_privacy", "phases", "gdpcore")
-DP_KEYS: tuple[str, ...] = tuple(DP_PREFIX + k for k in (*_SCALARS, *_JSON_FORMS))
+DP_KEYS: tuple[str, ...] = tuple(DP_PREFIX + k for k in (*_SCALARS, *_JSON_FORMS, "tuning"))
 
 
 MAX_JSON_CHARS = 1_000_000
@@ -229,6 +231,7 @@ _FIELD_TO_KEY = {
     "claimed.delta": "dp.claim_delta",
     "claimed.accountant": "dp.accountant",
     "sampler": "dp.sampler",
+    "tuning": "dp.tuning",
 }
 
 
@@ -295,6 +298,8 @@ def description_to_manifest(
         data["mechanism"] = {"dpsgd": sgd}
     if "sampler" in d:
         data["sampler"] = _sampler("dp.sampler", d["sampler"])
+    if "tuning" in d:  # best of K runs: the manifest's tuning block
+        data["tuning"] = _json("dp.tuning", d["tuning"])
     if "epsilon" in d:
         claim_delta = _float("dp.claim_delta", d["claim_delta"]) if "claim_delta" in d else None
         data["claimed"] = {

@@ -193,3 +193,15 @@ def test_bad_tuning_blocks_name_the_field(tuning, field):
 
     with pytest.raises(ManifestError, match=field.replace(".", r"\.")):
         validate_manifest({**_TINY, "tuning": tuning})
+
+
+def test_an_mlflow_description_states_tuning_and_the_new_samplers():
+    from tasks.mlflow_registry import NotAuditable, description_to_manifest
+
+    base = {"dp.noise_multiplier": "1.1", "dp.sampling_rate": str(1 / 235), "dp.steps": "4700", "dp.delta": "1e-5"}
+    m = description_to_manifest({**base, "dp.tuning": '{"distribution": "poisson", "mean": 8}'}, name="t", version=1)
+    assert m.tuning == {"distribution": "poisson", "mean": 8}
+    m = description_to_manifest({**base, "dp.sampler": "cyclic"}, name="t", version=1)
+    assert m.build_mechanism().to_dict()["kind"] == "cyclic_gaussian"
+    with pytest.raises(NotAuditable, match=r"dp\.tuning: .*tuning\.mean"):
+        description_to_manifest({**base, "dp.tuning": '{"distribution": "poisson", "mean": 0}'}, name="t", version=1)
