@@ -134,6 +134,17 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
         lines.append(
             "- **Sampling.** Fixed-size batches drawn without replacement, accounted as such under replace-one adjacency."
         )
+    elif sampler == "cyclic":
+        lines.append(
+            f"- **Sampling.** Batches drawn in {_SAMPLER_TEXT['cyclic']}, accounted as such: the epochs compose "
+            "Gaussian mechanisms exactly (cyclic_gaussian)."
+        )
+    elif sampler == "balls_in_bins":
+        lines.append(
+            f"- **Sampling.** Batches drawn by {_SAMPLER_TEXT['balls_in_bins']}, accounted as such "
+            "(balls_in_bins_gaussian): the upper numbers are the deterministic-batch guarantee, a proven bound that "
+            "claims no amplification from the random allocation."
+        )
     elif "subsampled" in row["mechanism_json"]:
         lines.append(
             "- **Sampling assumption.** Accounted as Poisson subsampling at rate q = batch size / dataset size. Training "
@@ -168,6 +179,8 @@ _SAMPLER_TEXT = {
     "poisson": "Poisson sampling",
     "shuffle": "shuffling (fixed-size batches, one pass per epoch)",
     "fixed": "fixed-size sampling without replacement",
+    "cyclic": "a fixed order (each record in exactly one batch per epoch, the same batches every epoch)",
+    "balls_in_bins": "balls-in-bins (each record in one uniformly chosen step per epoch)",
 }
 
 

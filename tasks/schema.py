@@ -52,7 +52,8 @@ _COMMON: dict[str, str] = {
     "mechanism_json": "the mechanism as gdpcore JSON (mechanism_from_dict reads it back)",
     "mechanism_form": "how the manifest gave the mechanism: dpsgd, phases, opacus_history, opacus, tf_privacy, "
     "dp_event, gdpcore",
-    "sampler": "how the training batches were drawn: poisson, shuffle or fixed (NULL: not stated)",
+    "sampler": "how the training batches were drawn: poisson, shuffle, fixed, cyclic or balls_in_bins (NULL: not "
+    "stated; cyclic and balls_in_bins are accounted by their own kinds)",
     "estimate_reason": "NULL when the numbers are bounds as labelled; else why they are only estimates (e.g. shuffled "
     "batches accounted as Poisson sampling), and every *_bound column of the row says 'estimate'",
     "shuffle_epsilon_lower": "sampler shuffle, accounted as Poisson with q = 1/T (T batches per epoch): epsilon at "

@@ -101,6 +101,9 @@ def test_cyclic_and_balls_in_bins_manifests_are_accounted_by_their_kind(sampler,
     if sampler == "cyclic":  # exact: (sqrt(epochs) / sigma)-GDP (Dong, Roth, Su 2022, Cor. 3.3)
         row = compute_audit_row(m, "test")
         assert row["mu_bound"] == "exact" and row["mu"] == pytest.approx(math.sqrt(20) / 1.1, rel=1e-9)
+        assert "accounted as such: the epochs compose Gaussian mechanisms exactly" in render_markdown(
+            row, png_name=None
+        )
 
 
 def test_cyclic_needs_whole_epochs_of_one_over_q_batches():
