@@ -60,6 +60,7 @@ from gdpcore.report import analyze
 __all__ = [
     "FIXED_REASON",
     "SAMPLERS",
+    "OWN_KIND_REASON",
     "SHUFFLE_REASON",
     "TrainingRun",
     "TrainingRunReport",
@@ -92,6 +93,12 @@ FIXED_REASON = (
     "add/remove adjacency, which is not a proven bound for them, so these numbers are an estimate, not an upper bound"
 )
 
+OWN_KIND_REASON = (
+    "the batches were drawn by a cyclic or balls-in-bins sampler and accounted as Poisson sampling, which is not a "
+    "proven bound for them (their own kinds, cyclic_gaussian and balls_in_bins_gaussian, are), so these numbers are an "
+    "estimate, not an upper bound"
+)
+
 _OPACUS_MECHANISMS = ("rdp", "prv", "gdp", "gdp-audit")  # the last: register_opacus_accountant's
 
 
@@ -102,6 +109,8 @@ def sampler_caveat(sampler: str, *, exact_fixed: bool = False) -> str | None:
         return SHUFFLE_REASON
     if sampler == "fixed" and not exact_fixed:
         return FIXED_REASON
+    if sampler in ("cyclic", "balls_in_bins"):  # tasks.manifest accounts them by their own kinds instead
+        return OWN_KIND_REASON
     return None
 
 
@@ -113,6 +122,8 @@ def mechanism_caveat(mechanism: Mechanism, sampler: str | None) -> str | None:
         return SHUFFLE_REASON
     if sampler == "fixed" and kinds.accounts_poisson_sampling(mechanism):
         return FIXED_REASON
+    if sampler in ("cyclic", "balls_in_bins") and kinds.accounts_poisson_sampling(mechanism):
+        return OWN_KIND_REASON
     return None
 
 

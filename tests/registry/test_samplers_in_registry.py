@@ -106,6 +106,15 @@ def test_cyclic_and_balls_in_bins_manifests_are_accounted_by_their_kind(sampler,
         )
 
 
+def test_the_adapters_label_poisson_numbers_of_a_cyclic_run_estimates():
+    """Called directly (not through a manifest, which accounts the run by its kind), an adapter keeps Poisson numbers
+    for a cyclic / balls-in-bins run: those are estimates, with the reason."""
+    from gdpcore.adapters import OWN_KIND_REASON, from_tf_privacy
+
+    run = from_tf_privacy(number_of_examples=100, batch_size=10, num_epochs=1, noise_multiplier=1.0, sampler="cyclic")
+    assert run.estimate_reason == OWN_KIND_REASON
+
+
 def test_cyclic_needs_whole_epochs_of_one_over_q_batches():
     from tasks.manifest import ManifestError, validate_manifest
 
