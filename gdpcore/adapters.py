@@ -60,6 +60,7 @@ from gdpcore.report import analyze
 __all__ = [
     "FIXED_REASON",
     "SAMPLERS",
+    "OWN_KIND_REASON",
     "SHUFFLE_REASON",
     "TrainingRun",
     "TrainingRunReport",
@@ -78,7 +79,10 @@ __all__ = [
     "tf_privacy_steps",
 ]
 
-SAMPLERS: tuple[str, ...] = ("poisson", "shuffle", "fixed")
+SAMPLERS: tuple[str, ...] = ("poisson", "shuffle", "fixed", "cyclic", "balls_in_bins")
+"""Batch samplers a run can state. ``cyclic`` (the same fixed batch order every epoch) and ``balls_in_bins`` (each
+example in one uniformly chosen step per epoch) are accounted by their own kinds (gdpcore.kinds.samplers:
+cyclic_gaussian, balls_in_bins_gaussian), not as Poisson sampling, so they carry no caveat."""
 
 SHUFFLE_REASON = (
     "the batches were shuffled, not Poisson-sampled, and Poisson accounting is not a proven bound for shuffled "
@@ -87,6 +91,12 @@ SHUFFLE_REASON = (
 FIXED_REASON = (
     "the batches had a fixed size (sampling without replacement) and were accounted as Poisson sampling under "
     "add/remove adjacency, which is not a proven bound for them, so these numbers are an estimate, not an upper bound"
+)
+
+OWN_KIND_REASON = (
+    "the batches were drawn by a cyclic or balls-in-bins sampler and accounted as Poisson sampling, which is not a "
+    "proven bound for them (their own kinds, cyclic_gaussian and balls_in_bins_gaussian, are), so these numbers are an "
+    "estimate, not an upper bound"
 )
 
 _OPACUS_MECHANISMS = ("rdp", "prv", "gdp", "gdp-audit")  # the last: register_opacus_accountant's
@@ -99,6 +109,8 @@ def sampler_caveat(sampler: str, *, exact_fixed: bool = False) -> str | None:
         return SHUFFLE_REASON
     if sampler == "fixed" and not exact_fixed:
         return FIXED_REASON
+    if sampler in ("cyclic", "balls_in_bins"):  # tasks.manifest accounts them by their own kinds instead
+        return OWN_KIND_REASON
     return None
 
 
@@ -110,6 +122,8 @@ def mechanism_caveat(mechanism: Mechanism, sampler: str | None) -> str | None:
         return SHUFFLE_REASON
     if sampler == "fixed" and kinds.accounts_poisson_sampling(mechanism):
         return FIXED_REASON
+    if sampler in ("cyclic", "balls_in_bins") and kinds.accounts_poisson_sampling(mechanism):
+        return OWN_KIND_REASON
     return None
 
 

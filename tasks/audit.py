@@ -90,6 +90,20 @@ AUDIT_SCHEMA = pa.schema(
         # is not what the sampler did, the one-sentence reason every *_bound of the row says "estimate".
         pa.field("sampler", pa.string()),
         pa.field("estimate_reason", pa.string()),
+        # A shuffled run (sampler: shuffle) accounted as Poisson with q = 1/T: the proven lower bound of the shuffled
+        # run it stands for (gdpcore.kinds.samplers.shuffled_counterpart; Chua et al. 2024), NULL otherwise.
+        pa.field("shuffle_epsilon_lower", pa.float64()),
+        pa.field("shuffle_mu_lower", pa.float64()),
+        pa.field("shuffle_label", pa.string()),  # not a *_bound column: those all say "estimate" for such a run
+        pa.field("shuffle_analysis", pa.string()),
+        # Best of K runs (manifest ``tuning``; gdpcore.tuning, Papernot & Steinke 2022): the procedure's epsilon at
+        # the declared delta (upper), the analysis, the law of K and E[K], and the single run's epsilon beside it.
+        pa.field("tuning_epsilon", pa.float64()),
+        pa.field("tuning_bound", pa.string()),
+        pa.field("tuning_analysis", pa.string()),
+        pa.field("tuning_distribution", pa.string()),
+        pa.field("tuning_expected_runs", pa.float64()),
+        pa.field("epsilon_single_run", pa.float64()),
         pa.field("dataset_size", pa.int64()),
         pa.field("claimed_epsilon", pa.float64()),
         pa.field("claimed_delta", pa.float64()),
@@ -187,6 +201,67 @@ def _f(x: Any) -> float | None:
     return None if math.isnan(x) else x
 
 
+SHUFFLE_ANALYSIS = "Chua et al. 2024"
+"""The analysis behind ``shuffle_epsilon_lower`` / ``shuffle_mu_lower`` (gdpcore.kinds.samplers, ShuffledGaussian)."""
+
+
+def shuffle_lower_fields(manifest: ModelManifest, mech: Any, delta: float) -> dict[str, Any]:
+    """The proven lower bound of the shuffled run a ``sampler: shuffle`` manifest's Poisson description stands for
+    (:func:`gdpcore.kinds.samplers.shuffled_counterpart`: q = 1/T, T batches per epoch, as Opacus records
+    ``1 / len(data_loader)``): epsilon at ``delta`` and mu, both labelled lower (Chua et al. 2024). All None when the
+    run did not shuffle or its description has no shuffled counterpart (q not 1/integer)."""
+    import gdpcore
+    from gdpcore.kinds import samplers
+
+    none: dict[str, Any] = dict.fromkeys(
+        ("shuffle_epsilon_lower", "shuffle_mu_lower", "shuffle_label", "shuffle_analysis")
+    )
+    if manifest.sampler_value != "shuffle":
+        return none
+    counterpart = samplers.shuffled_counterpart(mech)
+    if counterpart is None:
+        return none
+    rep = gdpcore.analyze(
+        counterpart,
+        discretization=manifest.accounting.discretization,
+        alpha_min=manifest.accounting.alpha_min,
+        deltas=[delta],
+    )
+    return {
+        "shuffle_epsilon_lower": float(rep.epsilon(delta, side="optimistic")),
+        "shuffle_mu_lower": _f(rep.mu_lower),
+        "shuffle_label": samplers.LOWER_LABEL["shuffled_gaussian"],
+        "shuffle_analysis": SHUFFLE_ANALYSIS,
+    }
+
+
+def tuning_fields(manifest: ModelManifest, rep: Any, delta: float, estimate: bool) -> dict[str, Any]:
+    """The best-of-K bound of a manifest's ``tuning`` block (:func:`gdpcore.tuning.get_tuned_report_bound` of the single
+    run's report ``rep``) at ``delta``: labelled upper, or estimate when the single run's numbers are. All None
+    without tuning."""
+    keys = (
+        "tuning_epsilon",
+        "tuning_bound",
+        "tuning_analysis",
+        "tuning_distribution",
+        "tuning_expected_runs",
+        "epsilon_single_run",
+    )
+    if manifest.tuning is None:
+        return dict.fromkeys(keys)
+    from gdpcore.tuning import get_tuned_report_bound
+
+    bound = get_tuned_report_bound(rep, distribution=manifest.tuning, deltas=[delta])
+    return {
+        "tuning_epsilon": float(bound.epsilon(delta)),
+        "tuning_bound": "estimate" if estimate else bound.bound,
+        "tuning_analysis": bound.analysis,
+        "tuning_distribution": json.dumps(bound.distribution.to_dict(), sort_keys=True),
+        "tuning_expected_runs": float(bound.expected_k),
+        "epsilon_single_run": float(rep.epsilon(delta)),
+    }
+
+
 def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
     """Analyse the manifest's mechanism with gdpcore and return one :data:`AUDIT_SCHEMA` row."""
     import time
@@ -266,6 +341,8 @@ def compute_audit_row(manifest: ModelManifest, run_id: str) -> dict[str, Any]:
         "neighbouring": manifest.neighbouring,
         "sampler": manifest.sampler_value,
         "estimate_reason": reason,
+        **shuffle_lower_fields(manifest, mech, delta),
+        **tuning_fields(manifest, rep, delta, bool(reason)),
         "dataset_size": manifest.dataset_size,
         "claimed_epsilon": claimed.epsilon if claimed else None,
         "claimed_delta": claimed.delta if claimed else None,

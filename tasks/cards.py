@@ -122,6 +122,7 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
     if row.get("estimate_reason"):
         lines.append(
             f"- **Sampling.** Batches drawn by {_SAMPLER_TEXT.get(sampler or '', sampler)}; {row['estimate_reason']}."
+            + _shuffle_lower_text(row, delta)
         )
     elif sampler == "poisson":
         lines.append(
@@ -133,6 +134,17 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
         lines.append(
             "- **Sampling.** Fixed-size batches drawn without replacement, accounted as such under replace-one adjacency."
         )
+    elif sampler == "cyclic":
+        lines.append(
+            f"- **Sampling.** Batches drawn in {_SAMPLER_TEXT['cyclic']}, accounted as such: the epochs compose "
+            "Gaussian mechanisms exactly (cyclic_gaussian)."
+        )
+    elif sampler == "balls_in_bins":
+        lines.append(
+            f"- **Sampling.** Batches drawn by {_SAMPLER_TEXT['balls_in_bins']}, accounted as such "
+            "(balls_in_bins_gaussian): the upper numbers are the deterministic-batch guarantee, a proven bound that "
+            "claims no amplification from the random allocation."
+        )
     elif "subsampled" in row["mechanism_json"]:
         lines.append(
             "- **Sampling assumption.** Accounted as Poisson subsampling at rate q = batch size / dataset size. Training "
@@ -142,8 +154,10 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
         f"- **delta policy.** delta = {delta:.3g} from the declared policy {row['delta_policy']}"
         + (f" (N = {row['dataset_size']:,})" if row.get("dataset_size") is not None else "")
         + ". epsilon values depend on this choice; mu does not.",
-        "- **Scope.** Only the training mechanism is accounted (mechanism below); hyper-parameter tuning, data-dependent "
-        "preprocessing and any non-private release are outside this statement.",
+        *_tuning_lines(row, delta),
+        "- **Scope.** Only the training mechanism is accounted (mechanism below)"
+        + ("" if row.get("tuning_epsilon") is not None else "; hyper-parameter tuning")
+        + ", data-dependent preprocessing and any non-private release are outside this statement.",
         "",
         f"Mechanism ({row['mechanism_form']}): `{json.dumps(mech, sort_keys=True)[:1500]}`",
     ]
@@ -165,7 +179,44 @@ _SAMPLER_TEXT = {
     "poisson": "Poisson sampling",
     "shuffle": "shuffling (fixed-size batches, one pass per epoch)",
     "fixed": "fixed-size sampling without replacement",
+    "cyclic": "a fixed order (each record in exactly one batch per epoch, the same batches every epoch)",
+    "balls_in_bins": "balls-in-bins (each record in one uniformly chosen step per epoch)",
 }
+
+
+def _shuffle_lower_text(row: dict[str, Any], delta: float) -> str:
+    """The shuffled run's proven lower bound beside the Poisson estimate (tasks.audit.shuffle_lower_fields), or ''."""
+    low = row.get("shuffle_epsilon_lower")
+    if low is None:
+        return ""
+    est = row["epsilon"]
+    text = (
+        f" This run's epsilon at delta = {delta:.3g} is at least {_g(low)} (proven lower bound, "
+        f"{row.get('shuffle_analysis') or 'Chua et al. 2024'}); the Poisson figure {_g(est)} is an estimate"
+    )
+    if row.get("shuffle_mu_lower") is not None:
+        text += f"; its mu is at least {_g(row['shuffle_mu_lower'])} (lower bound)"
+    text += "."
+    if low > est:
+        text += " The Poisson figure understates the risk."
+    return text
+
+
+def _tuning_lines(row: dict[str, Any], delta: float) -> list[str]:
+    """The best-of-K caveat (tasks.audit.tuning_fields), or [] without tuning."""
+    if row.get("tuning_epsilon") is None:
+        return []
+    law = json.loads(row["tuning_distribution"])
+    runs = (
+        f"K = {law['count']}"
+        if law["distribution"] == "fixed"
+        else f"K random, E[K] = {row['tuning_expected_runs']:.3g}"
+    )
+    return [
+        f"- **Hyper-parameter tuning.** This version is the best of K runs ({runs}; {row['tuning_analysis']}): "
+        f"epsilon at delta = {delta:.3g} is <= {_g(row['tuning_epsilon'])} ({row['tuning_bound']}); one run: "
+        f"{_g(row['epsilon_single_run'])}. The table above is one run's guarantee."
+    ]
 
 
 def _estimate_paragraph(row: dict[str, Any]) -> list[str]:

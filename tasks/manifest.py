@@ -223,13 +223,54 @@ class DeltaPolicy(_Strict):
 _POWER = re.compile(r"^\s*1\s*/\s*N\s*\^\s*([0-9.]+)\s*$")
 
 
+SAMPLER_KINDS = {"cyclic": "cyclic_gaussian", "balls_in_bins": "balls_in_bins_gaussian"}
+"""The samplers accounted by their own kind (gdpcore.kinds.samplers) instead of as Poisson sampling."""
+
+
+def sampler_mechanism(mechanism: Any, sampler: str) -> Any:
+    """``mechanism`` (a Poisson-accounted DP-SGD description, phases allowed) as the ``sampler``'s kind: each
+    Poisson-subsampled Gaussian with q = 1/T and whole epochs becomes ``epochs = steps / T`` epochs of T batches (what
+    Opacus records: ``sample_rate = 1 / len(data_loader)``); a mechanism already of that kind is kept. ValueError
+    (naming the sampler and the phase) otherwise."""
+    from gdpcore.mechanisms import Composed, SelfComposed, SubsampledGaussian, mechanism_from_dict
+
+    kind = SAMPLER_KINDS[sampler]
+    if mechanism.kind == kind:
+        return mechanism
+    if isinstance(mechanism, SelfComposed):
+        return SelfComposed(mechanism=sampler_mechanism(mechanism.mechanism, sampler), count=mechanism.count)
+    if isinstance(mechanism, Composed):
+        return Composed(mechanisms=tuple(sampler_mechanism(m, sampler) for m in mechanism.mechanisms))
+    if not isinstance(mechanism, SubsampledGaussian):
+        raise ValueError(
+            f"sampler {sampler}: a {mechanism.kind} mechanism is not DP-SGD batches; describe it as {kind}"
+        )
+    per_epoch = round(1.0 / mechanism.sampling_rate)
+    if per_epoch < 1 or abs(per_epoch * mechanism.sampling_rate - 1.0) > 1e-9 or mechanism.steps % per_epoch:
+        raise ValueError(
+            f"sampler {sampler} needs q = 1/T (T batches per epoch) and whole epochs; got q = "
+            f"{shown(mechanism.sampling_rate)} and {shown(mechanism.steps)} steps"
+        )
+    return mechanism_from_dict(
+        {
+            "kind": kind,
+            "noise_multiplier": mechanism.noise_multiplier,
+            "steps_per_epoch": per_epoch,
+            "epochs": mechanism.steps // per_epoch,
+            "sensitivity": mechanism.sensitivity,
+        }
+    )
+
+
 class ModelManifest(_Strict):
     name: StrictStr
     version: Annotated[StrictInt, Field(gt=0, le=2**31)]
     description: StrictStr = ""
     privacy_unit: StrictStr = "example"
     neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
-    sampler: Literal["poisson", "shuffle", "fixed"] | None = None  # None: poisson for the DP-SGD forms, else unstated
+    sampler: Literal["poisson", "shuffle", "fixed", "cyclic", "balls_in_bins"] | None = (
+        None  # None: poisson for the DP-SGD forms, else unstated
+    )
     # N: needed only where a number depends on it (a 1/N^c delta policy, a batch size, TF-Privacy's default
     # number_of_examples, fixed-size batches); a fixed delta with sampling rates needs none.
     dataset_size: Annotated[StrictInt, Field(gt=0, le=MAX_DATASET_SIZE)] | None = None
@@ -240,6 +281,10 @@ class ModelManifest(_Strict):
     mechanism: MechanismSpec
     accounting: Accounting = Accounting()
     mlflow: MlflowRef = MlflowRef()
+    # Best of K runs (hyper-parameter tuning): {distribution: fixed | geometric | logarithmic |
+    # truncated_negative_binomial | poisson, count | mean | gamma | shape}, checked by
+    # gdpcore.tuning.RepetitionDistribution.from_dict in _validate (errors name tuning.<field>).
+    tuning: dict[StrictStr, Any] | None = None
     # Canary attack scores (tasks.evidence): audited by their own content-addressed key, so not part of spec_hash.
     evidence: EvidenceSpec | None = None
     # Set by the loader, not by the YAML author:
@@ -316,7 +361,7 @@ class ModelManifest(_Strict):
         return dict(self._resolved["mechanism"])
 
     @functools.cached_property
-    def _resolved(self) -> dict[str, Any]:
+    def _resolved_poisson(self) -> dict[str, Any]:
         """{mechanism (gdpcore dict), estimate_reason, detail}: each form through its adapter (gdpcore.adapters).
         Raises ValueError naming the problem; :func:`_validate` turns it into a ManifestError at ``mechanism.<form>``."""
         from gdpcore import adapters, mechanism_from_dict
@@ -413,6 +458,23 @@ class ModelManifest(_Strict):
         detail = "Opacus accountant history" if form == "opacus_history" else "DP-SGD, q = batch_size / dataset_size"
         return {"mechanism": mech, "estimate_reason": adapters.sampler_caveat(sampler or "poisson"), "detail": detail}
 
+    @functools.cached_property
+    def _resolved(self) -> dict[str, Any]:
+        """:meth:`_resolved_poisson`, with a ``cyclic`` / ``balls_in_bins`` run accounted by its own kind."""
+        resolved = self._resolved_poisson
+        sampler = self.sampler_value
+        if sampler not in SAMPLER_KINDS:
+            return resolved
+        from gdpcore import mechanism_from_dict
+
+        mech = sampler_mechanism(mechanism_from_dict(resolved["mechanism"]), sampler)
+        kind = SAMPLER_KINDS[sampler]
+        return {
+            "mechanism": mech.to_dict(),
+            "estimate_reason": None,
+            "detail": f"{resolved['detail']}; sampler {sampler}: accounted as {kind} (T = 1/q batches per epoch)",
+        }
+
     def build_mechanism(self) -> Any:
         from gdpcore import mechanism_from_dict
 
@@ -421,6 +483,8 @@ class ModelManifest(_Strict):
     def spec_hash(self) -> str:
         """Hash of everything the audit's numbers and card depend on (not of the YAML layout or comments)."""
         payload = self.model_dump(mode="json", exclude={"manifest_path", "mlflow", "evidence"})
+        if payload.get("tuning") is None:  # a manifest without tuning keeps the hash it had before the field existed
+            payload.pop("tuning", None)
         payload["_resolved_mechanism"] = self.mechanism_dict()
         payload["_schema"] = MANIFEST_SCHEMA_VERSION
         payload["_fprs"] = list(STANDARD_FPRS)
@@ -485,6 +549,13 @@ def _validate(data: Any, file: Path, prefix: str) -> ModelManifest:
     except ValueError as exc:  # includes TrainingRunFileError and UnsupportedMechanismError, both naming the problem
         field = _loc(("neighbouring",), prefix) if str(exc).startswith("neighbouring") else where
         raise ManifestError(file, field, str(exc)) from None
+    if manifest.tuning is not None:
+        from gdpcore.tuning import RepetitionDistribution
+
+        try:
+            RepetitionDistribution.from_dict(manifest.tuning, path="tuning")
+        except ValueError as exc:  # names tuning.<field>
+            raise ManifestError(file, _loc(("tuning",), prefix), str(exc)) from None
     if manifest.evidence is not None:  # the scores file must lie inside the manifest's folder
         try:
             resolve_scores_path(manifest)

@@ -21,7 +21,8 @@ key                                   meaning (manifest field it fills)
                                       ``dp.batch_size`` and by TF-Privacy's default ``number_of_examples``)
 ``dp.delta``                          delta: a number or ``1/N^1.1``
 ``dp.neighbouring``                   ``add_remove`` (default) or ``replace_one``
-``dp.sampler``                        ``poisson`` (default, what is accounted), ``shuffle`` or ``fixed``
+``dp.sampler``                        ``poisson`` (default, what is accounted), ``shuffle``, ``fixed``, ``cyclic``
+                                      or ``balls_in_bins`` (the last two accounted by their own kinds)
 ``dp.privacy_unit``                   what one record is (default ``example``)
 ``dp.epsilon`` + ``dp.accountant``    optional published claim (checked at ``dp.claim_delta``, default the delta)
 ``dp.opacus_history``                 JSON: an Opacus accountant's ``history`` or ``state_dict()``
@@ -29,6 +30,8 @@ key                                   meaning (manifest field it fills)
 ``dp.tf_privacy``                     JSON: TF-Privacy's statement parameters (``batch_size``, ``epochs``,
                                       ``noise_multiplier``, ``used_microbatching``, ...; TF-Privacy's step count)
 ``dp.phases`` / ``dp.gdpcore``        JSON: the manifest's ``phases`` list / a gdpcore mechanism dict
+``dp.tuning``                         JSON: the version is the best of K runs, the manifest's ``tuning`` block
+                                      (``{"distribution": "geometric", "mean": 10}``; Papernot & Steinke 2022)
 ``dp.source``, ``dp.description``     free text (where the numbers come from; notes) shown on the card
 ====================================  ========================================================================
 
@@ -132,7 +135,7 @@ _SCALARS = (
     "description",
 )
 _JSON_FORMS = ("opacus_history", "dp_event", "tf_privacy", "phases", "gdpcore")
-DP_KEYS: tuple[str, ...] = tuple(DP_PREFIX + k for k in (*_SCALARS, *_JSON_FORMS))
+DP_KEYS: tuple[str, ...] = tuple(DP_PREFIX + k for k in (*_SCALARS, *_JSON_FORMS, "tuning"))
 
 
 MAX_JSON_CHARS = 1_000_000
@@ -200,8 +203,10 @@ def _sampler(key: str, text: str) -> str:
         if t in ("false", "0"):
             return "shuffle"
         raise NotAuditable(["poisson_sampling"], f"poisson_sampling={text!r} is neither True nor False")
-    if t not in ("poisson", "shuffle", "fixed"):
-        raise NotAuditable([key], f"{key}={text!r}: give poisson, shuffle or fixed")
+    from gdpcore.adapters import SAMPLERS  # here: gdpcore takes seconds to import
+
+    if t not in SAMPLERS:
+        raise NotAuditable([key], f"{key}={text!r}: give one of {', '.join(SAMPLERS)}")
     return t
 
 
@@ -226,6 +231,7 @@ _FIELD_TO_KEY = {
     "claimed.delta": "dp.claim_delta",
     "claimed.accountant": "dp.accountant",
     "sampler": "dp.sampler",
+    "tuning": "dp.tuning",
 }
 
 
@@ -292,6 +298,8 @@ def description_to_manifest(
         data["mechanism"] = {"dpsgd": sgd}
     if "sampler" in d:
         data["sampler"] = _sampler("dp.sampler", d["sampler"])
+    if "tuning" in d:  # best of K runs: the manifest's tuning block
+        data["tuning"] = _json("dp.tuning", d["tuning"])
     if "epsilon" in d:
         claim_delta = _float("dp.claim_delta", d["claim_delta"]) if "claim_delta" in d else None
         data["claimed"] = {

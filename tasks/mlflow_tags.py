@@ -151,6 +151,7 @@ def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run
         "privacy.neighboring_relation": row["neighbouring"],
         "privacy.sampling": _sampling(row),
         **({"privacy.estimate_reason": row["estimate_reason"]} if row.get("estimate_reason") else {}),
+        **_sampler_and_tuning_tags(row),
         "privacy.gdpcore_version": row["gdpcore_version"],
         "privacy.audit_key": row["audit_key"],
         "privacy.audited_at": str(row["audited_at"]),
@@ -159,6 +160,24 @@ def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run
         tags["privacy.report_uri"] = report_uri
     if flow_run:
         tags["privacy.audit_flow_run"] = flow_run
+    return tags
+
+
+def _sampler_and_tuning_tags(row: dict[str, Any]) -> dict[str, str]:
+    """``privacy.shuffle.*`` (a shuffled run's proven lower bound, tasks.audit.shuffle_lower_fields) and
+    ``privacy.tuning.*`` (the best-of-K bound, tasks.audit.tuning_fields); {} when the row has neither."""
+    tags: dict[str, str] = {}
+    if row.get("shuffle_epsilon_lower") is not None:
+        tags["privacy.shuffle.epsilon_lower"] = f"{row['shuffle_epsilon_lower']:.6g}"
+        if row.get("shuffle_mu_lower") is not None:
+            tags["privacy.shuffle.mu_lower"] = f"{row['shuffle_mu_lower']:.6g}"
+        tags["privacy.shuffle.label"] = str(row["shuffle_label"])
+    if row.get("tuning_epsilon") is not None:
+        tags["privacy.tuning.epsilon"] = f"{row['tuning_epsilon']:.6g}"
+        tags["privacy.tuning.bound"] = str(row["tuning_bound"])
+        tags["privacy.tuning.analysis"] = str(row["tuning_analysis"])[:250]
+        tags["privacy.tuning.expected_runs"] = f"{row['tuning_expected_runs']:.6g}"
+        tags["privacy.tuning.epsilon_single_run"] = f"{row['epsilon_single_run']:.6g}"
     return tags
 
 
@@ -219,6 +238,14 @@ _TOOL_TAGS = frozenset(
         "privacy.neighboring_relation",
         "privacy.sampling",
         "privacy.estimate_reason",
+        "privacy.shuffle.epsilon_lower",
+        "privacy.shuffle.mu_lower",
+        "privacy.shuffle.label",
+        "privacy.tuning.epsilon",
+        "privacy.tuning.bound",
+        "privacy.tuning.analysis",
+        "privacy.tuning.expected_runs",
+        "privacy.tuning.epsilon_single_run",
         "privacy.gdpcore_version",
         "privacy.audit_key",
         "privacy.audited_at",

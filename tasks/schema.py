@@ -52,9 +52,24 @@ _COMMON: dict[str, str] = {
     "mechanism_json": "the mechanism as gdpcore JSON (mechanism_from_dict reads it back)",
     "mechanism_form": "how the manifest gave the mechanism: dpsgd, phases, opacus_history, opacus, tf_privacy, "
     "dp_event, gdpcore",
-    "sampler": "how the training batches were drawn: poisson, shuffle or fixed (NULL: not stated)",
+    "sampler": "how the training batches were drawn: poisson, shuffle, fixed, cyclic or balls_in_bins (NULL: not "
+    "stated; cyclic and balls_in_bins are accounted by their own kinds)",
     "estimate_reason": "NULL when the numbers are bounds as labelled; else why they are only estimates (e.g. shuffled "
     "batches accounted as Poisson sampling), and every *_bound column of the row says 'estimate'",
+    "shuffle_epsilon_lower": "sampler shuffle, accounted as Poisson with q = 1/T (T batches per epoch): epsilon at "
+    "delta of the shuffled run is at least this (proven lower bound, Chua et al. 2024); NULL otherwise",
+    "shuffle_mu_lower": "the same shuffled run's mu-GDP is at least this (proven lower bound, Chua et al. 2024)",
+    "shuffle_label": "what shuffle_epsilon_lower and shuffle_mu_lower are: 'lower (proven, Chua et al. 2024)' (NULL: "
+    "not computed)",
+    "shuffle_analysis": "the analysis behind the shuffle_* lower bounds (Chua et al. 2024)",
+    "tuning_epsilon": "the version is the best of K tuning runs (manifest tuning): epsilon at delta of the whole "
+    "procedure (upper bound; NULL: no tuning stated)",
+    "tuning_bound": "bound label of tuning_epsilon: upper (estimate when the single run's numbers are estimates)",
+    "tuning_analysis": "the analysis behind tuning_epsilon (K-fold composition for fixed K; Papernot & Steinke 2022 "
+    "Thm 2 / Thm 6 for a random K)",
+    "tuning_distribution": "the law of K as JSON (gdpcore.tuning.RepetitionDistribution.to_dict)",
+    "tuning_expected_runs": "E[K], the expected number of tuning runs",
+    "epsilon_single_run": "epsilon at delta of one run (the same as epsilon), beside tuning_epsilon",
     "mechanism_detail": "how the mechanism was derived from the manifest (adapter conventions, e.g. TF-Privacy's step "
     "count)",
     "delta": "delta of (epsilon, delta)-DP",
@@ -255,7 +270,9 @@ _COLUMNS: dict[str, list[str]] = {
         "gdp_complete verdict delta delta_policy epsilon epsilon_lower epsilon_bound eps_deltas eps_values tpr_fprs "
         "tpr tpr_bound advantage advantage_lower advantage_bound bayes_security bayes_security_bound accountant "
         "discretization alpha_min mechanism_form mechanism_json mechanism_hash mechanism_detail privacy_unit "
-        "neighbouring sampler estimate_reason dataset_size "
+        "neighbouring sampler estimate_reason shuffle_epsilon_lower shuffle_mu_lower shuffle_label shuffle_analysis "
+        "tuning_epsilon tuning_bound tuning_analysis tuning_distribution tuning_expected_runs epsilon_single_run "
+        "dataset_size "
         "claimed_epsilon claimed_delta claimed_accountant claim_reproduced_epsilon claim_reproduced_bound "
         "claim_reproduction claim_status claim_tight_epsilon claim_certified description source gdpcore_version "
         "audited_at run_id compute_seconds production description_source"

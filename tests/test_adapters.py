@@ -99,7 +99,9 @@ def test_tf_privacy_bad_input_names_the_field():
         from_tf_privacy(number_of_examples=60_000, batch_size=256, num_epochs=0, noise_multiplier=1.0)
     with pytest.raises(ValueError, match="used_microbatching must be true or false"):
         from_tf_privacy(number_of_examples=10, batch_size=2, num_epochs=1, noise_multiplier=1.0, used_microbatching=1)
-    with pytest.raises(ValueError, match="sampler must be one of poisson, shuffle, fixed, got 'random'"):
+    with pytest.raises(
+        ValueError, match="sampler must be one of poisson, shuffle, fixed, cyclic, balls_in_bins, got 'random'"
+    ):
         from_tf_privacy(number_of_examples=10, batch_size=2, num_epochs=1, noise_multiplier=1.0, sampler="random")
     with pytest.raises(ValueError, match="replace_one' needs sampler 'fixed'"):
         from_tf_privacy(

@@ -256,7 +256,7 @@ def test_dp_event_form(tmp_path):
             "  dpsgd: {noise_multiplier: 1.0, sampling_rate: 0.01, steps: 10}\n",
             "sampler: random\n",
             "sampler",
-            "'poisson', 'shuffle' or 'fixed'",
+            "'poisson', 'shuffle', 'fixed', 'cyclic' or 'balls_in_bins'",
         ),
         (
             "  dpsgd: {noise_multiplier: 1.0, sampling_rate: 0.01, steps: 10}\n",
