@@ -138,7 +138,7 @@ class _Loader(yaml.SafeLoader):
                     raise ConstructorError(
                         "while constructing a mapping",
                         node.start_mark,
-                        f"duplicate key {shown_key(key)} (first given on line {first.line + 1})",
+                        f"duplicate key {shown(key)} (first given on line {first.line + 1})",
                         key_node.start_mark,
                     )
                 seen[key] = key_node.start_mark

@@ -136,7 +136,7 @@ def test_memo_bomb_is_refused_in_seconds_by_the_cli(tmp_path):
     elapsed = time.monotonic() - started
     assert res.returncode == 2, res.stderr[-2000:]
     assert "Traceback" not in res.stderr and res.stderr.count("\n") == 1, res.stderr[-2000:]
-    assert res.stderr.startswith(f"gdp analyze: error: {path}: state['history']"), res.stderr
+    assert res.stderr.startswith(f"gdp analyze: error: --opacus: {path}: state['history']"), res.stderr
     assert elapsed < 30, elapsed  # the process start (imports) included: about 3 s on 2 busy cores
 
 
@@ -177,7 +177,7 @@ def test_hostile_pt_files_fail_with_one_line(tmp_path, capsys, case):
     assert time.process_time() - started < 5
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 1 and len(err) < 1000, err[-2000:]
-    assert err.startswith(f"gdp analyze: error: {path}: "), err
+    assert err.startswith(f"gdp analyze: error: --opacus: {path}: "), err
     assert expected in err, err
 
 
@@ -186,7 +186,9 @@ def test_deep_json_fails_with_one_line(tmp_path, capsys):
     path.write_text("[" * 100_000 + "]" * 100_000)
     assert main(["analyze", "--opacus", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err == f"gdp analyze: error: {path}: JSON nested too deeply (an accountant state has three levels)\n"
+    assert (
+        err == f"gdp analyze: error: --opacus: {path}: JSON nested too deeply (an accountant state has three levels)\n"
+    )
 
 
 # -- 4: huge values are named, not echoed ----------------------------------------------------------------------------
@@ -217,7 +219,9 @@ def test_a_30_mb_value_is_named_not_echoed_by_the_cli(tmp_path, capsys, state, f
     assert main(["analyze", "--opacus", str(path)]) == 2
     err = capsys.readouterr().err
     assert len(err) < 1000 and err.count("\n") == 1, err[:2000]
-    assert err.startswith(f"gdp analyze: error: {path}: ") and field in err and "(30,000,000 chars)" in err, err
+    assert err.startswith(f"gdp analyze: error: --opacus: {path}: ") and field in err and "(30,000,000 chars)" in err, (
+        err
+    )
 
 
 def test_bounded_repr_never_expands_or_raises():
