@@ -392,8 +392,7 @@ def _read_bounded(path: Path) -> bytes:
         raise TrainingRunFileError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise TrainingRunFileError(f"{path}: is a folder, not a file") from None
-    except OSError as exc:
-        raise TrainingRunFileError(f"{path}: cannot be read ({_clip(exc.strerror or type(exc).__name__)})") from None
+    # other OSErrors (permissions, a name too long) reach the command's one-line handler, which names the option
     if len(data) > MAX_FILE_BYTES:
         raise TrainingRunFileError(f"{path}: larger than {MAX_FILE_BYTES:,} bytes")
     return data
