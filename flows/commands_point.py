@@ -609,17 +609,20 @@ def bayes_security_point(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _accountant_value(q: float, sigma: float, t: float, relation: str) -> dict[str, Any]:
-    import gdpcore
+    """beta* of the same run from the PLD accountant, next to Cor. 7: :func:`gdpcore.bayes_security.
+    check_bayes_security_from_dpsgd` (both relations; replace-one is seed 004's substitution pair)."""
     from gdpcore import bayes_security as bs
 
     if t != int(t):
         return {"value": None, "reason": f"steps {t:g} is not a whole number: no accountant value"}
-    try:
-        mech = gdpcore.SubsampledGaussian(noise_multiplier=sigma, sampling_rate=q, steps=int(t), neighbouring=relation)
-    except ValueError as exc:
-        return {"value": None, "reason": f"not accounted here: {exc}"}
-    r = bs.get_bayes_security_from_report(gdpcore.analyze(mech))
-    return {"value": r.value, "bound": r.bound, "source": r.source}
+    check = bs.check_bayes_security_from_dpsgd(sampling_rate=q, noise_multiplier=sigma, steps=int(t), relation=relation)
+    return {
+        "value": check.exact_lower,
+        "bound": "lower",
+        "upper": check.exact_upper if math.isfinite(check.exact_upper) else None,
+        "source": check.source,
+        "status": check.status,
+    }
 
 
 def _bayes_security(args: argparse.Namespace) -> int:
