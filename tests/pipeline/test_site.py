@@ -142,12 +142,20 @@ def test_site_in_headless_chromium(site, tmp_path):
         assert browser.evaluate("document.querySelector('article.card img').naturalWidth") > 500  # the card figure
         page.screenshot(shots / "version-1280.png")
 
-        for name, path in (("overview", index), ("version", version)):  # phone width: no sideways scrolling
+        sweep = report.parent / "site" / "sweeps" / "tiny.html"  # its heat maps load (tasks.plots' PNGs)
+        browser.open(sweep.as_uri(), 1280)
+        assert browser.evaluate(
+            "[...document.querySelectorAll('figure.heatmap img')].map(i => i.naturalWidth > 200)"
+        ) == [
+            True,
+            True,
+        ]
+        for name, path in (("overview", index), ("version", version), ("sweep", sweep)):  # phone width: no scrolling
             page = browser.open(path.as_uri(), 390)
             assert page.errors() == []
             assert browser.evaluate("document.documentElement.scrollWidth") <= 390, name
             page.screenshot(shots / f"{name}-390.png")
-    for name, width in (("overview", 1280), ("version", 1280), ("overview", 390), ("version", 390)):
+    for name, width in (("overview", 1280), ("version", 1280), ("overview", 390), ("version", 390), ("sweep", 390)):
         w, h = _png_size(shots / f"{name}-{width}.png")
         assert w == width and h > 600
     print(f"\nscreenshots: {shots}")
