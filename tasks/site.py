@@ -9,7 +9,10 @@ confined) and writes ``index.html`` in the report's folder and the other pages u
   trend of mu across each model's versions, the versions that could not be audited, and the sweeps in the report;
 * ``site/models/<model>/v<version>/index.html``: one page per version - its numbers and comparisons from the report,
   its privacy card (``card.md`` of :mod:`tasks.cards`, rendered) and the card's trade-off figure (copied);
-* ``site/sweeps/<spec>.html``: one page per sweep - its runs and its least private cells.
+* ``site/sweeps/<spec>.html``: one page per sweep - its heat maps, its runs and its least private cells. The heat
+  maps (``site/sweeps/<spec>/*.png``) are :func:`tasks.plots.plot_heatmap`'s, the figure ``gdp plot heatmap`` draws:
+  mu, and the GDP regret when the sweep has it, over the two grid axes with the most distinct values, the maximum over
+  the other axes (:func:`heatmap_plans`); a sweep with fewer than two varying axes gets none, and its page says why.
 
 Every table is shown with the SQL that reproduces it from the report (``gdp sql "..."``): the SQL shown is the SQL
 that was run. The pages need no network and no JavaScript (no CDN; plain HTML and one CSS file shipped in
@@ -33,7 +36,7 @@ from urllib.parse import quote
 
 from tasks.formatting import format_number
 
-__all__ = ["QUERIES", "SITE_DIR", "render_pages", "write_site"]
+__all__ = ["QUERIES", "SITE_DIR", "heatmap_plans", "render_pages", "write_site"]
 
 SITE_DIR = "site"
 """The folder (next to the report) holding every page but ``index.html``, the stylesheet and the figures."""
@@ -88,9 +91,23 @@ def _read_report(report: Path) -> dict[str, list[dict[str, Any]]]:
                 out[name] = _fetch(con, sql)
             except duckdb.CatalogException:  # a report published before the registry views existed
                 out[name] = []
+        out["sweep_axes"] = _sweep_axes(con)
         return out
     finally:
         con.close()
+
+
+def _sweep_axes(con: Any) -> list[dict[str, Any]]:
+    """Per spec, the number of distinct values of each grid axis :func:`tasks.plots.plot_heatmap` can draw (the
+    columns of ``cells`` among its axes) over the spec's ok cells, and how many of them have a GDP regret."""
+    from tasks.plots import _AXES
+
+    columns = {d[0] for d in con.execute("SELECT * FROM cells LIMIT 0").description}
+    axes = [a for a in _AXES if a in columns]
+    counts = "".join(f'count(DISTINCT "{a}") AS "{a}", ' for a in axes)
+    return _fetch(
+        con, f"SELECT spec, {counts}count(gdp_regret) AS regret_cells FROM cells WHERE status = 'ok' GROUP BY spec"
+    )
 
 
 # ---- presentation helpers (numbers keep their bound labels) -------------------------------------------------------
@@ -178,6 +195,60 @@ def _sweep_page(spec: str) -> Path:
     from tasks.lake import safe_join
 
     return safe_join(Path("sweeps"), f"{spec}.html")
+
+
+HEATMAP_REDUCE = "max"
+"""How the sweep pages' heat maps reduce the axes they do not plot: the largest value (the least private cell)."""
+
+
+def heatmap_plans(tables: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per spec, the heat maps its sweep page shows: ``{"maps": [...], "reason": why none or None}``; each map names
+    its metric, axes ``x`` (most distinct values) and ``y`` (next; ties in :func:`tasks.plots.plot_heatmap`'s axis
+    order), its file relative to the site folder, and the ``gdp plot heatmap`` command that draws it."""
+    import shlex
+
+    from tasks.lake import safe_join
+    from tasks.plots import heatmap_filename
+
+    plans: dict[str, dict[str, Any]] = {}
+    counts = {r["spec"]: r for r in tables.get("sweep_axes", [])}
+    for s in tables["sweeps"]:
+        spec = s["spec"]
+        row = counts.get(spec)
+        if row is None:
+            plans[spec] = {"maps": [], "reason": "no heat map: the sweep has no ok cells"}
+            continue
+        varying = sorted(
+            ((n, k, a) for k, (a, n) in enumerate(row.items()) if a not in ("spec", "regret_cells") and n >= 2),
+            key=lambda t: (-t[0], t[1]),
+        )
+        if len(varying) < 2:
+            only = f" (only {varying[0][2]} varies)" if varying else ""
+            plans[spec] = {
+                "maps": [],
+                "reason": f"no heat map: a heat map needs two grid axes that vary, this sweep has {len(varying)}{only}",
+            }
+            continue
+        x, y = varying[0][2], varying[1][2]
+        metrics = ["mu"] + (["gdp_regret"] if row["regret_cells"] else [])
+        maps = []
+        for metric in metrics:
+            name = heatmap_filename(metric, x, y, None, HEATMAP_REDUCE)
+            label = "μ (upper bound)" if metric == "mu" else "GDP regret"
+            maps.append(
+                {
+                    "metric": metric,
+                    "x": x,
+                    "y": y,
+                    "file": safe_join(Path("sweeps"), spec, name),
+                    "alt": f"Heat map of {label} over {x} (x) and {y} (y), the {HEATMAP_REDUCE} over the other axes",
+                    "caption": f"{label}: x = {x}, y = {y}; each cell is the {HEATMAP_REDUCE} over the other axes.",
+                    "command": f"gdp plot heatmap --spec {shlex.quote(spec)} --x {x} --y {y} --metric {metric} "
+                    f"--reduce {HEATMAP_REDUCE}",
+                }
+            )
+        plans[spec] = {"maps": maps, "reason": None}
+    return plans
 
 
 def _href(path: Path | str, start: Path | str) -> str:
@@ -325,8 +396,10 @@ def render_pages(
                 evidence_sql=version_query("evidence", v["model"], v["version"]),
                 href=lambda p, page=page: link(site / p, page),
             )
+    plans = heatmap_plans(tables)
     for s in sweeps:
         page = site / s["page"]
+        plan = plans[s["spec"]]
         pages[str(page)] = env.get_template("sweep.html").render(
             **common,
             css=link(site / "style.css", page),
@@ -334,6 +407,8 @@ def render_pages(
             s=s,
             runs=runs_by_spec.get(s["spec"], []),
             cells=[c for c in tables["worst_cells"] if c["spec"] == s["spec"]],
+            heatmaps=[{**h, "src": link(site / h["file"], page)} for h in plan["maps"]],
+            heatmap_reason=plan["reason"],
             runs_sql=QUERIES["runs"].replace("FROM runs", f"FROM runs WHERE spec = {_sql_value(s['spec'])}"),
             cells_sql=(
                 "SELECT cell_id, mechanism_kind, noise_multiplier, sampling_rate, steps, mu, mu_bound, gdp_regret, "
@@ -394,6 +469,15 @@ def write_site(report: str | Path, cards: str | Path | None = None) -> Path:
         for name, src in files.items():
             _write_file(page_dir / name, src.read_bytes())
             written.add(page_dir / name)
+    from tasks.plots import plot_heatmap
+
+    for spec, plan in heatmap_plans(tables).items():  # each sweep's heat maps beside its page
+        for h in plan["maps"]:
+            out = site / h["file"]  # written atomically by tasks.plots (tasks.safe_write.atomic_write), as _write_file
+            plot_heatmap(
+                report, spec, x=h["x"], y=h["y"], metric=h["metric"], out=out, reduce=HEATMAP_REDUCE, overwrite=True
+            )
+            written.add(out)
     _remove_stale(site, written)
     return root / "index.html"
 

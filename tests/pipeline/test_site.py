@@ -142,12 +142,20 @@ def test_site_in_headless_chromium(site, tmp_path):
         assert browser.evaluate("document.querySelector('article.card img').naturalWidth") > 500  # the card figure
         page.screenshot(shots / "version-1280.png")
 
-        for name, path in (("overview", index), ("version", version)):  # phone width: no sideways scrolling
+        sweep = report.parent / "site" / "sweeps" / "tiny.html"  # its heat maps load (tasks.plots' PNGs)
+        browser.open(sweep.as_uri(), 1280)
+        assert browser.evaluate(
+            "[...document.querySelectorAll('figure.heatmap img')].map(i => i.naturalWidth > 200)"
+        ) == [
+            True,
+            True,
+        ]
+        for name, path in (("overview", index), ("version", version), ("sweep", sweep)):  # phone width: no scrolling
             page = browser.open(path.as_uri(), 390)
             assert page.errors() == []
             assert browser.evaluate("document.documentElement.scrollWidth") <= 390, name
             page.screenshot(shots / f"{name}-390.png")
-    for name, width in (("overview", 1280), ("version", 1280), ("overview", 390), ("version", 390)):
+    for name, width in (("overview", 1280), ("version", 1280), ("overview", 390), ("version", 390), ("sweep", 390)):
         w, h = _png_size(shots / f"{name}-{width}.png")
         assert w == width and h > 600
     print(f"\nscreenshots: {shots}")
@@ -242,3 +250,41 @@ def test_report_opens_in_plain_duckdb_from_any_directory(site, tmp_path, monkeyp
     finally:
         con.close()
         renamed.unlink()
+
+
+def test_sweep_page_shows_its_heat_maps(prefect_server, tiny_spec, tmp_path):
+    """A sweep's page embeds tasks.plots' heat maps (mu and GDP regret, max over the other axes) as PNG files beside
+    it, with the command that redraws each; the two plotted axes are the grid's, whose values the spec lists."""
+    import re
+
+    from flows.grid_sweep import grid_sweep
+    from flows.runners import make_task_runner
+    from tasks.site import write_site
+
+    report = tmp_path / "reports" / "privacy.duckdb"
+    grid_sweep.with_options(task_runner=make_task_runner("thread", max_workers=2))(
+        spec_path=str(tiny_spec()), lake=str(tmp_path / "lake"), report=str(report), workers=2, progress=False
+    )
+    write_site(report)
+    page = report.parent / "site" / "sweeps" / "tiny.html"
+    html = page.read_text(encoding="utf-8")
+    imgs = re.findall(r'<img src="([^"]+)" alt="([^"]+)">', html)
+    # TINY_SPEC: noise_multiplier, sampling_rate and steps each take 2 values; ties go in plot_heatmap's axis order
+    assert [urllib.parse.unquote(src) for src, _ in imgs] == [
+        "tiny/mu_sampling_rate_vs_noise_multiplier__max-over-others.png",
+        "tiny/gdp_regret_sampling_rate_vs_noise_multiplier__max-over-others.png",
+    ]
+    for src, alt in imgs:
+        png = page.parent / urllib.parse.unquote(src)
+        w, h = _png_size(png)
+        assert 150 <= w <= 2000 and 150 <= h <= 2000 and png.stat().st_size > 5000
+        assert "noise_multiplier" in alt and "sampling_rate" in alt and "max over the other axes" in alt
+    assert "gdp plot heatmap --spec tiny --x noise_multiplier --y sampling_rate --metric mu --reduce max" in html
+
+
+def test_a_sweep_with_one_varying_axis_has_no_heat_map_and_says_why():
+    sweep = {"spec": "s", "cells": 3, "ok_cells": 3, "min_mu": 0.1, "max_mu": 0.3, "max_regret": 0.0}
+    axes = {"spec": "s", "noise_multiplier": 3, "sampling_rate": 1, "steps": 1, "regret_cells": 3}
+    pages = render_pages(_tables(sweeps=[sweep], sweep_axes=[axes]))
+    html = pages["site/sweeps/s.html"]
+    assert "<img" not in html and "this sweep has 1 (only noise_multiplier varies)" in html
