@@ -272,6 +272,16 @@ def _gdp_mu(m: SamplerMechanism) -> float:
     return math.sqrt(m.epochs) / m.noise_multiplier
 
 
+def _cyclic_rdp(label: str):
+    """The cyclic guarantee's RDP, epochs * t / (2 sigma^2) (``epochs`` Gaussians of mu = 1/sigma), labelled."""
+    return lambda m, t: (m.epochs * t / (2.0 * m.noise_multiplier**2), label)
+
+
+def _cyclic_rho(label: str):
+    """The cyclic guarantee's zCDP rho, epochs / (2 sigma^2), labelled (constant ratio: limit "any")."""
+    return lambda m: (m.epochs / (2.0 * m.noise_multiplier**2), label, "any")
+
+
 def _draw(cls: type[SamplerMechanism]):
     def draw(rng: np.random.Generator) -> SamplerMechanism:
         return cls(
@@ -294,8 +304,8 @@ CYCLIC_GAUSSIAN = KindSpec(
     draw=_draw(CyclicGaussian),
     pld=_epoch_gaussian_pld,
     pure_epsilon=lambda m: NOT_PURE,
-    rdp=lambda m, t: (m.epochs * t / (2.0 * m.noise_multiplier**2), "exact"),
-    rho=lambda m: (m.epochs / (2.0 * m.noise_multiplier**2), "exact", "any"),
+    rdp=_cyclic_rdp("exact"),
+    rho=_cyclic_rho("exact"),
     to_dp_event=Unsupported(_NO_EVENT),
     from_dp_event=Unsupported(_NO_EVENT),
     exact_mu=_gdp_mu,
@@ -316,8 +326,8 @@ SHUFFLED_GAUSSIAN = KindSpec(
     draw=_draw(ShuffledGaussian),
     pld=_bracket_pld,
     pure_epsilon=lambda m: NOT_PURE,
-    rdp=lambda m, t: (m.epochs * t / (2.0 * m.noise_multiplier**2), "upper"),
-    rho=lambda m: (m.epochs / (2.0 * m.noise_multiplier**2), "upper", "any"),
+    rdp=_cyclic_rdp("upper"),
+    rho=_cyclic_rho("upper"),
     to_dp_event=Unsupported(_NO_EVENT),
     from_dp_event=Unsupported(_NO_EVENT),
     exact_mu=lambda m: None,
@@ -336,8 +346,8 @@ BALLS_IN_BINS_GAUSSIAN = KindSpec(
     draw=_draw(BallsInBinsGaussian),
     pld=_bracket_pld,
     pure_epsilon=lambda m: NOT_PURE,
-    rdp=lambda m, t: (m.epochs * t / (2.0 * m.noise_multiplier**2), "upper"),
-    rho=lambda m: (m.epochs / (2.0 * m.noise_multiplier**2), "upper", "any"),
+    rdp=_cyclic_rdp("upper"),
+    rho=_cyclic_rho("upper"),
     to_dp_event=Unsupported(_NO_EVENT),
     from_dp_event=Unsupported(_NO_EVENT),
     exact_mu=lambda m: None,
