@@ -21,6 +21,13 @@ from flows.mechanism_args import _probability
 __all__ = ["REGISTRY_COMMANDS"]
 
 
+def _print_outputs(s: Any) -> None:
+    """Where the audit's outputs are: the report (its views), the cards and, when published, the site."""
+    print(f"report: {s.report}   (views: models, model_privacy, model_comparisons, evidence)\ncards: {s.cards_dir}")
+    if s.site:
+        print(f"site: {s.site}   (open in a browser; works offline)")
+
+
 def _print_flags(s: Any) -> None:
     """What both audit summaries (manifest registry, MLflow registry) list under their count line: evidence of a
     violation first."""
@@ -66,7 +73,7 @@ def _audit(args: argparse.Namespace) -> int:
     _print_flags(s)
     if args.mlflow_uri:
         print(f"MLflow: tagged {len(s.mlflow_tagged)}, not registered: {', '.join(s.mlflow_missing) or 'none'}")
-    print(f"report: {s.report}   (views: models, model_privacy, model_comparisons, evidence)\ncards: {s.cards_dir}")
+    _print_outputs(s)
     return 1 if s.failed else 0
 
 
@@ -135,7 +142,7 @@ def _audit_mlflow(args: argparse.Namespace) -> int:
         print(f"  not auditable {key}: {why}")
     _print_flags(s)
     print(f"MLflow: {s.mlflow_tags_written} tag value(s) written on {len(s.mlflow_tagged)} audited version(s)")
-    print(f"report: {s.report}   (views: models, model_privacy, model_comparisons, evidence)\ncards: {s.cards_dir}")
+    _print_outputs(s)
     return 1 if s.failed else 0
 
 
