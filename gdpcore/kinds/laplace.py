@@ -91,6 +91,25 @@ def _sl_eps0(m: SubsampledLaplace) -> float:
     return m.sensitivity / m.scale
 
 
+def subsampled_laplace_event(m: Any) -> dp_accounting.DpEvent:
+    """T Poisson-sampled Laplace steps as dp_accounting states them (noise relative to the sensitivity); the same
+    event under either neighbouring relation (the relation is the accountant's argument)."""
+    return dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(m.sampling_rate, dp_accounting.LaplaceDpEvent(m.scale / m.sensitivity)),
+        m.steps,
+    )
+
+
+def subsampled_discrete_laplace_event(m: Any) -> dp_accounting.DpEvent:
+    """T Poisson-sampled discrete Laplace steps as dp_accounting states them."""
+    return dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(
+            m.sampling_rate, dp_accounting.dp_event.DiscreteLaplaceDpEvent(m.noise_parameter, m.sensitivity)
+        ),
+        m.steps,
+    )
+
+
 SUBSAMPLED_LAPLACE = KindSpec(
     cls=SubsampledLaplace,
     steps_param="steps",
@@ -108,10 +127,7 @@ SUBSAMPLED_LAPLACE = KindSpec(
         sampling_prob=m.sampling_rate,
     ),
     **_amplified_pure_hooks(_sl_eps0),
-    to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(m.sampling_rate, dp_accounting.LaplaceDpEvent(m.scale / m.sensitivity)),
-        m.steps,
-    ),
+    to_dp_event=subsampled_laplace_event,
     from_dp_event=dp_events.subsampled_laplace_from_event,
     exact_mu=Unsupported("the subsampled Laplace mechanism is not exactly GDP"),
 )
@@ -139,12 +155,7 @@ SUBSAMPLED_DISCRETE_LAPLACE = KindSpec(
     ),
     **_amplified_pure_hooks(_sdl_eps0),
     construction_points=lambda m, n: n + m.sensitivity,
-    to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(
-            m.sampling_rate, dp_accounting.dp_event.DiscreteLaplaceDpEvent(m.noise_parameter, m.sensitivity)
-        ),
-        m.steps,
-    ),
+    to_dp_event=subsampled_discrete_laplace_event,
     from_dp_event=dp_events.subsampled_discrete_laplace_from_event,
     exact_mu=Unsupported("the subsampled discrete Laplace mechanism is not exactly GDP"),
 )

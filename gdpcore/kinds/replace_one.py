@@ -24,7 +24,6 @@ from __future__ import annotations
 import collections
 import math
 
-import dp_accounting
 import numpy as np
 from dp_accounting.pld import pld_pmf, privacy_loss_mechanism
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
@@ -32,6 +31,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from gdpcore import closed_form
 from gdpcore.kinds import dp_events, formulas
 from gdpcore.kinds._common import dpa_discretisation, log_uniform
+from gdpcore.kinds.laplace import subsampled_discrete_laplace_event, subsampled_laplace_event
 from gdpcore.kinds.registry import KindSpec, Unsupported
 from gdpcore.mechanisms import ReplaceOneSubsampledDiscreteLaplace, ReplaceOneSubsampledLaplace
 
@@ -237,10 +237,7 @@ REPLACE_ONE_SUBSAMPLED_LAPLACE = KindSpec(
         _ReplaceOneLaplaceLoss(m.scale, m.sensitivity, m.sampling_rate), step, pessimistic
     ),
     **_hooks(_laplace_d),
-    to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(m.sampling_rate, dp_accounting.LaplaceDpEvent(m.scale / m.sensitivity)),
-        m.steps,
-    ),
+    to_dp_event=subsampled_laplace_event,
     from_dp_event=dp_events.replace_one_subsampled_laplace_from_event,
     exact_mu=Unsupported("the subsampled Laplace mechanism is not exactly GDP"),
 )
@@ -259,12 +256,7 @@ REPLACE_ONE_SUBSAMPLED_DISCRETE_LAPLACE = KindSpec(
     **_hooks(_discrete_d),
     # dp_accounting's discrete constructions enumerate the integer outputs between -D and D.
     construction_points=lambda m, n: n + 2 * m.sensitivity,
-    to_dp_event=lambda m: dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(
-            m.sampling_rate, dp_accounting.dp_event.DiscreteLaplaceDpEvent(m.noise_parameter, m.sensitivity)
-        ),
-        m.steps,
-    ),
+    to_dp_event=subsampled_discrete_laplace_event,
     from_dp_event=dp_events.replace_one_subsampled_discrete_laplace_from_event,
     exact_mu=Unsupported("the subsampled discrete Laplace mechanism is not exactly GDP"),
 )

@@ -314,44 +314,39 @@ CYCLIC_GAUSSIAN = KindSpec(
     subsampled_gaussian_phases=Unsupported("deterministic batches are not Poisson-subsampled"),
 )
 
-# Upper ends: the cyclic guarantee (joint convexity over the data-independent batch assignments); RDP, zCDP and GDP
-# are its exact values, upper bounds here.
-SHUFFLED_GAUSSIAN = KindSpec(
-    cls=ShuffledGaussian,
-    steps_param="epochs",
-    summary=(
-        "DP-SGD on batches reshuffled every epoch: upper end the cyclic guarantee, lower end the proven shuffle lower"
-        " bound (Chua et al. 2024)"
-    ),
-    draw=_draw(ShuffledGaussian),
-    pld=_bracket_pld,
-    pure_epsilon=lambda m: NOT_PURE,
-    rdp=_cyclic_rdp("upper"),
-    rho=_cyclic_rho("upper"),
-    to_dp_event=Unsupported(_NO_EVENT),
-    from_dp_event=Unsupported(_NO_EVENT),
-    exact_mu=lambda m: None,
-    clt_mu_squared=Unsupported(_NO_CLT),
-    gdp_upper_bound=lambda m: (_gdp_mu(m), "upper"),
-    subsampled_gaussian_phases=Unsupported("shuffled batches are not Poisson-subsampled"),
+
+def _bracket_spec(cls: type[SamplerMechanism], summary: str, batches: str) -> KindSpec:
+    """A sampler whose upper end is the cyclic guarantee (joint convexity over the data-independent batch
+    assignments; RDP, zCDP and GDP are its exact values, upper bounds here) and whose lower end is the slice
+    construction on the kind's own pair (:func:`_bracket_pld`)."""
+    return KindSpec(
+        cls=cls,
+        steps_param="epochs",
+        summary=summary,
+        draw=_draw(cls),
+        pld=_bracket_pld,
+        pure_epsilon=lambda m: NOT_PURE,
+        rdp=_cyclic_rdp("upper"),
+        rho=_cyclic_rho("upper"),
+        to_dp_event=Unsupported(_NO_EVENT),
+        from_dp_event=Unsupported(_NO_EVENT),
+        exact_mu=lambda m: None,
+        clt_mu_squared=Unsupported(_NO_CLT),
+        gdp_upper_bound=lambda m: (_gdp_mu(m), "upper"),
+        subsampled_gaussian_phases=Unsupported(f"{batches} batches are not Poisson-subsampled"),
+    )
+
+
+SHUFFLED_GAUSSIAN = _bracket_spec(
+    ShuffledGaussian,
+    "DP-SGD on batches reshuffled every epoch: upper end the cyclic guarantee, lower end the proven shuffle lower"
+    " bound (Chua et al. 2024)",
+    "shuffled",
 )
 
-BALLS_IN_BINS_GAUSSIAN = KindSpec(
-    cls=BallsInBinsGaussian,
-    steps_param="epochs",
-    summary=(
-        "DP-SGD on balls-in-bins batches (each example in one uniformly chosen step per epoch): upper end the cyclic"
-        " guarantee (no amplification claimed), lower end a proven bound"
-    ),
-    draw=_draw(BallsInBinsGaussian),
-    pld=_bracket_pld,
-    pure_epsilon=lambda m: NOT_PURE,
-    rdp=_cyclic_rdp("upper"),
-    rho=_cyclic_rho("upper"),
-    to_dp_event=Unsupported(_NO_EVENT),
-    from_dp_event=Unsupported(_NO_EVENT),
-    exact_mu=lambda m: None,
-    clt_mu_squared=Unsupported(_NO_CLT),
-    gdp_upper_bound=lambda m: (_gdp_mu(m), "upper"),
-    subsampled_gaussian_phases=Unsupported("balls-in-bins batches are not Poisson-subsampled"),
+BALLS_IN_BINS_GAUSSIAN = _bracket_spec(
+    BallsInBinsGaussian,
+    "DP-SGD on balls-in-bins batches (each example in one uniformly chosen step per epoch): upper end the cyclic"
+    " guarantee (no amplification claimed), lower end a proven bound",
+    "balls-in-bins",
 )
