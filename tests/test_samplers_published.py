@@ -272,3 +272,8 @@ def test_lower_end_never_above_a_certified_upper_bound(sigma, steps, epochs):
         lower = float(r.epsilon(delta, side="optimistic"))
         assert lower <= deterministic_epsilon(sigma, epochs, delta) + 1e-9, (delta, lower)
         assert lower <= float(r.epsilon(delta)) + 1e-12
+    # The mu lower end against the deterministic run's exact mu, and the deterministic run is that closed form.
+    assert r.mu_lower is not None and r.mu_lower <= math.sqrt(epochs) / sigma + 1e-12
+    cyclic = g.analyze(g.CyclicGaussian(noise_multiplier=sigma, steps_per_epoch=steps, epochs=epochs))
+    for e in eps:
+        assert float(cyclic.delta(e)) == pytest.approx(deterministic_delta(sigma, epochs, e), rel=1e-9, abs=1e-15)
