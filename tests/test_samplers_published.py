@@ -45,6 +45,11 @@ CAPS = np.arange(0.0, 100.0, 0.01)
 DISC = 1e-3
 """Their default discretisation (the lattice of the multi-epoch slice PMF and of the Poisson PLDs)."""
 
+SHUFFLE, BALLS_IN_BINS = (2.0, 1.0), (1.0, 0.0)
+"""The means (under the dataset, under its neighbour) of the differing example's step in their shuffle pair
+(``ShuffleAccountant()``) and in their balls-in-bins lower-bound pair (``BnBAccountant``'s
+``ShuffleAccountant(mean_upper=1, mean_lower=0)``)."""
+
 
 # -- their methods, written out independently --------------------------------------------------------------------------
 def deterministic_delta(sigma: float, epochs: int, eps: float) -> float:
@@ -61,35 +66,35 @@ def _log_max_cdf(caps: np.ndarray, sigma: float, steps: int, mean: float) -> np.
     return special.log_ndtr((caps - mean) / sigma) + (steps - 1) * special.log_ndtr(caps / sigma)
 
 
-def cube_delta(sigma: float, steps: int, eps: float, caps: np.ndarray = CAPS) -> float:
-    """Their single-epoch shuffle lower bound: the best cube set {max_t x_t > C} over ``caps``."""
-    return float(np.max(_cube_values(sigma, steps, eps, caps)))
+def cube_delta(sigma: float, steps: int, eps: float, means: tuple[float, float] = SHUFFLE) -> float:
+    """Their single-epoch lower bound: the best cube set {max_t x_t > C} over their caps."""
+    return float(np.max(_cube_values(sigma, steps, eps, CAPS, means)))
 
 
-def _cube_values(sigma: float, steps: int, eps: float, caps: np.ndarray) -> np.ndarray:
-    p_out = -np.expm1(_log_max_cdf(caps, sigma, steps, 2.0))
-    q_out = -np.expm1(_log_max_cdf(caps, sigma, steps, 1.0))
+def _cube_values(sigma: float, steps: int, eps: float, caps: np.ndarray, means: tuple[float, float]) -> np.ndarray:
+    p_out = -np.expm1(_log_max_cdf(caps, sigma, steps, means[0]))
+    q_out = -np.expm1(_log_max_cdf(caps, sigma, steps, means[1]))
     return p_out - math.exp(eps) * q_out
 
 
-def best_cube_delta(sigma: float, steps: int, eps: float) -> float:
+def best_cube_delta(sigma: float, steps: int, eps: float, means: tuple[float, float] = SHUFFLE) -> float:
     """The cube-set bound at its best cap (their grid's best cap polished by a bounded scalar search)."""
-    i = int(np.argmax(_cube_values(sigma, steps, eps, CAPS)))
+    i = int(np.argmax(_cube_values(sigma, steps, eps, CAPS, means)))
     lo, hi = CAPS[max(i - 1, 0)], CAPS[min(i + 1, CAPS.size - 1)]
     res = optimize.minimize_scalar(
-        lambda c: -float(_cube_values(sigma, steps, eps, np.array([c]))[0]),
+        lambda c: -float(_cube_values(sigma, steps, eps, np.array([c]), means)[0]),
         bounds=(lo, hi),
         method="bounded",
         options={"xatol": 1e-10},
     )
-    return max(-float(res.fun), cube_delta(sigma, steps, eps))
+    return max(-float(res.fun), cube_delta(sigma, steps, eps, means))
 
 
-def slice_pmf(sigma: float, steps: int, epochs: int, disc: float) -> tuple[int, np.ndarray]:
+def slice_pmf(sigma: float, steps: int, epochs: int, disc: float, means: tuple[float, float]) -> tuple[int, np.ndarray]:
     """Their single-epoch lower PMF: (index of the first bucket, bucket masses), losses index * disc."""
     log_tail = -40.0 - math.log(epochs) - math.log(2.0)
     lo = sigma * stats.norm.ppf(math.exp(log_tail / steps))
-    hi = 2.0 + sigma * stats.norm.isf(-math.expm1(math.log1p(-math.exp(log_tail)) / steps))
+    hi = means[0] + sigma * stats.norm.isf(-math.expm1(math.log1p(-math.exp(log_tail)) / steps))
     edges = np.arange(lo, hi + disc * sigma**2, disc * sigma**2)
 
     def log_masses(mean: float) -> np.ndarray:
@@ -97,17 +102,17 @@ def slice_pmf(sigma: float, steps: int, epochs: int, disc: float) -> tuple[int, 
         inner = cdf[1:] + np.log(-np.expm1(cdf[:-1] - cdf[1:]))
         return np.concatenate([cdf[:1], inner, np.log(-np.expm1(cdf[-1:]))])
 
-    log_p, log_q = log_masses(2.0), log_masses(1.0)
+    log_p, log_q = log_masses(means[0]), log_masses(means[1])
     index = np.floor((log_p - log_q) / disc).astype(np.int64)
     first = int(index.min())
     return first, np.bincount(index - first, weights=np.exp(log_p))
 
 
 def multi_epoch_deltas(
-    sigma: float, steps: int, epochs: int, eps: tuple[float, ...], disc: float = DISC
+    sigma: float, steps: int, epochs: int, eps: tuple[float, ...], disc: float = DISC, means=SHUFFLE
 ) -> list[float]:
     """Their reshuffled multi-epoch lower bound: the slice PMF composed ``epochs`` times (lattice ``disc``)."""
-    first, pmf = slice_pmf(sigma, steps, epochs, disc)
+    first, pmf = slice_pmf(sigma, steps, epochs, disc, means)
     composed = pmf
     for _ in range(epochs - 1):
         composed = np.clip(signal.fftconvolve(composed, pmf), 0.0, None)
@@ -194,6 +199,28 @@ def test_example_epsilons_from_the_cube_sets(example_shuffled):
         ours = float(example_shuffled.epsilon(delta, side="optimistic"))
         assert ours == pytest.approx(theirs, rel=1e-3), (delta, ours, theirs)
         assert ours <= deterministic_epsilon(sigma, 1, delta) + 1e-9
+
+
+def test_example_table_balls_in_bins_lower_bound():
+    # Their example's delta_B (lower) column: the same cube-set bound on the balls-in-bins pair
+    # P = (1/T) sum_t N(e_t, sigma^2 I), Q = N(0, sigma^2 I); several epochs by the composed slice PMF.
+    sigma, steps = EXAMPLE["sigma"], EXAMPLE["steps"]
+    r = g.analyze(g.BallsInBinsGaussian(noise_multiplier=sigma, steps_per_epoch=steps, epochs=1), discretization=1e-4)
+    for eps in EXAMPLE["eps"]:
+        theirs, best = cube_delta(sigma, steps, eps, BALLS_IN_BINS), best_cube_delta(sigma, steps, eps, BALLS_IN_BINS)
+        ours = float(r.delta(eps, side="optimistic"))
+        assert ours >= theirs * (1 - 1e-4), (eps, ours, theirs)
+        assert ours == pytest.approx(best, rel=1e-4), (eps, ours, best)
+        assert ours <= deterministic_delta(sigma, 1, eps) + 1e-12
+    sigma, steps, epochs, eps = 0.8, 100, 4, (0.5, 1.0, 2.0, 4.0)
+    r = g.analyze(g.BallsInBinsGaussian(noise_multiplier=sigma, steps_per_epoch=steps, epochs=epochs))
+    theirs = multi_epoch_deltas(sigma, steps, epochs, eps, means=BALLS_IN_BINS)
+    fine = multi_epoch_deltas(sigma, steps, epochs, eps, disc=DISC / 10, means=BALLS_IN_BINS)
+    for e, coarse, refined in zip(eps, theirs, fine, strict=True):
+        ours = float(r.delta(e, side="optimistic"))
+        assert ours >= coarse * (1 - 1e-6), (e, ours, coarse)
+        assert ours == pytest.approx(refined, rel=1e-2), (e, ours, refined)
+        assert ours <= deterministic_delta(sigma, epochs, e) + 1e-12
 
 
 # -- several epochs, reshuffled -----------------------------------------------------------------------------------------
