@@ -17,7 +17,9 @@ small independent implementation of the method that produced it (docs/references
 * shuffled batches, several reshuffled epochs (their ``ShuffleAccountant.get_deltas``, Chua et al. NeurIPS 2024,
   Sec. 3): one epoch's output cut into slices of its largest coordinate of width 1e-3 sigma^2, each slice's privacy
   loss log(P/Q) rounded down to the 1e-3 lattice, the two tails kept as buckets (truncation mass e^-40 / epochs),
-  composed over the epochs (FFT convolution here) and read as delta(eps) = sum_l p_l (1 - e^(eps - l))_+.
+  composed over the epochs (FFT convolution here) and read as delta(eps) = sum_l p_l (1 - e^(eps - l))_+;
+* balls-in-bins batches, lower bound (their ``BnBAccountant.get_deltas_lower_bound``): the same two constructions on
+  the pair P = (1/T) sum_t N(e_t, sigma^2 I_T), Q = N(0, sigma^2 I_T).
 
 gdpcore's lower end (``side="optimistic"``) must be at least their lower bound (it is the same construction on a
 finer lattice) and close to it, and never above a certified upper bound of the same mechanism (the deterministic
