@@ -1,7 +1,7 @@
 """Chua et al.'s shuffle, deterministic and Poisson numbers, reproduced with gdpcore's sampler kinds.
 
-Chua et al. publish their comparisons as plots only ("How Private are DP-SGD Implementations?", ICML 2024, Figs. 1-3;
-"Scalable DP-SGD: Shuffling vs. Poisson Subsampling", NeurIPS 2024, Figs. 3-4); the numbers come from their released
+Chua et al. publish their comparisons as plots ("How Private are DP-SGD Implementations?", ICML 2024; "Scalable
+DP-SGD: Shuffling vs. Poisson Subsampling", NeurIPS 2024, e.g. Fig. 3); the numbers come from their released
 code, google-research ``dpsgd_batch_sampler_accounting`` (``dpsgd_bounds.py``; ``example.py`` prints a table of
 delta(eps) for sigma = 0.35, 1000 steps per epoch, one epoch, eps in 0.5 ... 10). Each column is recomputed here by a
 small independent implementation of the method that produced it (docs/references.md CH-1):
@@ -13,9 +13,9 @@ small independent implementation of the method that produced it (docs/references
   pessimistic), composed T * epochs times; and dp_accounting's RDP accountant on the same event;
 * shuffled batches, one epoch (their ``ShuffleAccountant.get_deltas_single_epoch``): the cube-set bound
   max_C [P(max_t x_t > C) - e^eps Q(max_t x_t > C)] over their cap grid 0, 0.01, ..., 99.99, for the pair
-  P = (1/T) sum_t N(2 e_t, sigma^2 I_T), Q = (1/T) sum_t N(e_t, sigma^2 I_T) (Chua et al. 2024, Sec. 4);
-* shuffled batches, several reshuffled epochs (their ``ShuffleAccountant.get_deltas``, Chua et al. NeurIPS 2024,
-  Sec. 3): one epoch's output cut into slices of its largest coordinate of width 1e-3 sigma^2, each slice's privacy
+  P = (1/T) sum_t N(2 e_t, sigma^2 I_T), Q = (1/T) sum_t N(e_t, sigma^2 I_T) (Chua et al. 2024);
+* shuffled batches, several reshuffled epochs (their ``ShuffleAccountant.get_deltas``, Chua et al. NeurIPS
+  2024): one epoch's output cut into slices of its largest coordinate of width 1e-3 sigma^2, each slice's privacy
   loss log(P/Q) rounded down to the 1e-3 lattice, the two tails kept as buckets (truncation mass e^-40 / epochs),
   composed over the epochs (FFT convolution here) and read as delta(eps) = sum_l p_l (1 - e^(eps - l))_+;
 * balls-in-bins batches, lower bound (their ``BnBAccountant.get_deltas_lower_bound``): the same two constructions on
