@@ -98,8 +98,12 @@ def test_one_epoch_lower_end_reaches_the_cube_set_bound(cls, sigma, steps):
         # the twin's wrap-around slack far below the deltas it reads (gdpcore.engine.twin_tail).
         assert lower >= cube * (1 - 1e-3) - 1e-13, (eps, lower, cube)
         assert lower <= upper + 1e-12
-        # The upper end is the cyclic (deterministic) guarantee, mu = 1/sigma.
-        assert upper == pytest.approx(_gdp_delta(1 / sigma, eps), rel=1e-3, abs=1e-12)
+        # The upper end is the cyclic (deterministic) guarantee, mu = 1/sigma; balls-in-bins takes the smaller of it
+        # and the random-allocation bound (tests/test_random_allocation.py).
+        if cls is g.ShuffledGaussian:
+            assert upper == pytest.approx(_gdp_delta(1 / sigma, eps), rel=1e-3, abs=1e-12)
+        else:
+            assert upper <= _gdp_delta(1 / sigma, eps) * (1 + 1e-3) + 1e-12
 
 
 @pytest.mark.parametrize(

@@ -44,9 +44,11 @@ sensitivity cancels), which is what all bounds below use.
   et al., "Balls-and-Bins Sampling for DP-SGD", AISTATS 2025; Feldman and Shenfeld, "Privacy amplification by random
   allocation", 2025: random allocation of 1 of T steps).
 
-  - Upper end: again the cyclic guarantee (every fixed allocation puts the differing example in exactly one step
-    per epoch; joint convexity as above). Certified, but without the amplification balls-in-bins enjoys; the
-    amplified certified bounds of Feldman and Shenfeld 2025 are not implemented here.
+  - Upper end: the smaller of the cyclic guarantee (every fixed allocation puts the differing example in exactly
+    one step per epoch; joint convexity as above) and the amplified random-allocation bound (exact remove-direction
+    RDP of Chua et al. 2025's dominating pair, Feldman and Shenfeld 2025's Gaussian case; a shifted Gaussian for the
+    add direction), per epoch, composed by the engine: :mod:`gdpcore.kinds.random_allocation` states the theorem
+    and its conditions. Labelled by :func:`gdpcore.kinds.random_allocation.upper_label`.
   - Lower end: the same slice construction on the pair Chua et al. 2025 analyse for balls-in-bins,
     P = (1/T) sum_t N(e_t, sigma^2 I_T) against Q = N(0, sigma^2 I_T) (the differing example contributes +1 at its
     uniformly chosen step, every other example 0): the mechanism releases exactly this pair on that dataset pair, so
@@ -65,6 +67,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import special
 
 from gdpcore._validation import Choice, Count, Positive
+from gdpcore.kinds import random_allocation
 from gdpcore.kinds._common import NOT_PURE, dpa_discretisation, log_uniform
 from gdpcore.kinds.registry import KindSpec, Unsupported
 from gdpcore.mechanisms import Composed, Mechanism, SelfComposed, SubsampledGaussian, param
@@ -350,9 +353,25 @@ SHUFFLED_GAUSSIAN = _bracket_spec(
     "shuffled",
 )
 
-BALLS_IN_BINS_GAUSSIAN = _bracket_spec(
-    BallsInBinsGaussian,
-    "DP-SGD on balls-in-bins batches (each example in one uniformly chosen step per epoch): upper end the cyclic"
-    " guarantee (no amplification claimed), lower end a proven bound",
-    "balls-in-bins",
+
+def _balls_in_bins_pld(m: SamplerMechanism, *, step: float, pessimistic: bool) -> pld_lib.PrivacyLossDistribution:
+    """Upper end: one epoch's pair of min(cyclic, random-allocation bound) (:mod:`gdpcore.kinds.random_allocation`),
+    the cyclic Gaussian where that bound improves nowhere; lower end: the slice construction (:func:`_bracket_pld`)."""
+    if pessimistic:
+        amplified = random_allocation.epoch_pld(m.noise_multiplier, m.steps_per_epoch, step)
+        if amplified is not None:
+            return amplified
+    return _bracket_pld(m, step=step, pessimistic=pessimistic)
+
+
+BALLS_IN_BINS_GAUSSIAN = dataclasses.replace(
+    _bracket_spec(
+        BallsInBinsGaussian,
+        "DP-SGD on balls-in-bins batches (each example in one uniformly chosen step per epoch): upper end the smaller"
+        " of the cyclic guarantee and the random-allocation bound (Feldman and Shenfeld 2025), lower end a proven"
+        " bound",
+        "balls-in-bins",
+    ),
+    pld=_balls_in_bins_pld,
+    rdp=lambda m, t: (m.epochs * random_allocation.epoch_rdp(m.noise_multiplier, m.steps_per_epoch, t), "upper"),
 )
