@@ -142,8 +142,8 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
     elif sampler == "balls_in_bins":
         lines.append(
             f"- **Sampling.** Batches drawn by {_SAMPLER_TEXT['balls_in_bins']}, accounted as such "
-            "(balls_in_bins_gaussian): the upper numbers are the deterministic-batch guarantee, a proven bound that "
-            "claims no amplification from the random allocation."
+            "(balls_in_bins_gaussian): the upper numbers are proven, the smaller of the deterministic-batch guarantee "
+            "and the random-allocation bound (Feldman and Shenfeld 2025)."
         )
     elif "subsampled" in row["mechanism_json"]:
         lines.append(
