@@ -89,13 +89,12 @@ MAX_ORDER = 256
 ORDERS = np.arange(2, MAX_ORDER + 1, dtype=float)
 
 GRID_STEP = 2e-3
-"""Spacing of the epsilon grid on which one epoch's profile is turned into a discrete pair, where delta > 1e-20."""
+"""Spacing of the epsilon grid on which one epoch's profile is turned into a discrete pair."""
 
-_TAIL_DELTA = 1e-20
-"""Beyond the epsilon where the cyclic delta falls below this, the grid is coarse (geometric)."""
+_TAIL_Z = 12.0
+"""The grid ends at eps = mu^2/2 + _TAIL_Z mu (mu = 1/sigma), where the cyclic delta is below Phi(-12) ~ 1.8e-33: the
+discrete pair's +inf mass, composed over epochs, stays far below every delta the engine reads."""
 
-_LAST_DELTA = 1e-300
-"""The grid ends where the cyclic delta falls below this (the pair's +inf mass is the last grid delta)."""
 
 UPPER_LABEL = (
     "upper (proven: the smaller of the cyclic guarantee and the random-allocation bound of Feldman and Shenfeld"
@@ -173,17 +172,14 @@ def _cyclic_log_delta(sigma: float, eps: np.ndarray) -> np.ndarray:
 
 
 def _grid(sigma: float) -> np.ndarray | None:
-    """The epsilon grid of one epoch's profile: GRID_STEP apart while the cyclic delta exceeds _TAIL_DELTA, then 200
-    geometric points to where it falls below _LAST_DELTA; None if that is beyond MAX_EPSILON."""
+    """The epsilon grid of one epoch's profile: GRID_STEP apart up to where the cyclic delta is below ~1e-33 (the
+    pair's +inf mass is the last grid delta); None if that is beyond MAX_EPSILON."""
     mu = 1.0 / sigma
-    # Gaussian tail: delta_mu(eps) <= Phi(-eps/mu + mu/2); z = 10 gives ~1e-23, z = 37.5 ~1e-307.
-    fine_top = mu * mu / 2.0 + 10.0 * mu
-    top = mu * mu / 2.0 + 37.5 * mu
+    # Gaussian tail: delta_mu(eps) <= Phi(-eps/mu + mu/2), and Phi(-12) ~ 1.8e-33.
+    top = mu * mu / 2.0 + _TAIL_Z * mu
     if top > MAX_EPSILON:
         return None
-    fine = np.arange(0.0, fine_top, GRID_STEP)
-    coarse = np.geomspace(fine_top, top, 200)
-    return np.concatenate([fine, coarse])
+    return np.arange(0.0, top + GRID_STEP, GRID_STEP)
 
 
 def epoch_profile(sigma: float, steps: int, eps: Any) -> tuple[np.ndarray, np.ndarray]:
