@@ -53,17 +53,21 @@ def test_remove_moments_match_the_brute_force_expansion(sigma, steps):
     logm = ra.remove_log_moments(sigma, steps)
     for order in range(2, 8 if steps <= 4 else 7):
         truth = math.log(_brute_force_moment(sigma, steps, order))
-        assert logm[order] == pytest.approx(truth, rel=1e-11, abs=1e-13), order
-        assert ra.remove_rdp(sigma, steps, [order])[0] == pytest.approx(truth / (order - 1), rel=1e-11, abs=1e-13)
+        # Never below the truth (a floating-point slack is added), and within 1e-10 of it.
+        assert truth <= logm[order] <= truth + 1e-10, order
+        assert truth / (order - 1) <= ra.remove_rdp(sigma, steps, [order])[0] <= truth / (order - 1) + 1e-10
 
 
 @pytest.mark.parametrize(("sigma", "steps"), [(0.5, 100), (1.0, 1000), (3.0, 100_000)])
 def test_remove_rdp_closed_forms(sigma, steps):
     two = ra.remove_rdp(sigma, steps, [2.0])[0]
-    assert two == pytest.approx(math.log1p(math.expm1(1 / sigma**2) / steps), rel=1e-11)
+    truth = math.log1p(math.expm1(1 / sigma**2) / steps)
+    assert truth <= two <= truth + 1e-10
     # One step per epoch: the Gaussian mechanism, a / (2 sigma^2) at every order.
     orders = np.array([2.0, 7.0, 64.0, 256.0])
-    np.testing.assert_allclose(ra.remove_rdp(sigma, 1, orders), orders / (2 * sigma**2), rtol=1e-11)
+    got = ra.remove_rdp(sigma, 1, orders)
+    assert np.all(got >= orders / (2 * sigma**2))
+    np.testing.assert_allclose(got, orders / (2 * sigma**2), rtol=1e-11)
     # A non-integer order is bounded by the next integer's value; beyond the computed orders nothing is claimed.
     assert ra.remove_rdp(sigma, steps, [2.5])[0] == ra.remove_rdp(sigma, steps, [3.0])[0]
     assert math.isinf(ra.remove_rdp(sigma, steps, [ra.MAX_ORDER + 0.5])[0])
@@ -174,5 +178,5 @@ def test_rdp_hook_is_the_minimum_of_valid_bounds():
     add = (1 - 1 / steps) / (2 * sigma**2) + orders * mu1_sq / 2
     two = math.log1p(math.expm1(1 / sigma**2) / steps)
     assert np.all(np.asarray(curve) <= cyclic * (1 + 1e-12))
-    assert np.asarray(curve)[1] == pytest.approx(epochs * min(2 / (2 * sigma**2), max(two, add[1])), rel=1e-11)
+    assert np.asarray(curve)[1] == pytest.approx(epochs * min(2 / (2 * sigma**2), max(two, add[1])), rel=1e-9)
     assert np.asarray(curve)[-1] == pytest.approx(cyclic[-1], rel=1e-12)  # beyond MAX_ORDER: the cyclic value
