@@ -4,7 +4,9 @@
   Q = N(0, sigma^2 I), re-derived here by brute force: the a-th power of (1/T) sum_t Y_t expanded over every
   sequence in [T]^a, E[Y^k] = exp(k(k-1)/(2 sigma^2)) (the Gaussian moment generating function), summed with
   math.fsum; and the closed forms at a = 2 (log(1 + (e^(1/sigma^2) - 1)/T)) and T = 1 (the Gaussian, a/(2 sigma^2)).
-* The add direction's pointwise bound log(Q/P)(x) <= c + (Gaussian mu_1 loss) checked on random points.
+* The add direction's pointwise bound log(Q/P)(x) <= c + (Gaussian mu_1 loss) checked on random points; its tail
+  bound's closed form against scipy's and mpmath's (40 digits) quadrature of the integral it states, and Maurer's tail inequality against
+  simulated means of lognormals (Clopper-Pearson lower bound at 1e-6).
 * The report's upper end is never below the pair's true delta(eps) (both directions, over several epochs) estimated
   by Monte Carlo with an empirical-Bernstein lower confidence bound (Maurer and Pontil 2009, Thm 4) at error
   probability 1e-6 per estimate; violations are counted over repeated simulations and must be zero (under a valid
@@ -19,9 +21,10 @@ from __future__ import annotations
 import itertools
 import math
 
+import mpmath
 import numpy as np
 import pytest
-from scipy import optimize, stats
+from scipy import integrate, optimize, stats
 
 import gdpcore as g
 from gdpcore import kinds
@@ -85,6 +88,34 @@ def test_add_direction_loss_is_below_the_shifted_gaussian_loss_pointwise():
         assert ra.add_shift(sigma, steps) == pytest.approx((1 - 1 / steps) / (2 * sigma**2), rel=1e-15)
 
 
+@pytest.mark.parametrize(("sigma", "steps"), [(1.0, 1000), (2.0, 200), (0.6, 8), (3.0, 10)])
+def test_add_tail_bound_is_the_integral_of_maurers_tail(sigma, steps):
+    # e^eps int_0^(e^-eps) exp(-T (1 - s)^2 / (2 e^(1/sigma^2))) ds: by scipy's adaptive quadrature (the formula), and
+    # by mpmath's quadrature at 40 digits (never below it: the bound is rounded up).
+    v = math.exp(1 / sigma**2) / steps
+    mpmath.mp.dps = 40
+    mv = mpmath.e ** (1 / mpmath.mpf(sigma) ** 2) / steps
+    for eps in (0.0, 0.05, 0.3, 1.0, 3.0):
+        integral = integrate.quad(lambda s: math.exp(-((1 - s) ** 2) / (2 * v)), 0, math.exp(-eps), epsrel=1e-12)[0]
+        got = float(ra.add_tail_delta(sigma, steps, eps))
+        assert got == pytest.approx(min(1.0, math.exp(eps) * integral), rel=1e-9, abs=1e-300), eps
+        exact = mpmath.e**eps * mpmath.quad(lambda s: mpmath.e ** (-((1 - s) ** 2) / (2 * mv)), [0, mpmath.e ** (-eps)])
+        assert got >= min(1.0, float(exact)), (eps, got, exact)
+
+
+def test_maurers_tail_bound_holds_for_the_mean_of_lognormals():
+    # Pr[S <= 1 - u] <= exp(-T u^2 / (2 E[Y^2])), S the mean of T i.i.d. Y = exp((x - 1/2)/sigma^2), x ~ N(0, sigma^2):
+    # the Clopper-Pearson lower confidence bound (error 1e-6) of the simulated frequency must not exceed it.
+    rng = np.random.default_rng(11)
+    for sigma, steps in [(2.0, 200), (1.0, 50)]:
+        x = sigma * rng.standard_normal((100_000, steps))
+        s = np.mean(np.exp((x - 0.5) / sigma**2), axis=1)
+        for u in (0.05, 0.1, 0.2):
+            hits = int(np.sum(s <= 1 - u))
+            low = stats.beta.ppf(1e-6, hits, 100_000 - hits + 1) if hits else 0.0
+            assert low <= math.exp(-steps * u * u / (2 * math.exp(1 / sigma**2))), (sigma, steps, u, hits)
+
+
 # -- the report's bracket against a Monte Carlo estimate of the pair -----------------------------------------------
 def _mc_deltas(sigma, steps, epochs, eps, n, rng):
     """Samples of (1 - e^(eps - L))_+ in both directions over ``epochs`` independent epochs of the pair."""
@@ -110,7 +141,7 @@ def _bernstein(values: np.ndarray, error: float) -> tuple[float, float]:
     return mean - half, mean + half
 
 
-@pytest.mark.parametrize(("sigma", "steps", "epochs"), [(1.0, 10, 1), (1.5, 20, 2), (0.8, 8, 3)])
+@pytest.mark.parametrize(("sigma", "steps", "epochs"), [(1.0, 10, 1), (1.5, 20, 2), (0.8, 8, 3), (2.0, 200, 2)])
 def test_bracket_contains_monte_carlo_estimates_of_the_pair(sigma, steps, epochs):
     m = g.BallsInBinsGaussian(noise_multiplier=sigma, steps_per_epoch=steps, epochs=epochs)
     r = g.analyze(m)

@@ -31,15 +31,18 @@ order is bounded by the next integer (D_a is non-decreasing in a); orders above 
 that is N(1/(2 sigma^2), 1/(T sigma^2)): the loss of a Gaussian mechanism with mu_1 = 1/(sigma sqrt T), whose law
 is N(mu_1^2/2, mu_1^2), shifted up by c = (1 - 1/T)/(2 sigma^2). delta(eps) = E_Q[(1 - e^(eps - L))_+] is
 non-decreasing in the loss, so delta_add(eps) <= delta_{mu_1}(eps - c) (Dong, Roth and Su 2022, Cor. 2.13), and
-D_a(Q||P) <= c + a mu_1^2 / 2 (the Gaussian's moment generating function). The shift is what random allocation
-costs over Poisson sampling at rate 1/T in this analysis; it is why the bound helps most for larger sigma and few
-epochs (the same additive term as Feldman and Shenfeld 2025's add-direction bound).
+D_a(Q||P) <= c + a mu_1^2 / 2 (the Gaussian's moment generating function). The shift is the same additive term as
+Feldman and Shenfeld 2025's add-direction bound. A second bound, through the lower tail of S = (1/T) sum_t Y_t
+(E S = 1): delta_add(eps) = E_Q[(1 - e^eps S)_+] = e^eps int_0^(e^-eps) Pr[S <= s] ds, and for a mean of T
+independent non-negative variables Pr[S <= 1 - u] <= exp(-T u^2 / (2 E[Y^2])) (Maurer 2003, "A bound on the
+deviation probability for sums of non-negative random variables", Thm. 1), E[Y^2] = e^(1/sigma^2): a Gaussian
+integral in closed form (:func:`add_tail_delta`). The add direction's profile is the smaller of the two.
 
 **What the kind reports.** Both the cyclic guarantee (:mod:`gdpcore.kinds.samplers`: every fixed allocation is a
 cyclic run, exactly (1/sigma)-GDP per epoch, and the allocation is data-independent) and the bound above are upper
 bounds on one epoch's privacy profile, so their pointwise minimum is one:
 
-    delta_epoch(eps) <= min(delta_{1/sigma}(eps), max(delta_remove_RDP(eps), delta_{mu_1}(eps - c))),
+    delta_epoch(eps) <= min(delta_{1/sigma}(eps), max(delta_remove_RDP(eps), min(delta_{mu_1}(eps - c), tail(eps)))),
 
 delta_remove_RDP the RDP curve's profile by the project's one conversion
 (:func:`gdpcore.closed_form.get_delta_from_rdp`, Canonne, Kamath and Steinke 2020, Prop. 12, and the
@@ -75,6 +78,7 @@ __all__ = [
     "UPPER_LABEL",
     "add_rdp_bound",
     "add_shift",
+    "add_tail_delta",
     "epoch_pair",
     "epoch_profile",
     "epoch_rdp",
@@ -192,14 +196,31 @@ def _grid(sigma: float) -> np.ndarray | None:
 
 def epoch_profile(sigma: float, steps: int, eps: Any) -> tuple[np.ndarray, np.ndarray]:
     """(amplified delta(eps), cyclic delta(eps)) of one epoch: both upper bounds on its privacy profile (module
-    docstring); the amplified one is max(remove direction's RDP profile, shifted mu_1-Gaussian profile)."""
+    docstring); the amplified one is max(remove direction's RDP profile, the smaller of the add direction's two)."""
     e = np.asarray(eps, dtype=float)
     remove = closed_form.get_delta_from_rdp(
         orders=ORDERS, rdp=remove_rdp(sigma, steps, ORDERS), epsilon=e, total_variation=True
     )
-    add = np.exp(closed_form.log_delta_mu(_mu_1(sigma, steps), e - add_shift(sigma, steps)))
+    shifted = np.exp(closed_form.log_delta_mu(_mu_1(sigma, steps), e - add_shift(sigma, steps)))
+    add = np.minimum(shifted, add_tail_delta(sigma, steps, e))
     cyclic = np.exp(_cyclic_log_delta(sigma, e))
     return np.minimum(np.maximum(remove, add), 1.0), cyclic
+
+
+def add_tail_delta(sigma: float, steps: int, eps: Any) -> np.ndarray:
+    """The add direction's delta(eps) bounded through the lower tail of S = (1/T) sum_t Y_t (module docstring):
+    delta_add(eps) = E_Q[(1 - e^eps S)_+] = e^eps int_0^(e^-eps) Pr[S <= s] ds, and Maurer's inequality for
+    non-negative independent summands (E S = 1, E[Y^2] = e^(1/sigma^2)) gives Pr[S <= s] <= exp(-(1 - s)^2 / (2 v)),
+    v = e^(1/sigma^2) / T; the integral is e^eps sqrt(2 pi v) (Phi(-(1 - e^-eps)/sqrt v) - Phi(-1/sqrt v))."""
+    e = np.asarray(eps, dtype=float)
+    root_v = math.exp(1.0 / (2.0 * sigma * sigma)) / math.sqrt(steps)
+    low = special.log_ndtr(np.expm1(-e) / root_v)
+    high = float(special.log_ndtr(-1.0 / root_v))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_gap = np.where(low > high, low + np.log1p(-np.exp(np.minimum(high - low, 0.0))), -np.inf)
+    log_delta = e + 0.5 * math.log(2.0 * math.pi) + math.log(root_v) + log_gap
+    # A relative slack for the few floating-point operations above (never optimistic).
+    return np.minimum(np.exp(log_delta) * (1.0 + 1e-12), 1.0)
 
 
 @functools.lru_cache(maxsize=64)
