@@ -46,8 +46,8 @@ sensitivity cancels), which is what all bounds below use.
 
   - Upper end: the smaller of the cyclic guarantee (every fixed allocation puts the differing example in exactly
     one step per epoch; joint convexity as above) and the amplified random-allocation bound (exact remove-direction
-    RDP of Chua et al. 2025's dominating pair, Feldman and Shenfeld 2025's Gaussian case; a shifted Gaussian for the
-    add direction), per epoch, composed by the engine: :mod:`gdpcore.kinds.random_allocation` states the theorem
+    RDP of Chua et al. 2025's dominating pair, Feldman and Shenfeld 2025's Gaussian case; a shifted Gaussian or a
+    lower-tail bound for the add direction), per epoch, composed by the engine: :mod:`gdpcore.kinds.random_allocation` states the theorem
     and its conditions. Labelled by :func:`gdpcore.kinds.random_allocation.upper_label`.
   - Lower end: the same slice construction on the pair Chua et al. 2025 analyse for balls-in-bins,
     P = (1/T) sum_t N(e_t, sigma^2 I_T) against Q = N(0, sigma^2 I_T) (the differing example contributes +1 at its
