@@ -177,6 +177,33 @@ class SymmetricCurve:
         i = int(np.argmax(values))
         return float(max(0.0, values[i])), float(a[i]), float(cut)
 
+    def _gdp_on_lines(self, mu: float, d_mu: np.ndarray, first: int, last: int, floor: float) -> float:
+        """max(``floor``, max over the lines j in [first, last] of (delta_mu(eps_j) - delta_j) / (1 + e^eps_j)), with
+        delta_mu(eps_j) written into ``d_mu[j]`` on the lines read (the others stay NaN).
+
+        delta_mu is read at the ends of blocks of ``_REGRET_BLOCK`` lines first. On a block [eps_a, eps_b] both
+        delta_mu and delta_f decrease, so every line in it has a value at most (delta_mu(eps_a) - delta_f(eps_b)) /
+        (1 + e^eps_a) (over 1 + e^eps_b if negative); with delta_mu(eps_a) raised by 1e-9 relative (its float error
+        is ~1e-13) and every operation rounded monotonically, that bounds the *computed* values too. Blocks whose
+        bound is below the best value at the ends are not read: the maximum is the one every line gives, to the
+        last bit, and only blocks that can hold it cost their delta_mu."""
+        idx = np.arange(first, last + 1)
+        ends = idx if idx.size <= 4 * _REGRET_BLOCK else np.unique(np.append(idx[::_REGRET_BLOCK], last))
+        eps, delta = self.eps, self.delta
+        d_mu[ends] = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=eps[ends]))
+        best = max(floor, float(np.max((d_mu[ends] - delta[ends]) / (1.0 + np.exp(eps[ends])))))
+        if ends.size == idx.size:
+            return best
+        a, b = ends[:-1], ends[1:]
+        top = d_mu[a] * (1.0 + 1e-9) - delta[b]
+        bound = np.where(top > 0, top / (1.0 + np.exp(eps[a])) * (1.0 + 1e-9), top / (1.0 + np.exp(eps[b])))
+        live = np.flatnonzero((bound >= best) & (b - a > 1))
+        if live.size:
+            inner = np.concatenate([np.arange(a[i] + 1, b[i]) for i in live])
+            d_mu[inner] = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=eps[inner]))
+            best = max(best, float(np.max((d_mu[inner] - delta[inner]) / (1.0 + np.exp(eps[inner])))))
+        return best
+
     def regret_against_gdp(self, mu: float, *, tol: float = 1e-9, max_iter: int = 200) -> tuple[float, float]:
         """Delta(f, f_mu) as a certified bracket (lower, upper) (seed 000 Eq. 24 / Kaissis et al. 2024).
 
@@ -210,8 +237,9 @@ class SymmetricCurve:
             return float(special.ndtr(mu / 2.0 - e / mu)) * math.exp(-e)
 
         head = min(int(np.searchsorted(eps_all, mu * mu / 2.0 + 2.0 * mu + 5.0, side="right")), K)
-        head_d_mu = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=eps_all[: head + 1]))
-        lower = max(0.0, float(np.max((head_d_mu - self.delta[: head + 1]) / (1.0 + np.exp(eps_all[: head + 1])))))
+        # delta_mu is read only on the lines that can matter (:meth:`_gdp_on_lines`): NaN on lines skipped.
+        d_mu = np.full(K + 1, math.nan)
+        lower = self._gdp_on_lines(mu, d_mu, 0, head, 0.0)
         k_used = K
         if tail_bound(float(eps_all[K])) <= lower + tol:
             lo_i, hi_i = 0, K  # bisection for the first line whose bound is within lower + tol
@@ -222,22 +250,20 @@ class SymmetricCurve:
                 else:
                     lo_i = mid + 1
             k_used = max(lo_i, 1)
-        if k_used <= head:
-            grid_d_mu = head_d_mu[: k_used + 1]
-        else:  # only the lines beyond the head are new
-            rest = np.exp(get_log_delta_from_gdp(mu=mu, epsilon=eps_all[head + 1 : k_used + 1]))
-            grid_d_mu = np.concatenate([head_d_mu, rest])
-        lower = max(
-            lower, float(np.max((grid_d_mu - self.delta[: k_used + 1]) / (1.0 + np.exp(eps_all[: k_used + 1]))))
-        )
+        if k_used > head:  # only the lines beyond the head are new
+            lower = self._gdp_on_lines(mu, d_mu, head + 1, k_used, lower)
         # Largest upper bound of a cell set aside as unable to beat the best value by more than tol: the returned
         # upper end covers it (a cell dropped at lower + tol / 2 still bounds the sup from above).
         dead = tail_bound(float(eps_all[k_used])) if k_used < K else 0.0
-        lo = eps_all[:k_used]
-        hi = eps_all[1 : k_used + 1]
-        vert = K - np.arange(k_used)  # cell j uses steep vertex K - j
-        num = grid_d_mu - self.delta[: k_used + 1]  # exact at grid points: delta_f(eps_j) = delta_j
-        upper_cells = _cell_upper(num[:-1], num[1:], lo, hi)
+        num = d_mu[: k_used + 1] - self.delta[: k_used + 1]  # exact at grid points: delta_f(eps_j) = delta_j
+        # Cells with a line skipped lie in a block whose bound is below ``lower``: never refined, and their bounds
+        # are below the lower end, so leaving them out moves neither end of the bracket.
+        read = ~np.isnan(num[:-1]) & ~np.isnan(num[1:])
+        cells = np.flatnonzero(read)
+        lo = eps_all[cells]
+        hi = eps_all[cells + 1]
+        vert = K - cells  # cell j uses steep vertex K - j
+        upper_cells = _cell_upper(num[cells], num[cells + 1], lo, hi)
 
         def refine(pts: np.ndarray, v: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
             assert v is not None  # the steep vertex of each cell is its payload
@@ -249,6 +275,10 @@ class SymmetricCurve:
         out = refine_cells(lo, hi, upper_cells, lower, refine, tol=tol, max_iter=max_iter, payload=vert)
         upper = float(max(out.lower, dead, out.dead, out.live.max() if out.live.size else 0.0))
         return out.lower, upper
+
+
+_REGRET_BLOCK = 64
+"""Lines per block of :meth:`SymmetricCurve._gdp_on_lines` (delta_mu is read at every block's ends first)."""
 
 
 def _cell_upper(n_lo: np.ndarray, n_hi: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -354,3 +354,32 @@ def test_optimistic_twin_of_a_two_phase_schedule():
     assert mixed.provenance.engine == "gdpcore.pld" and mixed.accountant.startswith("dp_accounting")
     assert mixed.accountant.endswith("optimistic twin: privacy buckets + threshold tests on the composed bucket index)")
     assert mixed.epsilon(1e-5, side="optimistic") <= mixed.epsilon(1e-5)
+
+
+@pytest.mark.parametrize("mu", [0.5, 1.3, 2.0, 3.5])
+def test_gdp_regret_of_a_dense_curve_brackets_the_closed_form(mu):
+    # f = the mu0-GDP curve through 3,000 lines of its closed-form profile (Dong et al. Cor. 2.13): between the lines
+    # the hull's profile lies above delta_mu0 (a chord of a function convex in e^eps), at the lines it equals it. So
+    # the regret against mu-GDP is at least the best closed-form value at the lines and at most the sup of
+    # (delta_mu - delta_mu0) / (1 + e^eps), read here on a 10x denser grid (smooth: its read error is ~1e-9). Lines
+    # far from the sup are skipped by block bounds (gdpcore.curve._REGRET_BLOCK): the bracket must not notice.
+    from gdpcore.closed_form import get_delta_from_gdp
+    from gdpcore.curve import curve_from_profile
+
+    mu0 = 1.0
+    eps = np.linspace(0.0, 12.0, 3000)
+    curve = curve_from_profile(eps, get_delta_from_gdp(mu=mu0, epsilon=eps))
+    lower, upper = curve.regret_against_gdp(mu)
+
+    def value(e):
+        return (get_delta_from_gdp(mu=mu, epsilon=e) - get_delta_from_gdp(mu=mu0, epsilon=e)) / (1.0 + np.exp(e))
+
+    at_lines = max(0.0, float(np.max(value(eps))))
+    dense = max(0.0, float(np.max(value(np.linspace(0.0, 12.0, 30001)))))
+    assert 0.0 <= lower <= upper
+    assert lower >= at_lines - 1e-15
+    assert upper <= dense + 1e-8
+    assert upper - lower <= 1e-8
+    if mu <= mu0:
+        # delta_mu <= delta_mu0 <= delta_f everywhere: no regret, up to the bracket's tolerance (1e-9).
+        assert lower == 0.0 and upper <= 1e-9

@@ -113,7 +113,11 @@ def _fft_plan(single: LossPMF, steps: int, wrap_tail: float | None = None) -> tu
     """(lo, hi) output window at ``TAIL_MASS_TRUNCATION``, (lo30, hi30) true-mass span at ``WRAP_TAIL``, FFT length.
 
     The buffer covers the span (plus a small margin), so at most ``WRAP_TAIL`` of mass wraps around into the output
-    window."""
+    window. A deterministic function of the PMF: kept in its cache (the planner and the composition read it)."""
+    return single.cached(f"fft_plan {steps} {wrap_tail!r}", lambda: _fft_plan_of(single, steps, wrap_tail))
+
+
+def _fft_plan_of(single: LossPMF, steps: int, wrap_tail: float | None) -> tuple[int, int, int, int, int]:
     lo, hi = _chernoff_window(single, steps, TAIL_MASS_TRUNCATION)
     if wrap_tail is None:
         # Pessimistic side: mass wrapping around into the window only raises delta (it is also counted at +inf).
