@@ -56,3 +56,16 @@ def test_card_shows_the_tuned_bound_next_to_the_single_run(tuned_rows, version):
     assert f"best of K runs ({runs}; {analysis}) | {tuned} | upper |" in card
     assert f"| epsilon at declared delta = 1e-05 (fixed 1e-05) | {single} | upper |" in card
     assert "That is one training run's guarantee" in card and f"<= {tuned} (upper" in card
+
+
+def test_tags_carry_the_tuned_bound_and_the_single_run_each_with_its_bound(tuned_rows):
+    from tasks.mlflow_tags import is_tool_tag, privacy_tags
+
+    _, row = tuned_rows[1]
+    tags = privacy_tags(row)
+    assert tags["privacy.tuning.epsilon"] == f"{row['tuning_epsilon']:.6g}"
+    assert tags["privacy.tuning.epsilon.bound"] == "upper"
+    assert tags["privacy.tuning.epsilon_single_run"] == f"{row['epsilon']:.6g}"
+    assert tags["privacy.tuning.epsilon_single_run.bound"] == "upper"
+    assert "privacy.sampling.kind" not in tags and tags["privacy.sampling"] == "poisson"
+    assert all(is_tool_tag(k) for k in tags)
