@@ -130,6 +130,7 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
         lines.append(
             f"- **Sampling.** Batches drawn by {_SAMPLER_TEXT.get(sampler or '', sampler)}; {row['estimate_reason']}."
             + (" The shuffled run's proven lower bound is stated above." if row.get("shuffle_epsilon_lower") else "")
+            + (_NO_SHUFFLE_LOWER if sampler == "shuffle" and row.get("shuffle_epsilon_lower") is None else "")
         )
     elif sampler == "poisson":
         lines.append(
@@ -181,6 +182,12 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
         lines.append(f"\n![trade-off curve]({png_name})")
     return "\n".join(lines) + "\n"
 
+
+_NO_SHUFFLE_LOWER = (
+    " No proven lower bound is given for this run: the shuffled-batch lower bound (Chua et al. 2024) needs every epoch"
+    " cut into T batches of one size (q = 1/T, as Opacus records 1/len(data_loader); for TF-Privacy / Keras, a batch"
+    " size dividing the dataset size) and at least one whole epoch."
+)
 
 _SAMPLER_TEXT = {
     "poisson": "Poisson sampling",
