@@ -89,7 +89,7 @@ def test_site_in_headless_chromium(site, tmp_path):
     truth = {
         (r["model"], r["version"]): r for r in _rows(report, "SELECT model, version, mu, epsilon FROM model_privacy")
     }
-    assert len(truth) == 22
+    assert len(truth) == 24  # data/registry: 24 model versions (tuned-classifier: 2)
     shots = Path(os.environ.get("GDP_SCREENSHOTS", ROOT / "data" / "reports" / "screenshots"))
     with Browser(tmp_path, exe) as browser:
         seen: set[Path] = set()

@@ -106,3 +106,37 @@ def test_sample_spec_compares_the_samplers_and_cyclic_cells_are_the_closed_form(
     for m in cyclic:
         rep = gdpcore.analyze(m)
         assert rep.mu == pytest.approx(math.sqrt(m.epochs) / m.noise_multiplier, rel=1e-9)
+
+
+@pytest.mark.prefect
+def test_sweep_of_the_samplers_stores_each_kind_with_both_ends(prefect_server, write_spec, tmp_path, monkeypatch):
+    """Swept by `gdp sweep` (thread runner): every cell's row names its sampler (mechanism_kind, its chunk's
+    partition), the upper end is the closed-form deterministic-batch guarantee sqrt(E)/sigma for all three samplers
+    (exact for cyclic, an upper bound for the other two), and each lower end is at most it; the kind axis is in the
+    report's axes view as text."""
+    import duckdb
+    import prefect.settings
+
+    monkeypatch.setenv("PREFECT_API_URL", str(prefect.settings.PREFECT_API_URL.value()))
+    text = SAMPLERS.replace("[1.0, 2.0]", "[1.5]").replace("[1, 3]", "[2]")
+    path = write_spec(text)
+    lake, report = tmp_path / "lake", tmp_path / "reports" / "privacy.duckdb"
+    assert main(["sweep", str(path), "--lake", str(lake), "--report", str(report), "--runner", "thread"]) == 0
+    partitions = {p.name for p in (lake / "staging" / "spec=sampler-compare").iterdir()}
+    assert partitions == {f"mechanism={k}" for k in ("shuffled_gaussian", "cyclic_gaussian", "balls_in_bins_gaussian")}
+    con = duckdb.connect(str(report), read_only=True)
+    try:
+        con.execute(f"SET file_search_path = '{report.parent}'")
+        rows = con.execute(
+            "SELECT c.mechanism_kind, c.mu, c.mu_bound, c.mu_lower, a.value_text FROM cells c JOIN axes a "
+            "USING (spec, cell_id) WHERE c.spec = 'sampler-compare' AND a.axis = 'kind'"
+        ).fetchall()
+    finally:
+        con.close()
+    closed_form = math.sqrt(2) / 1.5
+    assert {r[0] for r in rows} == {"shuffled_gaussian", "cyclic_gaussian", "balls_in_bins_gaussian"}
+    for kind, mu, bound, mu_lower, axis_text in rows:
+        assert json.loads(axis_text) == kind
+        assert mu == pytest.approx(closed_form, rel=1e-6)
+        assert bound == ("exact" if kind == "cyclic_gaussian" else "upper")
+        assert mu_lower <= closed_form * (1 + 1e-9)
