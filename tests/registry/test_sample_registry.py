@@ -207,7 +207,7 @@ def test_views_contract_and_comparisons(sample_audit):
     ):
         assert c in cols, c
     _, n = query_report(report, "SELECT count(*), count(DISTINCT (model, version)) FROM models")
-    assert n == [(22, 22)]
+    assert n == [(24, 24)]
     cmp = {
         (r["version"], r["against"]): r
         for r in _rows(report, "SELECT * FROM model_comparisons WHERE model = 'cifar10-wrn40-4'")
