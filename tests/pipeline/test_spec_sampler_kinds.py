@@ -111,9 +111,9 @@ def test_sample_spec_compares_the_samplers_and_cyclic_cells_are_the_closed_form(
 @pytest.mark.prefect
 def test_sweep_of_the_samplers_stores_each_kind_with_both_ends(prefect_server, write_spec, tmp_path, monkeypatch):
     """Swept by `gdp sweep` (thread runner): every cell's row names its sampler (mechanism_kind, its chunk's
-    partition), the upper end is the closed-form deterministic-batch guarantee sqrt(E)/sigma for all three samplers
-    (exact for cyclic, an upper bound for the other two), and each lower end is at most it; the kind axis is in the
-    report's axes view as text."""
+    partition), the upper end is the closed-form deterministic-batch guarantee sqrt(E)/sigma for cyclic (exact) and
+    shuffled (upper) and at most it for balls-in-bins (upper), each lower end at most its upper end; the kind axis is
+    in the report's axes view as text."""
     import duckdb
     import prefect.settings
 
@@ -137,6 +137,9 @@ def test_sweep_of_the_samplers_stores_each_kind_with_both_ends(prefect_server, w
     assert {r[0] for r in rows} == {"shuffled_gaussian", "cyclic_gaussian", "balls_in_bins_gaussian"}
     for kind, mu, bound, mu_lower, axis_text in rows:
         assert json.loads(axis_text) == kind
-        assert mu == pytest.approx(closed_form, rel=1e-6)
+        if kind == "balls_in_bins_gaussian":  # at most the guarantee that dominates it (amplification may lower it)
+            assert mu <= closed_form * (1 + 1e-6)
+        else:
+            assert mu == pytest.approx(closed_form, rel=1e-6)
         assert bound == ("exact" if kind == "cyclic_gaussian" else "upper")
-        assert mu_lower <= closed_form * (1 + 1e-9)
+        assert mu_lower <= mu * (1 + 1e-9)

@@ -3,8 +3,8 @@ run's upper numbers (the deterministic-batch guarantee) and its proven lower end
 shuffled run's Poisson estimate and proven lower bound.
 
 Independent truth: the cyclic run is exactly (sqrt(epochs)/sigma)-GDP (Dong, Roth, Su 2022, Cor. 3.3), so its
-mu tag is that closed form; the balls-in-bins lower end is checked against the same closed form from above (a lower
-end can never exceed the exact value of the deterministic-batch mechanism that dominates it)."""
+mu tag is that closed form; the balls-in-bins ends are checked against the same closed form from above (no end can
+exceed the exact value of the deterministic-batch mechanism that dominates it)."""
 
 from __future__ import annotations
 
@@ -42,11 +42,13 @@ def test_balls_in_bins_tags_give_both_ends_with_their_labels(rows):
     tags = privacy_tags(rows["balls_in_bins"])
     exact_cyclic = math.sqrt(20) / 1.1
     assert tags["privacy.sampling.kind"] == "balls_in_bins_gaussian"
-    assert tags["privacy.mu.bound"] == "upper" and float(tags["privacy.mu"]) == pytest.approx(exact_cyclic)
+    # the upper end is at most the deterministic-batch guarantee that dominates it (equal when no amplification is
+    # claimed), the lower end below the upper one
+    assert tags["privacy.mu.bound"] == "upper" and float(tags["privacy.mu"]) <= exact_cyclic * (1 + 1e-9)
     assert (
         tags["privacy.mu.lower.bound"] == tags["privacy.epsilon.lower.bound"] == "lower (proven, Chua et al. 2025 pair)"
     )
-    assert 0 < float(tags["privacy.mu.lower"]) < exact_cyclic
+    assert 0 < float(tags["privacy.mu.lower"]) <= float(tags["privacy.mu"])
     assert 0 < float(tags["privacy.epsilon.lower"]) < float(tags["privacy.epsilon"])
     assert all(is_tool_tag(k) for k in tags)
 
