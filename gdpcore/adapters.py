@@ -37,6 +37,12 @@ Sampler honesty
     ``"estimate"`` with :data:`SHUFFLE_REASON`. Fixed-size batches under replace-one adjacency are exactly
     dp_accounting's ``SampledWithoutReplacementDpEvent``; when a kind for it is registered the run is accounted
     exactly, otherwise (and under add/remove) the Poisson numbers are labelled ``"estimate"`` (:data:`FIXED_REASON`).
+    ``"cyclic"`` and ``"balls_in_bins"`` are accounted by their own kinds (:mod:`gdpcore.kinds.samplers`) by the
+    registry (tasks.manifest); an adapter called directly keeps Poisson numbers for them, labelled estimates
+    (:data:`OWN_KIND_REASON`). The libraries' options map to samplers by :func:`opacus_sampler`
+    (``poisson_sampling``) and :func:`keras_sampler` (``Model.fit(shuffle=...)``); a shuffled run whose recorded
+    rate is 1/T (T batches per epoch) also gets the proven lower bound of its shuffled mechanism beside the Poisson
+    estimate (:func:`gdpcore.kinds.samplers.shuffled_counterpart`, Chua et al. 2024).
 """
 
 from __future__ import annotations
@@ -75,6 +81,8 @@ __all__ = [
     "GdpAuditAccounting",
     "OPACUS_ACCOUNTANT_NAME",
     "register_opacus_accountant",
+    "keras_sampler",
+    "opacus_sampler",
     "sampler_caveat",
     "tf_privacy_steps",
 ]
@@ -100,6 +108,37 @@ OWN_KIND_REASON = (
 )
 
 _OPACUS_MECHANISMS = ("rdp", "prv", "gdp", "gdp-audit")  # the last: register_opacus_accountant's
+
+
+def opacus_sampler(poisson_sampling: object) -> str:
+    """The sampler of Opacus's ``make_private(poisson_sampling=...)``: True (its default: ``DPDataLoader``, Poisson
+    sampling, what every Opacus accountant accounts) -> ``"poisson"``; False (the user's ``DataLoader``, reshuffled
+    every epoch and cut into ``len(data_loader)`` fixed-size batches, still accounted as Poisson with
+    ``sample_rate = 1 / len(data_loader)``) -> ``"shuffle"``: the Poisson numbers are estimates
+    (:data:`SHUFFLE_REASON`), and the recorded 1/T gives the shuffled run's proven lower bound
+    (:func:`gdpcore.kinds.samplers.shuffled_counterpart`, Chua et al. 2024)."""
+    if not isinstance(poisson_sampling, bool):
+        raise ValueError(f"poisson_sampling must be true or false, got {bounded_repr(poisson_sampling)}")
+    return "poisson" if poisson_sampling else "shuffle"
+
+
+def keras_sampler(shuffle: object) -> str:
+    """The sampler of Keras ``Model.fit(shuffle=...)`` batches (TF-Privacy's DP Keras optimizers train through it,
+    and so do the jax_privacy / Keras examples that cut a shuffled dataset into fixed batches):
+
+    * ``True`` (Keras's default) reshuffles the examples every epoch and cuts fixed-size batches, and ``"batch"``
+      shuffles batch-sized chunks (each example's step is still uniform over the epoch's T steps, independently per
+      epoch): ``"shuffle"``. TF-Privacy's "assuming Poisson sampling" numbers are then estimates
+      (:data:`SHUFFLE_REASON`); the shuffled run's proven lower bound needs q = batch_size / number_of_examples = 1/T,
+      i.e. a batch size that divides the dataset (no short last batch).
+    * ``False`` keeps one order every epoch: ``"cyclic"`` (each example in one batch per epoch; exactly
+      (sqrt(epochs)/sigma)-GDP, :class:`gdpcore.kinds.samplers.CyclicGaussian`).
+    """
+    if shuffle is True or shuffle == "batch":
+        return "shuffle"
+    if shuffle is False:
+        return "cyclic"
+    raise ValueError(f"shuffle must be true, false or 'batch' (Keras Model.fit), got {bounded_repr(shuffle)}")
 
 
 def sampler_caveat(sampler: str, *, exact_fixed: bool = False) -> str | None:
@@ -297,7 +336,7 @@ def from_opacus_history(
     """
     if not isinstance(poisson_sampling, bool):
         raise ValueError(f"poisson_sampling must be true or false, got {poisson_sampling!r}")
-    sampler = _check_sampler(sampler if sampler is not None else ("poisson" if poisson_sampling else "shuffle"))
+    sampler = _check_sampler(sampler if sampler is not None else opacus_sampler(poisson_sampling))
     if mechanism is not None and mechanism not in _OPACUS_MECHANISMS:
         raise ValueError(
             f"mechanism must be one of {', '.join(_OPACUS_MECHANISMS)} (Opacus accountants), got {bounded_repr(mechanism)}"

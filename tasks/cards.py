@@ -82,6 +82,12 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
             if complete
             else f" mu-GDP is **not** a complete description here (regret {_g(regret, 2)} >= 0.01): rely on the (eps, delta)"
             " and TPR numbers below, which come from the full trade-off curve."
+        )
+        + (
+            f" That is one training run's guarantee: this version is the best of K runs, and the procedure's epsilon at "
+            f"delta = {delta:.3g} is <= {_g(row['tuning_epsilon'])} ({row['tuning_bound']}; hyper-parameter tuning below)."
+            if row.get("tuning_epsilon") is not None
+            else ""
         ),
         "",
         *_estimate_paragraph(row),
@@ -94,6 +100,7 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
         f"| mu (mu-GDP) | {_g(mu)} (bracket [{_g(row['mu_lower'])}, {_g(mu)}]) | {row['mu_bound']} |",
         f"| GDP regret | {_g(regret, 3)} | {row['gdp_regret_bound']} |",
         f"| epsilon at declared delta = {delta:.3g} ({row['delta_policy']}) | {_g(eps)} | {row['epsilon_bound']} |",
+        *_sampler_and_tuning_rows(row, delta),
     ]
     for d, e in zip(row["eps_deltas"], row["eps_values"], strict=True):
         if d != delta:
@@ -122,7 +129,8 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
     if row.get("estimate_reason"):
         lines.append(
             f"- **Sampling.** Batches drawn by {_SAMPLER_TEXT.get(sampler or '', sampler)}; {row['estimate_reason']}."
-            + _shuffle_lower_text(row, delta)
+            + (" The shuffled run's proven lower bound is stated above." if row.get("shuffle_epsilon_lower") else "")
+            + (_NO_SHUFFLE_LOWER if sampler == "shuffle" and row.get("shuffle_epsilon_lower") is None else "")
         )
     elif sampler == "poisson":
         lines.append(
@@ -175,6 +183,12 @@ def render_markdown(row: dict[str, Any], *, report_uri: str | None = None, png_n
     return "\n".join(lines) + "\n"
 
 
+_NO_SHUFFLE_LOWER = (
+    " No proven lower bound is given for this run: the shuffled-batch lower bound (Chua et al. 2024) needs every epoch"
+    " cut into T batches of one size (q = 1/T, as Opacus records 1/len(data_loader); for TF-Privacy / Keras, a batch"
+    " size dividing the dataset size) and at least one whole epoch."
+)
+
 _SAMPLER_TEXT = {
     "poisson": "Poisson sampling",
     "shuffle": "shuffling (fixed-size batches, one pass per epoch)",
@@ -206,25 +220,48 @@ def _tuning_lines(row: dict[str, Any], delta: float) -> list[str]:
     """The best-of-K caveat (tasks.audit.tuning_fields), or [] without tuning."""
     if row.get("tuning_epsilon") is None:
         return []
-    law = json.loads(row["tuning_distribution"])
-    runs = (
-        f"K = {law['count']}"
-        if law["distribution"] == "fixed"
-        else f"K random, E[K] = {row['tuning_expected_runs']:.3g}"
-    )
     return [
-        f"- **Hyper-parameter tuning.** This version is the best of K runs ({runs}; {row['tuning_analysis']}): "
+        f"- **Hyper-parameter tuning.** This version is the best of K runs ({_runs(row)}; {row['tuning_analysis']}): "
         f"epsilon at delta = {delta:.3g} is <= {_g(row['tuning_epsilon'])} ({row['tuning_bound']}); one run: "
-        f"{_g(row['epsilon_single_run'])}. The table above is one run's guarantee."
+        f"{_g(row['epsilon_single_run'])}. The table's other rows are one run's guarantee."
     ]
 
 
+def _sampler_and_tuning_rows(row: dict[str, Any], delta: float) -> list[str]:
+    """Table rows beside the declared-delta epsilon: a shuffled run's proven lower bound (tasks.audit.
+    shuffle_lower_fields) and a tuned version's best-of-K bound (tasks.audit.tuning_fields), each with its label."""
+    rows = []
+    low = row.get("shuffle_epsilon_lower")
+    if low is not None:
+        label = row.get("shuffle_label") or "lower"
+        rows.append(f"| epsilon at declared delta = {delta:.3g}, the shuffled run itself | {_g(low)} | {label} |")
+        if row.get("shuffle_mu_lower") is not None:
+            rows.append(f"| mu, the shuffled run itself | {_g(row['shuffle_mu_lower'])} | {label} |")
+    if row.get("tuning_epsilon") is not None:
+        analysis = str(row.get("tuning_analysis") or "").split(" (")[0]
+        rows.append(
+            f"| epsilon at declared delta = {delta:.3g}, best of K runs ({_runs(row)}; {analysis}) | "
+            f"{_g(row['tuning_epsilon'])} | {row['tuning_bound']} |"
+        )
+    return rows
+
+
+def _runs(row: dict[str, Any]) -> str:
+    """``K = 10`` or ``K random, E[K] = 10`` from a tuned row's distribution."""
+    law = json.loads(row["tuning_distribution"])
+    if law["distribution"] == "fixed":
+        return f"K = {law['count']}"
+    return f"K random, E[K] = {row['tuning_expected_runs']:.3g}"
+
+
 def _estimate_paragraph(row: dict[str, Any]) -> list[str]:
-    """The card's first caveat when its numbers are estimates (sampler honesty, gdpcore.adapters)."""
+    """The card's first caveat when its numbers are estimates (sampler honesty, gdpcore.adapters), with a shuffled
+    run's proven lower bound (the Poisson figure beside it)."""
     if not row.get("estimate_reason"):
         return []
     return [
-        f"**Estimate, not a guarantee.** Every number on this card is an *estimate*: {row['estimate_reason']}.",
+        f"**Estimate, not a guarantee.** Every number on this card is an *estimate*: {row['estimate_reason']}."
+        + _shuffle_lower_text(row, row["delta"]),
         "",
     ]
 

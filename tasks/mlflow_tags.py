@@ -164,20 +164,36 @@ def privacy_tags(row: dict[str, Any], *, report_uri: str | None = None, flow_run
 
 
 def _sampler_and_tuning_tags(row: dict[str, Any]) -> dict[str, str]:
-    """``privacy.shuffle.*`` (a shuffled run's proven lower bound, tasks.audit.shuffle_lower_fields) and
-    ``privacy.tuning.*`` (the best-of-K bound, tasks.audit.tuning_fields); {} when the row has neither."""
+    """``privacy.sampling.kind`` and the lower end of a sampler accounted by its own kind (gdpcore.kinds.samplers),
+    ``privacy.shuffle.*`` (a shuffled run's proven lower bound, tasks.audit.shuffle_lower_fields) and
+    ``privacy.tuning.*`` (the best-of-K bound, tasks.audit.tuning_fields), each number with its ``.bound``; {} when
+    the row has none of them."""
+    from gdpcore.kinds.samplers import LOWER_LABEL
+    from tasks.manifest import SAMPLER_KINDS
+
     tags: dict[str, str] = {}
+    kind = SAMPLER_KINDS.get(str(row.get("sampler")))
+    if kind is not None:
+        tags["privacy.sampling.kind"] = kind
+        if row.get("mu_bound") != "exact":  # cyclic is exact: its lower end is its value
+            tags["privacy.mu.lower"] = f"{row['mu_lower']:.6g}"
+            tags["privacy.epsilon.lower"] = f"{row['epsilon_lower']:.6g}"
+            tags["privacy.mu.lower.bound"] = tags["privacy.epsilon.lower.bound"] = LOWER_LABEL[kind]
     if row.get("shuffle_epsilon_lower") is not None:
         tags["privacy.shuffle.epsilon_lower"] = f"{row['shuffle_epsilon_lower']:.6g}"
+        tags["privacy.shuffle.epsilon_lower.bound"] = "lower"
         if row.get("shuffle_mu_lower") is not None:
             tags["privacy.shuffle.mu_lower"] = f"{row['shuffle_mu_lower']:.6g}"
+            tags["privacy.shuffle.mu_lower.bound"] = "lower"
         tags["privacy.shuffle.label"] = str(row["shuffle_label"])
+        tags["privacy.shuffle.analysis"] = str(row.get("shuffle_analysis") or "")[:250]
     if row.get("tuning_epsilon") is not None:
         tags["privacy.tuning.epsilon"] = f"{row['tuning_epsilon']:.6g}"
-        tags["privacy.tuning.bound"] = str(row["tuning_bound"])
+        tags["privacy.tuning.bound"] = tags["privacy.tuning.epsilon.bound"] = str(row["tuning_bound"])
         tags["privacy.tuning.analysis"] = str(row["tuning_analysis"])[:250]
         tags["privacy.tuning.expected_runs"] = f"{row['tuning_expected_runs']:.6g}"
         tags["privacy.tuning.epsilon_single_run"] = f"{row['epsilon_single_run']:.6g}"
+        tags["privacy.tuning.epsilon_single_run.bound"] = str(row["epsilon_bound"])
     return tags
 
 
@@ -238,14 +254,24 @@ _TOOL_TAGS = frozenset(
         "privacy.neighboring_relation",
         "privacy.sampling",
         "privacy.estimate_reason",
+        "privacy.sampling.kind",
+        "privacy.mu.lower",
+        "privacy.mu.lower.bound",
+        "privacy.epsilon.lower",
+        "privacy.epsilon.lower.bound",
         "privacy.shuffle.epsilon_lower",
+        "privacy.shuffle.epsilon_lower.bound",
         "privacy.shuffle.mu_lower",
+        "privacy.shuffle.mu_lower.bound",
         "privacy.shuffle.label",
+        "privacy.shuffle.analysis",
         "privacy.tuning.epsilon",
+        "privacy.tuning.epsilon.bound",
         "privacy.tuning.bound",
         "privacy.tuning.analysis",
         "privacy.tuning.expected_runs",
         "privacy.tuning.epsilon_single_run",
+        "privacy.tuning.epsilon_single_run.bound",
         "privacy.gdpcore_version",
         "privacy.audit_key",
         "privacy.audited_at",

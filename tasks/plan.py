@@ -156,9 +156,13 @@ def build_plan(spec: GridSpec, lake: Path, *, workers: int = 2) -> SweepPlan:
     # whatever the axis order of the spec (compositions: cells with equal text but the step counts, see _sharing_key).
     todo.sort(key=_sharing_key)
     size = spec.chunk_size or auto_chunk_size(len(todo), workers)
+    by_kind: dict[str, list[str]] = {}  # one kind per chunk (its lake partition): a spec may sweep the kind
+    for mech_json in todo:
+        by_kind.setdefault(json.loads(mech_json)["kind"], []).append(mech_json)
     chunks = tuple(
-        Chunk(spec_name=spec.name, kind=spec.kind, mechanisms=tuple(todo[i : i + size]), settings=settings)
-        for i in range(0, len(todo), size)
+        Chunk(spec_name=spec.name, kind=kind, mechanisms=tuple(cells[i : i + size]), settings=settings)
+        for kind, cells in by_kind.items()
+        for i in range(0, len(cells), size)
     )
     return SweepPlan(
         spec_name=spec.name,

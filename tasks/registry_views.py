@@ -30,7 +30,12 @@ VIEW_COMMENTS: dict[str, str] = {
     "('GDP is a complete description' when regret < 0.01), epsilon at the declared delta, TPR@FPR lists, advantage, "
     "bayes_security, each with its bound label, the accountant and discretization, audited_at, gdpcore_version; "
     "for a published claim: claim_reproduced_epsilon (labelled by claim_reproduced_bound), claim_status, "
-    "claim_tight_epsilon (upper bound at the claimed delta) and claim_certified.",
+    "claim_tight_epsilon (upper bound at the claimed delta) and claim_certified; sampler (how the batches were drawn: "
+    "poisson, shuffle, fixed, cyclic, balls_in_bins; estimate_reason when the numbers are estimates for it), "
+    "mu_lower / epsilon_lower (the lower end: for balls_in_bins a proven lower bound, for cyclic the exact value), "
+    "shuffle_epsilon_lower / shuffle_mu_lower (a shuffled run's proven lower bound, labelled by shuffle_label, "
+    "analysis shuffle_analysis, beside the Poisson estimate), tuning_epsilon (best of K runs, labelled by "
+    "tuning_bound, analysis tuning_analysis, law tuning_distribution) beside epsilon_single_run.",
     "model_comparisons": "Each model version vs its previous version and the production version: Delta-divergence "
     "both ways, Blackwell verdict, less_private flag, change in mu and TPR@FPR.",
     "evidence": EVIDENCE_VIEW_COMMENT,

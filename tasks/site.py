@@ -4,7 +4,9 @@
 confined) and writes ``index.html`` in the report's folder and the other pages under ``site/``:
 
 * ``index.html``: every model and version (mu, epsilon at the declared delta, each with its bound label; the claim
-  and evidence verdicts; how the batches were drawn - numbers are *estimates* when they were not drawn as accounted;
+  and evidence verdicts; how the batches were drawn - numbers are *estimates* when they were not drawn as accounted,
+  and a shuffled run shows the proven lower bound of its shuffled mechanism beside the Poisson estimate; a tuned
+  version (best of K runs) its tuning-adjusted bound, with the analysis, beside the single run's;
   the change in mu against the previous and the production version, flagged when less private), a small inline-SVG
   trend of mu across each model's versions, the versions that could not be audited, and the sweeps in the report;
 * ``site/models/<model>/v<version>/index.html``: one page per version - its numbers and comparisons from the report,
@@ -26,6 +28,7 @@ its link validation drops ``javascript:`` URLs) - both well kept and already ins
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import os
 import shutil
@@ -44,7 +47,9 @@ SITE_DIR = "site"
 QUERIES: dict[str, str] = {
     "versions": "SELECT model, version, production, mu, mu_bound, epsilon, epsilon_bound, delta, delta_policy, "
     "gdp_regret, gdp_regret_bound, verdict, claimed_epsilon, claimed_delta, claimed_accountant, claim_status, claim_certified, "
-    "claim_tight_epsilon, evidence_verdict, evidence_mu_lower, sampler, estimate_reason, privacy_unit, "
+    "claim_tight_epsilon, evidence_verdict, evidence_mu_lower, sampler, estimate_reason, shuffle_epsilon_lower, "
+    "shuffle_mu_lower, shuffle_label, shuffle_analysis, tuning_epsilon, tuning_bound, tuning_analysis, "
+    "tuning_distribution, tuning_expected_runs, epsilon_single_run, privacy_unit, "
     "neighbouring, accountant, description, audited_at FROM model_privacy ORDER BY model, version",
     "comparisons": "SELECT model, version, against, other_version, mu_change, less_private, blackwell_verdict, "
     "divergence_new_over_old, divergence_bound FROM model_comparisons ORDER BY model, version, against",
@@ -54,8 +59,8 @@ QUERIES: dict[str, str] = {
     "min(mu) AS min_mu, max(mu) AS max_mu, max(gdp_regret) AS max_regret FROM cells GROUP BY spec ORDER BY spec",
     "runs": "SELECT spec, json_extract_string(spec_json, '$.name') AS name, run_id, cells, cells_computed, "
     "chunks_failed, task_runner, started_at, finished_at FROM runs ORDER BY spec, started_at",
-    "worst_cells": "SELECT spec, cell_id, mechanism_kind, noise_multiplier, sampling_rate, steps, mu, mu_bound, "
-    "gdp_regret, advantage, advantage_bound FROM cells WHERE status = 'ok' "
+    "worst_cells": "SELECT spec, cell_id, mechanism_kind, noise_multiplier, sampling_rate, steps, steps_per_epoch, "
+    "epochs, mu, mu_bound, mu_lower, status, gdp_regret, advantage, advantage_bound FROM cells WHERE mu IS NOT NULL "
     "QUALIFY row_number() OVER (PARTITION BY spec ORDER BY mu DESC, cell_id) <= 10 ORDER BY spec, mu DESC, cell_id",
     "report_info": "SELECT published_at, snapshot, publisher_code_version FROM report_info",
 }
@@ -153,6 +158,45 @@ def _sampler(v: dict[str, Any]) -> tuple[str, str]:
     if v.get("estimate_reason"):
         return f"{sampler}: estimate, not a bound", "bad"
     return f"{sampler}: as accounted", "ok" if v.get("sampler") else "muted"
+
+
+def _shuffled(v: dict[str, Any]) -> dict[str, Any] | None:
+    """The shuffled run's proven lower bound beside the Poisson estimate (tasks.audit.shuffle_lower_fields), or None."""
+    low = v.get("shuffle_epsilon_lower")
+    if low is None:
+        return None
+    return {
+        "epsilon": low,
+        "mu": v.get("shuffle_mu_lower"),
+        "label": v.get("shuffle_label") or "lower",
+        "analysis": v.get("shuffle_analysis") or "",
+        "understates": low > v["epsilon"],
+    }
+
+
+def _understates(v: dict[str, Any]) -> str:
+    """The overview's attention line of a shuffled run whose proven lower bound is above its Poisson estimate."""
+    low = v["shuffled"]
+    if not low:
+        return ""
+    return (
+        f"the shuffled run's ε ≥ {fmt(low['epsilon'])} (proven lower bound) > the Poisson estimate {fmt(v['epsilon'])}"
+    )
+
+
+def _tuning(v: dict[str, Any]) -> dict[str, Any] | None:
+    """The best-of-K bound of a tuned version (tasks.audit.tuning_fields) next to the single run's, or None."""
+    if v.get("tuning_epsilon") is None:
+        return None
+    law = json.loads(v.get("tuning_distribution") or "{}")
+    fixed = law.get("distribution") == "fixed"
+    return {
+        "epsilon": v["tuning_epsilon"],
+        "bound": v.get("tuning_bound") or "upper",
+        "analysis": v.get("tuning_analysis") or "",
+        "runs": f"K = {law.get('count')}" if fixed else f"K random, E[K] = {fmt(v.get('tuning_expected_runs'), 3)}",
+        "single": v.get("epsilon_single_run", v["epsilon"]),
+    }
 
 
 def _change(cmp: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -301,6 +345,8 @@ def _models(tables: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
                 "evidence_class": evidence[1],
                 "sampler_text": sampler[0],
                 "sampler_class": sampler[1],
+                "shuffled": _shuffled(v),
+                "tuning": _tuning(v),
                 "vs_previous": _change(cmp.get((v["model"], v["version"], "previous"))),
                 "vs_production": _change(cmp.get((v["model"], v["version"], "production"))),
                 "page": _page_path(v["model"], v["version"]),
@@ -362,6 +408,7 @@ def render_pages(
             ("evidence " + v["evidence_text"], v["evidence_class"]),
             ("published claim " + v["claim_text"], v["claim_class"]),
             ("sampling " + v["sampler_text"], v["sampler_class"]),
+            (_understates(v), "bad" if v["shuffled"] and v["shuffled"]["understates"] else ""),
         )
         if cls == "bad"
     ]
@@ -411,8 +458,9 @@ def render_pages(
             heatmap_reason=plan["reason"],
             runs_sql=QUERIES["runs"].replace("FROM runs", f"FROM runs WHERE spec = {_sql_value(s['spec'])}"),
             cells_sql=(
-                "SELECT cell_id, mechanism_kind, noise_multiplier, sampling_rate, steps, mu, mu_bound, gdp_regret, "
-                f"advantage, advantage_bound FROM cells WHERE spec = {_sql_value(s['spec'])} AND status = 'ok' "
+                "SELECT cell_id, mechanism_kind, noise_multiplier, sampling_rate, steps, steps_per_epoch, epochs, mu, "
+                "mu_bound, mu_lower, status, gdp_regret, advantage, advantage_bound FROM cells "
+                f"WHERE spec = {_sql_value(s['spec'])} AND mu IS NOT NULL "
                 "ORDER BY mu DESC, cell_id LIMIT 10"
             ),
         )

@@ -32,6 +32,20 @@ template's root to one scalar parameter: ``.`` steps into a nested field, ``[i]`
     mechanism: {kind: self_composed, mechanism: {kind: laplace}}         # k-fold Laplace
     grid: {count: [1, 5, 20], mechanism.scale: [1.0, 2.0]}
 
+**Sweeping the kind itself** (e.g. the batch samplers at the same noise, batches per epoch and epochs): with a flat
+kind's name as ``mechanism``, the grid key ``kind`` lists flat kinds that take exactly the parameters of that kind
+(same names and types); each cell takes one of them and the other grid keys are shared (data/specs/samplers.yaml)::
+
+    name: samplers
+    mechanism: shuffled_gaussian
+    grid:
+      kind: [shuffled_gaussian, cyclic_gaussian, balls_in_bins_gaussian]
+      noise_multiplier: [0.8, 1.5]
+      steps_per_epoch: [100]
+      epochs: [1, 5]
+
+Each cell's ``mechanism_kind`` (and the lake's ``mechanism=`` partition of its chunk) is its own kind.
+
 Everything is derived from gdpcore's kind registry (:mod:`gdpcore.kinds`): which fields nest mechanisms, which are
 parameters, their types (integer parameters are rounded) and rules, so a newly registered kind can be swept with no
 edit here. A parameter is given once: in the template or as a grid key, not both. A template whose mechanism cannot
@@ -81,6 +95,7 @@ from tasks.spec_paths import (
 __all__ = [
     "GRID_KINDS",
     "REPRESENTATIONS",
+    "KIND_AXIS",
     "CalibrationSpec",
     "GridSpec",
     "PlotSpec",
@@ -88,6 +103,9 @@ __all__ = [
     "load_calibration_spec",
     "load_grid_spec",
 ]
+
+KIND_AXIS = "kind"
+"""The grid key that sweeps the kind of a flat mechanism (``_check_kind_axis``)."""
 
 # Mechanism kinds that can be named by a string (every parameter a scalar), and their integer parameters: derived from
 # gdpcore's kind registry. Every other registered kind (composed, self_composed, ...) is swept through a template.
@@ -400,7 +418,11 @@ def _check_template(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str
         node_kind(template, "mechanism")
     except ValueError as exc:
         raise ValueError(f"{path}: invalid spec: {exc}") from None
+    if KIND_AXIS in spec.grid:
+        _check_kind_axis(path, spec)
     for key in spec.grid:
+        if key == KIND_AXIS:
+            continue
         try:
             where, param = axis_param(template, key)
         except ValueError as exc:
@@ -413,7 +435,7 @@ def _check_template(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str
                 f"{path}: invalid spec: grid.{shown_key(key)}: also set in the mechanism template ({where}.{param.name} = "
                 f"{bounded_repr(node[param.name])}); give it in one place"
             )
-    swept = {(axis_param(template, k)[0], axis_param(template, k)[1].name) for k in spec.grid}
+    swept = {(axis_param(template, k)[0], axis_param(template, k)[1].name) for k in spec.grid if k != KIND_AXIS}
     swept |= {("mechanism", k) for k in base}
     for where, node in walk_nodes(template):
         kind = _kinds.get(node["kind"])
@@ -428,8 +450,43 @@ def _check_template(path: Path, spec: GridSpec | CalibrationSpec, base: dict[str
             )
 
 
+def _kind_signature(kind: _kinds.KindSpec) -> dict[str, Any]:
+    return {p.name: p.type for p in kind.params}
+
+
+def _check_kind_axis(path: Path, spec: GridSpec | CalibrationSpec) -> None:
+    """``grid.kind``: only with a flat kind named as ``mechanism``; every value a flat kind taking exactly that kind's
+    parameters (names and types), so every other grid key means the same in every cell."""
+    key = f"grid.{KIND_AXIS}"
+    if not isinstance(spec.mechanism, str):
+        raise ValueError(
+            f"{path}: invalid spec: {key}: sweeping the kind needs a flat kind's name as mechanism (the kind whose "
+            "parameters the other grid keys name), not a template"
+        )
+    values = spec.axes()[KIND_AXIS]
+    flat = _kinds.flat_kinds()
+    want = _kind_signature(_kinds.get(spec.mechanism))
+    for i, value in enumerate(values):
+        if not (isinstance(value, str) and value in flat):
+            raise ValueError(
+                f"{path}: invalid spec: {key}[{i}] = {bounded_repr(value)}: must be one of the flat kinds "
+                f"{', '.join(flat)}"
+            )
+        got = _kind_signature(_kinds.get(value))
+        if got != want:
+            raise ValueError(
+                f"{path}: invalid spec: {key}[{i}] = {bounded_repr(value)}: its parameters "
+                f"({', '.join(sorted(got))}) differ from those of mechanism {spec.mechanism} ({', '.join(sorted(want))})"
+            )
+        why = _unsupported(value, tuple(getattr(spec, "representations", ())))
+        if why is not None:
+            raise ValueError(f"{path}: invalid spec: {key}[{i}] = {bounded_repr(value)}: cannot be accounted: {why}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{path}: invalid spec: {key} = {bounded_repr(values)}: a kind is listed twice")
+
+
 def _unsupported(mechanism: Any, representations: tuple[str, ...]) -> str | None:
-    """Why ``mechanism`` cannot be swept (a leaf kind declares a needed property unsupported), or None."""
+    """Why ``mechanism`` (a mechanism, or a flat kind's name) cannot be swept (a leaf kind declares a needed property unsupported), or None."""
     for what in ("analyze_grid", *(f"regret.{r}" for r in representations if r != "gdp")):
         refusal = _kinds.why_unsupported(mechanism, what)
         if refusal is not None:
@@ -448,7 +505,7 @@ def _validate_mechanism_values(path: Path, spec: GridSpec | CalibrationSpec, bas
         raise ValueError(f"{path}: invalid spec: {exc}") from None
     template = spec.template
     for key, values in axes.items():
-        if axis_param(template, key)[1].type is not int:
+        if key == KIND_AXIS or axis_param(template, key)[1].type is not int:
             continue
         for i, value in enumerate(values):
             if isinstance(value, int | float) and not isinstance(value, bool) and not abs(value) <= MAX_INTEGER_PARAM:

@@ -14,7 +14,7 @@ import pytest
 from gdpcore.adapters import SHUFFLE_REASON
 from tasks.publish import query_report
 
-pytestmark = pytest.mark.slow  # one audit of 20 model versions + 17 comparisons: about a minute on 2 cores
+pytestmark = pytest.mark.slow  # one audit of 24 model versions + 19 comparisons: about two minutes on 2 cores
 
 # (sigma, T) -> (mu bracket, PLD epsilon bracket at delta = 1e-5), S000-2 (q = 16384/50000, brackets at grid 1e-5)
 TABLE4 = {
@@ -46,7 +46,7 @@ def _rows(report, sql):
 
 def test_rerun_of_the_sample_registry_computes_nothing(sample_audit):
     first, second = sample_audit["first"], sample_audit["second"]
-    assert len(first.computed) == 22 and first.failed == {} and first.comparisons_computed == 18
+    assert len(first.computed) == 24 and first.failed == {} and first.comparisons_computed == 19
     # sampler honesty: the shuffled Opacus run (data/registry/training-runs.yaml) is listed, with its reason
     assert first.estimates == [f"mnist-opacus-shuffled:1 (shuffle): {SHUFFLE_REASON}"]
     assert first.claim_flags == [
@@ -57,7 +57,7 @@ def test_rerun_of_the_sample_registry_computes_nothing(sample_audit):
     assert first.evidence_checked == ["canary-mlp:1", "canary-mlp:2"]
     assert len(first.evidence_violations) == 1 and first.evidence_violations[0].startswith("canary-mlp:2: ")
     assert second.evidence_violations == first.evidence_violations
-    assert second.computed == [] and len(second.reused) == 22 and second.comparisons_computed == 0
+    assert second.computed == [] and len(second.reused) == 24 and second.comparisons_computed == 0
     assert second.cards_written == []
     assert sample_audit["files_after"] == sample_audit["files_before"]
 
@@ -207,7 +207,7 @@ def test_views_contract_and_comparisons(sample_audit):
     ):
         assert c in cols, c
     _, n = query_report(report, "SELECT count(*), count(DISTINCT (model, version)) FROM models")
-    assert n == [(22, 22)]
+    assert n == [(24, 24)]
     cmp = {
         (r["version"], r["against"]): r
         for r in _rows(report, "SELECT * FROM model_comparisons WHERE model = 'cifar10-wrn40-4'")
