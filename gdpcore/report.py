@@ -96,8 +96,9 @@ class PrivacyReport:
         report is built."""
         prov = curves.provenance
         # A user's curve, profile or PLD is what the user says it is: the accountant names it first, so that every
-        # number read from this report (and its rows and card) carries that provenance (gdpcore.kinds.curves).
-        accountant = "; ".join([*kinds.input_notes(mechanism), prov.accountant])
+        # number read from this report (and its rows and card) carries that provenance (gdpcore.kinds.curves); a
+        # kind whose ends bound different mechanisms (the batch samplers) says which bound each end is.
+        accountant = "; ".join([*kinds.input_notes(mechanism), *kinds.ends_notes(mechanism), prov.accountant])
         return cls(
             mechanism=mechanism,
             accountant=accountant,
@@ -113,7 +114,8 @@ class PrivacyReport:
     @property
     def status(self) -> str:
         """ "ok", or why the numbers are looser than asked ("tolerance_not_met: ...", "discretization_limited: ...",
-        "over_budget: ..." with the RDP fallback); every number stays a valid bound of its labelled type."""
+        "over_budget: ..." with the RDP fallback, "bracket_of_bounds: ..." when the two ends bound different
+        mechanisms, :func:`gdpcore.kinds.ends_notes`); every number stays a valid bound of its labelled type."""
         return "ok" if self.provenance is None else self.provenance.status
 
     @property

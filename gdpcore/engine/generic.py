@@ -143,10 +143,13 @@ class _GenericPath(_ProducerBase):
                 return "the round-off allowance is comparable with the smallest delta or FPR read"
             return None
 
+        # Ends that bound different mechanisms (kinds.ends_notes): their gap is the bracket's, not the step's, and no
+        # finer step closes it, so one round is run.
+        ends = kinds.ends_notes(mechanism)
         run = self._refine_steps(
             attempt,
             fixed if fixed is not None else GENERIC_START,
-            rounds=1 if fixed is not None else _GENERIC_MAX_ROUNDS,
+            rounds=1 if fixed is not None or ends else _GENERIC_MAX_ROUNDS,
             law=_GENERIC_LAW,
             t0=t0,
             stop=roundoff_dominates,
@@ -159,9 +162,12 @@ class _GenericPath(_ProducerBase):
         best: Curves = run.best[0][0]
         prov = best.provenance
         if fixed is None and optimistic and prov.certified_gap is not None and prov.certified_gap > self.tolerance:
-            prov = dataclasses.replace(
-                prov,
-                status=f"tolerance_not_met: certified gap {prov.certified_gap:.2e} > tolerance {self.tolerance:g}",
-            )
-            best = dataclasses.replace(best, provenance=prov)
+            if ends and prov.status == "ok":
+                status = (
+                    f"bracket_of_bounds: certified gap {prov.certified_gap:.2e} is the width between two proven bounds"
+                    f" of different mechanisms ({'; '.join(ends)}), not a discretisation error"
+                )
+            else:
+                status = f"tolerance_not_met: certified gap {prov.certified_gap:.2e} > tolerance {self.tolerance:g}"
+            best = dataclasses.replace(best, provenance=dataclasses.replace(prov, status=status))
         return best

@@ -88,6 +88,12 @@ class KindSpec:
     """For a kind that *is* a user's statement (a curve, profile or PLD supplied as input, :mod:`gdpcore.kinds.curves`):
     what every number of its report is relative to ("user-supplied ..."), put in front of the report's accountant
     (:func:`input_notes`). None for a mechanism the engine accounts from its own description."""
+    ends_note: Callable[[Mechanism], str] | None = None
+    """For a kind whose two ends bound *different* mechanisms (the batch samplers of :mod:`gdpcore.kinds.samplers`:
+    the upper end a proven guarantee of a dominating mechanism, the lower end a proven construction on a dominated
+    one): what each end is. The certified gap of such a report is the width of that bracket, not a discretisation
+    error, and no finer step closes it: the engine runs one round and says so in the status (:func:`ends_notes`);
+    the note is put in front of the report's accountant. None when both ends bound the kind's own curve."""
     steps_param: str | None = None
     """The integer parameter that counts independent sequential runs of one step (``"steps"``), if the kind has one:
     the instance with it set to 1 is one step, and its ``pld`` hook the single step's PLD. The engine composes the
@@ -446,6 +452,18 @@ def input_notes(mechanism: Mechanism) -> list[str]:
     notes: list[str] = []
     for leaf in _leaves(mechanism):
         hook = get(leaf).input_note
+        note = hook(leaf) if hook is not None else None
+        if note and note not in notes:
+            notes.append(note)
+    return notes
+
+
+def ends_notes(mechanism: Mechanism) -> list[str]:
+    """The ``ends_note`` of every leaf whose two ends bound different mechanisms (distinct, in tree order); empty when
+    every leaf's ends bound its own curve (the engine then refines the step until the gap meets the tolerance)."""
+    notes: list[str] = []
+    for leaf in _leaves(mechanism):
+        hook = get(leaf).ends_note
         note = hook(leaf) if hook is not None else None
         if note and note not in notes:
             notes.append(note)

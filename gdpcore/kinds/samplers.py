@@ -324,6 +324,19 @@ CYCLIC_GAUSSIAN = KindSpec(
 )
 
 
+_SLICE_LOWER = "lower end: the proven slice construction on its dominated pair (Chua et al. 2024)"
+
+
+def _shuffled_ends(m: Mechanism) -> str:
+    return f"shuffled batches: upper end (proven: the deterministic-batch, cyclic, guarantee); {_SLICE_LOWER}"
+
+
+def _balls_in_bins_ends(m: Mechanism) -> str:
+    assert isinstance(m, BallsInBinsGaussian)
+    upper = random_allocation.upper_label(m.noise_multiplier, m.steps_per_epoch)
+    return f"balls-in-bins batches: upper end {upper.removeprefix('upper ')}; {_SLICE_LOWER}"
+
+
 def _bracket_spec(cls: type[SamplerMechanism], summary: str, batches: str) -> KindSpec:
     """A sampler whose upper end is the cyclic guarantee (joint convexity over the data-independent batch
     assignments; RDP, zCDP and GDP are its exact values, upper bounds here) and whose lower end is the slice
@@ -343,6 +356,7 @@ def _bracket_spec(cls: type[SamplerMechanism], summary: str, batches: str) -> Ki
         clt_mu_squared=Unsupported(_NO_CLT),
         gdp_upper_bound=lambda m: (_gdp_mu(m), "upper"),
         subsampled_gaussian_phases=Unsupported(f"{batches} batches are not Poisson-subsampled"),
+        ends_note=_shuffled_ends,
     )
 
 
@@ -373,5 +387,6 @@ BALLS_IN_BINS_GAUSSIAN = dataclasses.replace(
         "balls-in-bins",
     ),
     pld=_balls_in_bins_pld,
+    ends_note=_balls_in_bins_ends,
     rdp=lambda m, t: (m.epochs * random_allocation.epoch_rdp(m.noise_multiplier, m.steps_per_epoch, t), "upper"),
 )
