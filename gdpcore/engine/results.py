@@ -18,7 +18,8 @@ class Provenance:
 
     ``status`` is "ok" (gap within tolerance, or a fixed step), "tolerance_not_met: ..." (valid bounds, wider than
     asked), "discretization_limited: ..." (a finer pessimistic step was refused by the budget), or
-    "over_budget: ..." (RDP fallback: upper bounds only). ``certified_gap`` is the achieved gap
+    "over_budget: ..." (RDP fallback: upper bounds only), or "bracket_of_bounds: ..." (the two ends bound different
+    mechanisms, :func:`gdpcore.kinds.ends_notes`: the gap is that bracket's width). ``certified_gap`` is the achieved gap
     (:func:`certified_gap`), ``discretization_error`` the estimated relative error of the pessimistic numbers the gap
     reads (doubling comparison, or the batch group's measured law; subsampled Gaussians with a chosen step only).
     """
