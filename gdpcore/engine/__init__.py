@@ -16,7 +16,8 @@ Modules, one concern each:
   measured error law says so. Calibration walks every fourth rung.
 * :mod:`~gdpcore.engine.gap` - **the certified gap** (:func:`certified_gap`): the largest of the relative epsilon gaps
   at ``deltas``, the relative mu gap and the relative advantage gap between the two ends, by one relative-difference
-  policy (:func:`relative_gap`). Both ends are proven bounds, so the gap is a certified bracket width, not an
+  policy (:func:`relative_gap`; epsilons and advantages below 1e-3 and mus below ``MU_GAP_FLOOR`` = 0.2 compared
+  absolutely, the doubling comparison included; the module says why those numbers). Both ends are proven bounds, so the gap is a certified bracket width, not an
   estimate. With ``discretization=None`` the step is refined until it is at most ``tolerance`` (0.1% for one report,
   1% per cell of a batch).
 * :mod:`~gdpcore.engine.twin` - **the twin** (:func:`optimistic_curve`): privacy buckets rounded down
@@ -68,6 +69,7 @@ from gdpcore.engine.gap import (
     DEFAULT_GRID_TOLERANCE,
     DEFAULT_TOLERANCE,
     ERROR_TARGET_RATIO,
+    MU_GAP_FLOOR,
     certified_gap,
     optimistic_epsilon,
     relative_gap,
@@ -90,6 +92,7 @@ __all__ = [
     "GENERIC_START",
     "LADDER_FINEST",
     "LADDER_TOP",
+    "MU_GAP_FLOOR",
     "PLD_ENGINE",
     "TWIN_TAIL_FACTOR",
     "Budget",
