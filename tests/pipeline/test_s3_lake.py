@@ -145,15 +145,19 @@ def test_sweep_publish_then_query_and_export_from_a_fresh_directory(s3, s3_serve
         con.close()
     assert not (tmp_path / "cache-reader").exists()  # a reader keeps no lake mirror
 
-    # A re-run computes nothing, adds no staging object and reuses the published snapshot.
+    # A re-run from another machine (an empty mirror) computes nothing and adds no staging object.
     before = _all_objects(s3)
-    again = _gdp("sweep", str(spec), "--runner", "thread", "--lake", lake, "--report", report, cwd=work, env=env)
+    other_machine = {**env, "GDP_CACHE": str(tmp_path / "cache-second-writer")}  # an empty mirror: all from S3
+    again = _gdp(
+        "sweep", str(spec), "--runner", "thread", "--lake", lake, "--report", report, cwd=work, env=other_machine
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     assert "8 cells (0 computed, 8 already in the lake)" in again.stdout
     after = _all_objects(s3)
     staged = sorted(k for k in after if "/staging/" in k)
     assert staged == sorted(k for k in before if "/staging/" in k) and len(staged) == 2
-    assert {k.split("/")[3] for k in after if "/curated/" in k} == {k.split("/")[3] for k in before if "/curated/" in k}
+    runs = [k for k in after if "/lake/runs/" in k]  # each sweep records its run (so the runs view, and snapshot, change)
+    assert len(runs) == len([k for k in before if "/lake/runs/" in k]) + 1 == 2
 
     # No credential anywhere: store objects, outputs.
     for key, body in after.items():
