@@ -70,14 +70,21 @@ def _prefect_env(verbose: bool) -> None:
         logging.getLogger("absl").setLevel(logging.ERROR)
 
 
-def _preflight(args: argparse.Namespace, *, prefect: bool = True) -> None:
+def _preflight(args: argparse.Namespace, *, prefect: bool = True, object_store: bool = False) -> None:
     """Fail fast, naming the folder, when the lake, the report's folder or PREFECT_HOME cannot be written - before
-    Prefect's server starts (a read-only PREFECT_HOME used to time out after 60 s, a read-only lake after ~29 s)."""
+    Prefect's server starts (a read-only PREFECT_HOME used to time out after 60 s, a read-only lake after ~29 s).
+    ``object_store``: the command accepts ``s3://`` addresses (tasks.object_store), checked here with one request."""
     from tasks.lake import default_lake, default_report
-    from tasks.object_store import check_store, is_url
+    from tasks.object_store import check_store, is_url, shown
     from tasks.publish import check_writable
 
     lake = getattr(args, "lake", None)
+    for option, value in (("--lake", lake), ("--report", args.report)):
+        if is_url(value) and not object_store:
+            raise ValueError(
+                f"{option} {shown(str(value))}: this command needs a local path (object storage is supported by "
+                "gdp sweep, publish, sql and export)"
+            )
     if is_url(lake):
         check_store(str(lake), "--lake")  # URL, credentials, endpoint and bucket: one line naming the setting
     elif hasattr(args, "lake"):

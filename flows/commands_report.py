@@ -176,9 +176,12 @@ def _export(args: argparse.Namespace) -> int:
 
 def _plot(args: argparse.Namespace) -> int:
     from tasks.lake import default_report
+    from tasks.object_store import is_url
     from tasks.plots import heatmap_filename, plot_curve, plot_heatmap
 
     report = args.report or str(default_report())
+    if is_url(report):
+        raise ValueError(f"--report {report}: gdp plot writes next to a local report; run gdp export first")
     out_dir = Path(report).resolve().parent / "plots"
     if args.what == "curve":
         if not args.cell:

@@ -41,7 +41,7 @@ def _sweep(args: argparse.Namespace) -> int:
     spec = load_grid_spec(args.spec, force=args.force)  # fail fast, before Prefect starts
     phase("spec-loaded")
     _check_workers(args)
-    _preflight(args)
+    _preflight(args, object_store=True)
     plan = _up_to_date(spec, args)
     if plan is not None:
         from tasks.lake import default_report
@@ -172,7 +172,7 @@ def _publish(args: argparse.Namespace) -> int:
     lake: str | Path = args.lake if is_url(args.lake) else Path(args.lake or default_lake())
     if isinstance(lake, Path) and not lake.is_dir():  # a typo would otherwise publish an empty report over the real one
         raise ValueError(f"--lake {bounded_repr(str(lake))}: no such lake folder (sweeps and audits create it)")
-    _preflight(args, prefect=False)
+    _preflight(args, prefect=False, object_store=True)
     result = publish_lake(lake, args.report or default_report())
     counts = ", ".join(f"{k}={v:,}" for k, v in result.counts.items())
     print(

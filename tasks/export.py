@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gdpcore._validation import bounded_repr
 from tasks.duckdb_access import DB_SIDE_FILES, STORAGE_VERSION, count_rows, sql_literal
 from tasks.report_query import local_report, open_report
 from tasks.safe_write import atomic_output
@@ -23,12 +22,12 @@ def export_report(report: str | Path, out: str | Path, *, fmt: str = "duckdb") -
     ``schema.sql`` / ``load.sql``: ``IMPORT DATABASE 'folder'`` restores it, any Parquet reader reads the files).
     Written aside and renamed into place; ``out`` must not exist. Returns {table: rows}.
     """
-    from tasks.object_store import is_url
+    from tasks.object_store import is_url, shown
 
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}, got {fmt!r}")
     if is_url(str(out)):
-        raise ValueError(f"OUT {bounded_repr(str(out))}: an export is written to a local path")
+        raise ValueError(f"OUT {shown(str(out))}: an export is written to a local path")
     out = Path(out)
     if out.exists() or out.is_symlink():
         raise ValueError(f"{str(out)!r} already exists: choose a new path (export never overwrites)")

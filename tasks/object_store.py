@@ -85,6 +85,7 @@ __all__ = [
     "parse_url",
     "put_if_absent",
     "put_if_match",
+    "shown",
     "sync",
 ]
 
@@ -128,6 +129,11 @@ class StoreUrl:
 
     def child(self, rel: str) -> StoreUrl:
         return StoreUrl(self.bucket, f"{self.key}/{rel}" if self.key else rel)
+
+
+def shown(url: str) -> str:
+    """``url`` for a message: bounded, and not at all when it holds ``@`` (it may carry a user or password)."""
+    return "(URL not shown: it contains '@')" if "@" in url else bounded_repr(url)
 
 
 def parse_url(url: str, what: str) -> StoreUrl:

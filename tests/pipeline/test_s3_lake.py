@@ -156,7 +156,9 @@ def test_sweep_publish_then_query_and_export_from_a_fresh_directory(s3, s3_serve
     after = _all_objects(s3)
     staged = sorted(k for k in after if "/staging/" in k)
     assert staged == sorted(k for k in before if "/staging/" in k) and len(staged) == 2
-    runs = [k for k in after if "/lake/runs/" in k]  # each sweep records its run (so the runs view, and snapshot, change)
+    runs = [
+        k for k in after if "/lake/runs/" in k
+    ]  # each sweep records its run (so the runs view, and snapshot, change)
     assert len(runs) == len([k for k in before if "/lake/runs/" in k]) + 1 == 2
 
     # No credential anywhere: store objects, outputs.
