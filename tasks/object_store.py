@@ -355,7 +355,7 @@ def _same(path: Path, obj: Obj) -> bool:
 
 
 def _download(url: StoreUrl, rel: str, local: Path, obj: Obj, what: str) -> None:
-    from tasks.lake import safe_join
+    from tasks.lake import check_parquet, safe_join
     from tasks.safe_write import atomic_write
 
     data = get_bytes(url.child(rel), what)
@@ -365,6 +365,19 @@ def _download(url: StoreUrl, rel: str, local: Path, obj: Obj, what: str) -> None
     dest.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(dest, lambda f: f.write(data))
     os.utime(dest, (obj.modified, obj.modified))  # the same snapshot id on every machine (tasks.snapshots)
+    if check_parquet(dest) is not None:  # damaged on the store: set it aside there, so a sweep can store its cells
+        _quarantine_object(url, rel, what)
+        dest.unlink(missing_ok=True)
+
+
+def _quarantine_object(url: StoreUrl, rel: str, what: str) -> None:
+    """Move a damaged object to ``_quarantine/<stamp>/<key>`` (copy, then delete): out of every prefix the pipeline
+    reads, as :func:`tasks.lake.quarantine` does for a local lake. Its cells are recomputed by the next sweep."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    src, dst = url.child(rel), url.child(f"_quarantine/{stamp}/{rel}")
+    with _errors(what, url):
+        _client().copy_object(Bucket=dst.bucket, Key=dst.key, CopySource={"Bucket": src.bucket, "Key": src.key})
+    delete(src, what)
 
 
 def _push(url: StoreUrl, rel: str, path: Path, remote: Obj | None, what: str) -> None:

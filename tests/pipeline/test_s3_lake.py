@@ -246,3 +246,19 @@ def test_bad_settings_are_one_line_naming_the_setting(s3, s3_server, tmp_path, a
             wanted = "--report: an object-store URL must not contain '@'"
         assert wanted.split("'")[0] in lines[0], (cmd, lines[0])
         assert KEY_ID not in out.stderr + out.stdout and SECRET not in out.stderr + out.stdout
+
+
+def test_a_damaged_object_is_set_aside_not_published(s3, tmp_path):
+    """A staging object that is not Parquet is moved to ``_quarantine/`` on the store (so a sweep can store the
+    cells again) and the publish goes on without it, as for a local lake (tasks.lake.quarantine)."""
+    from tasks import object_store as store
+    from tasks.publish import publish_lake
+
+    lake = store.parse_url(f"s3://{s3}/lake", "--lake")
+    bad = "staging/spec=x/mechanism=subsampled_gaussian/chunk-0123abcd.parquet"
+    assert store.put_if_absent(lake.child(bad), b"PAR1 not a parquet file")
+    result = publish_lake(str(lake), str(tmp_path / "r.duckdb"))
+    assert result.counts["cells"] == 0
+    keys = store.list_objects(lake, "")
+    assert bad not in keys
+    assert [k for k in keys if k.startswith("_quarantine/") and k.endswith(bad)]
