@@ -20,6 +20,11 @@ therefore opens either the old report (whose snapshot is kept: the newest few sn
 or the new one, never a half-written one. DuckDB allows one writer process: only this module opens a report
 read-write, and it only ever writes a file nobody else has opened yet.
 
+Object storage (``--lake`` / ``--report s3://...``, :func:`_publish_remote`): the snapshot is uploaded under a fresh
+name, ``_SUCCESS`` last; the report's views name it by URL (read through s3fs registered with DuckDB), and an
+``s3://`` report is installed by one PUT conditional on the ETag read before the lake was listed. The argument that
+this keeps the guarantees above without rename or flock is in :mod:`tasks.object_store`.
+
 View contract: ``cells`` (cell_id, noise_multiplier, sampling_rate, steps, mu, gdp_regret, advantage,
 bayes_security, status, ...), ``epsilons(cell_id, delta, epsilon, ...)``, ``curves(cell_id, fpr, fnr, ...)``,
 ``regrets(cell_id, representation, regret, ...)``, ``axes(cell_id, axis, value, value_text)`` (the swept
