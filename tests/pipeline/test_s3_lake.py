@@ -262,3 +262,27 @@ def test_a_damaged_object_is_set_aside_not_published(s3, tmp_path):
     keys = store.list_objects(lake, "")
     assert bad not in keys
     assert [k for k in keys if k.startswith("_quarantine/") and k.endswith(bad)]
+
+
+def test_a_failed_sweep_still_pushes_its_complete_chunks(s3, tmp_path, monkeypatch):
+    """What a sweep wrote to its mirror reaches the store also when the sweep fails; a damaged file never does; a
+    second machine (an empty mirror) pulls what the first pushed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tasks import object_store as store
+
+    lake = f"s3://{s3}/lake"
+    good = "staging/spec=tiny/mechanism=m/chunk-good.parquet"
+    torn = "staging/spec=tiny/mechanism=m/chunk-torn.parquet"
+    with pytest.raises(RuntimeError, match="chunk failed"), store.lake_mirror(lake, "tiny") as local:
+        (local / good).parent.mkdir(parents=True)
+        pq.write_table(pa.table({"cell_id": ["a", "b"]}), local / good)
+        (local / torn).write_bytes(b"PAR1 truncated")
+        raise RuntimeError("chunk failed")
+    keys = store.list_objects(store.parse_url(lake, "--lake"), "")
+    assert good in keys and torn not in keys
+    monkeypatch.setenv("GDP_CACHE", str(tmp_path / "second-machine"))
+    with store.lake_mirror(lake, "tiny") as other:
+        assert pq.read_table(other / good).column("cell_id").to_pylist() == ["a", "b"]
+        assert not (other / torn).exists()
