@@ -108,7 +108,7 @@ def _all_objects(bucket: str) -> dict[str, bytes]:
 def test_sweep_publish_then_query_and_export_from_a_fresh_directory(s3, s3_server, tiny_spec, tmp_path):
     """sweep -> lake on S3 -> publish -> ``gdp sql`` / ``gdp export`` from a directory holding nothing but the report's
     URL and the credentials. Truth: the sampling_rate=1 cells are plain Gaussians, exactly sqrt(T)/sigma-GDP (Dong,
-    Roth & Su 2022, Corollary 2.1 composition of Gaussian mechanisms)."""
+    Roth & Su 2022, Cor. 3.3: T-fold composition of (1/sigma)-GDP Gaussian mechanisms)."""
     lake, report = f"s3://{s3}/team/lake", f"s3://{s3}/team/reports/privacy.duckdb"
     spec = tiny_spec()
     work = tmp_path / "work"
