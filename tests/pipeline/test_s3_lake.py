@@ -235,7 +235,7 @@ def test_bad_settings_are_one_line_naming_the_setting(s3, s3_server, tmp_path, a
         }
     )
     lake = argv[1].format(bucket=s3)
-    report = f"s3://{s3}/r.duckdb" if "{" in argv[1] else f"s3://{s3}/r.duckdb"
+    report = f"s3://{s3}/r.duckdb"
     for cmd in (("publish", "--lake", lake, "--report", report), ("sql", "SELECT 1", "--report", lake + "/r.duckdb")):
         out = _gdp(*cmd, cwd=tmp_path, env=env, timeout=120)
         assert out.returncode == 2, (cmd, out.stdout, out.stderr)
@@ -286,3 +286,22 @@ def test_a_failed_sweep_still_pushes_its_complete_chunks(s3, tmp_path, monkeypat
     with store.lake_mirror(lake, "tiny") as other:
         assert pq.read_table(other / good).column("cell_id").to_pylist() == ["a", "b"]
         assert not (other / torn).exists()
+
+
+def test_snapshot_collection_respects_the_grace_period(s3):
+    """Complete snapshots other than the kept one, and incomplete ones, are removed only once older than
+    GC_GRACE_SECONDS; the kept snapshot always stays."""
+    from tasks import object_store as store
+
+    lake = store.parse_url(f"s3://{s3}/lake", "--lake")
+    for name in ("s1.a", "s2.b", "s3.c"):
+        assert store.put_if_absent(lake.child(f"curated/{name}/cells/part-0.parquet"), b"x")
+        if name != "s3.c":  # s3.c: a builder that died before _SUCCESS
+            assert store.put_if_absent(lake.child(f"curated/{name}/_SUCCESS"), b"{}")
+    assert store.gc_snapshots(lake, keep="s2.b", n=0) == []  # all within the grace period
+    later = time.time() + 2 * store.GC_GRACE_SECONDS
+    assert sorted(store.gc_snapshots(lake, keep="s2.b", n=0, now=later)) == ["s1.a", "s3.c"]
+    assert sorted(store.list_objects(lake, "curated/")) == [
+        "curated/s2.b/_SUCCESS",
+        "curated/s2.b/cells/part-0.parquet",
+    ]
