@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 required, found " + sys.version'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,mlflow,check,hf,opacus]'
+	$(PY) -m pip install --quiet -e '.[test,mlflow,check,hf,opacus,s3]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -70,16 +70,29 @@ def _prefect_env(verbose: bool) -> None:
         logging.getLogger("absl").setLevel(logging.ERROR)
 
 
-def _preflight(args: argparse.Namespace, *, prefect: bool = True) -> None:
+def _preflight(args: argparse.Namespace, *, prefect: bool = True, object_store: bool = False) -> None:
     """Fail fast, naming the folder, when the lake, the report's folder or PREFECT_HOME cannot be written - before
-    Prefect's server starts (a read-only PREFECT_HOME used to time out after 60 s, a read-only lake after ~29 s)."""
+    Prefect's server starts (a read-only PREFECT_HOME used to time out after 60 s, a read-only lake after ~29 s).
+    ``object_store``: the command accepts ``s3://`` addresses (tasks.object_store), checked here with one request."""
     from tasks.lake import default_lake, default_report
+    from tasks.object_store import check_store, is_url, shown
     from tasks.publish import check_writable
 
     lake = getattr(args, "lake", None)
-    if hasattr(args, "lake"):
+    for option, value in (("--lake", lake), ("--report", args.report)):
+        if is_url(value) and not object_store:
+            raise ValueError(
+                f"{option} {shown(str(value))}: this command needs a local path (object storage is supported by "
+                "gdp sweep, publish, sql and export)"
+            )
+    if is_url(lake):
+        check_store(str(lake), "--lake")  # URL, credentials, endpoint and bucket: one line naming the setting
+    elif hasattr(args, "lake"):
         check_writable(Path(lake or default_lake()), "lake")
-    check_writable(Path(args.report or default_report()).resolve().parent, "report folder")
+    if is_url(args.report):
+        check_store(args.report, "--report", is_report=True)
+    else:
+        check_writable(Path(args.report or default_report()).resolve().parent, "report folder")
     if prefect and not os.environ.get("PREFECT_API_URL"):
         home = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
         check_writable(home, "PREFECT_HOME folder (Prefect's local server keeps its database there)")
@@ -116,9 +129,12 @@ def _up_to_date(spec: Any, args: argparse.Namespace) -> Any:
     is current (then the command answers from the lake in about a second), else None."""
     from flows.runners import default_workers
     from tasks.lake import default_lake, default_report, members_current
+    from tasks.object_store import is_url
     from tasks.plan import build_plan
     from tasks.publish import report_is_current
 
+    if is_url(args.lake) or is_url(args.report):
+        return None  # on object storage the flow syncs the lake first (tasks.object_store)
     lake = Path(args.lake or default_lake())
     report = Path(args.report or default_report())
     plan = build_plan(spec, lake, workers=args.workers or default_workers())

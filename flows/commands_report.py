@@ -88,8 +88,12 @@ def _sql(args: argparse.Namespace) -> int:
     memory_limit = SQL_MEMORY_LIMIT if args.memory_limit is None else args.memory_limit
     threads = SQL_THREADS if args.threads is None else args.threads
     check_query_limits(timeout, memory_limit, threads)
-    report = Path(args.report or default_report()).resolve()
-    if not report.exists():
+    from tasks.object_store import check_store, is_url
+
+    report: str | Path = args.report if is_url(args.report) else Path(args.report or default_report()).resolve()
+    if isinstance(report, str):
+        check_store(report, "--report", is_report=True)  # the child downloads it (tasks.report_query.local_report)
+    elif not report.exists():
         raise ValueError(f"report {str(report)!r} does not exist: run 'gdp sweep SPEC' or 'gdp publish' first")
     read_only_statement(args.query)  # a write is refused here, before a process starts (the child checks again)
     request = {
@@ -172,9 +176,12 @@ def _export(args: argparse.Namespace) -> int:
 
 def _plot(args: argparse.Namespace) -> int:
     from tasks.lake import default_report
+    from tasks.object_store import is_url
     from tasks.plots import heatmap_filename, plot_curve, plot_heatmap
 
     report = args.report or str(default_report())
+    if is_url(report):
+        raise ValueError(f"--report {report}: gdp plot writes next to a local report; run gdp export first")
     out_dir = Path(report).resolve().parent / "plots"
     if args.what == "curve":
         if not args.cell:

@@ -41,7 +41,7 @@ def _sweep(args: argparse.Namespace) -> int:
     spec = load_grid_spec(args.spec, force=args.force)  # fail fast, before Prefect starts
     phase("spec-loaded")
     _check_workers(args)
-    _preflight(args)
+    _preflight(args, object_store=True)
     plan = _up_to_date(spec, args)
     if plan is not None:
         from tasks.lake import default_report
@@ -73,7 +73,7 @@ def _sweep(args: argparse.Namespace) -> int:
         f"sweep {spec.name}: {summary.cells} cells ({summary.cells_computed} computed, {summary.cells_reused} "
         f"already in the lake), {summary.chunks_computed} chunk(s) computed, {summary.chunks_failed} failed"
     )
-    print(f"report: {Path(summary.report).resolve()}" if summary.report else "report: not published")
+    print(f"report: {_shown(summary.report)}" if summary.report else "report: not published")
     phase("printed")
     return 0
 
@@ -166,12 +166,13 @@ def _publish(args: argparse.Namespace) -> int:
     """Publishing is one local step: it runs without Prefect (no server to start, none to orphan when killed).
     Deployments and sweeps publish through the ``publish-report`` flow."""
     from tasks.lake import default_lake, default_report
+    from tasks.object_store import is_url
     from tasks.publish import publish_lake
 
-    lake = Path(args.lake or default_lake())
-    if not lake.is_dir():  # a typo would otherwise publish an empty report over the real one
+    lake: str | Path = args.lake if is_url(args.lake) else Path(args.lake or default_lake())
+    if isinstance(lake, Path) and not lake.is_dir():  # a typo would otherwise publish an empty report over the real one
         raise ValueError(f"--lake {bounded_repr(str(lake))}: no such lake folder (sweeps and audits create it)")
-    _preflight(args, prefect=False)
+    _preflight(args, prefect=False, object_store=True)
     result = publish_lake(lake, args.report or default_report())
     counts = ", ".join(f"{k}={v:,}" for k, v in result.counts.items())
     print(
@@ -179,6 +180,13 @@ def _publish(args: argparse.Namespace) -> int:
         f"{counts}"
     )
     return 0
+
+
+def _shown(report: str) -> str:
+    """A report's address as printed: an object-store URL as given, a local path resolved."""
+    from tasks.object_store import is_url
+
+    return report if is_url(report) else str(Path(report).resolve())
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -36,6 +36,7 @@ from tasks.evaluate import (
 )
 from tasks.lake import code_version, default_lake, default_report, remove_spec_temporaries, write_members, write_run
 from tasks.locks import spec_lock
+from tasks.object_store import is_url
 from tasks.publish import check_writable
 from tasks.spec import GridSpec, load_grid_spec, spec_json
 from tasks.trace import phase
@@ -139,9 +140,29 @@ def run_sweep(
     logger = get_run_logger()
     lake = str(lake or default_lake())
     report = str(report or default_report())
+    if is_url(lake):  # object storage: sweep its local mirror, push, publish from the store (tasks.object_store)
+        return _run_sweep_remote(spec, lake, report, publish=publish, progress=progress, workers=workers)
     check_writable(Path(lake), "lake")
     with spec_lock(Path(lake), spec.name, on_wait=logger.warning):
         return _run_sweep_locked(spec, lake, report, publish=publish, progress=progress, workers=workers)
+
+
+def _run_sweep_remote(
+    spec: GridSpec, lake: str, report: str, *, publish: bool, progress: bool, workers: int | None
+) -> SweepSummary:
+    from tasks.object_store import lake_mirror
+
+    failed: RuntimeError | None = None
+    with lake_mirror(lake, spec.name) as local:  # pushes what the sweep wrote, also when it failed
+        try:
+            summary = run_sweep(spec, lake=str(local), report=report, publish=False, progress=progress, workers=workers)
+        except RuntimeError as exc:  # failed chunks: publish the rest, then fail (as run_sweep does)
+            failed = exc
+    if publish:
+        publish_report(lake=lake, report=report)
+    if failed is not None:
+        raise failed
+    return dataclasses.replace(summary, lake=lake, report=report if publish else None)
 
 
 def _run_sweep_locked(
@@ -273,8 +294,10 @@ def _sweep_artifacts(spec: GridSpec, s: SweepSummary) -> None:
         f"| {s.cells} | {s.cells_computed} | {s.cells_reused} | {s.chunks_computed} | "
         f"{s.chunks_failed} | {_fmt(s.worst_mu)} |",
         "",
-        f"- lake: `{Path(s.lake).resolve()}`",
-        f"- report: `{Path(s.report).resolve()}`" if s.report else "- report: not published (publish=False)",
+        f"- lake: `{s.lake if is_url(s.lake) else Path(s.lake).resolve()}`",
+        f"- report: `{s.report if is_url(s.report) else Path(s.report).resolve()}`"
+        if s.report
+        else "- report: not published (publish=False)",
     ]
     if s.failures:
         md += ["", "## Failures", *[f"- {f}" for f in s.failures]]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
@@ -32,7 +30,7 @@ def publish_report(lake: str | None = None, report: str | None = None) -> Publis
         markdown=(
             f"# Privacy report published\n\n- report: `{result.report}`\n- snapshot: `{result.snapshot}`"
             f"{' (unchanged, reused)' if result.reused_snapshot else ''}\n- rows: {counts}\n\n"
-            f'Query it: `gdp sql "SELECT * FROM cells LIMIT 5" --report {Path(result.report)}`'
+            f'Query it: `gdp sql "SELECT * FROM cells LIMIT 5" --report {result.report}`'
         ),
         description="Where the DuckDB report is and what it holds",
     )

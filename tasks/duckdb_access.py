@@ -42,13 +42,19 @@ def relative_posix(path: Path, base: Path) -> str:
 
 
 def confine(
-    con: Any, directories: list[Path], paths: list[Path], spill: Path | None = None, relative_to: Path | None = None
+    con: Any,
+    directories: list[Path],
+    paths: list[Path],
+    spill: Path | None = None,
+    relative_to: Path | None = None,
+    urls: list[str] | None = None,
 ) -> Any:
     """Limit ``con`` to files under ``directories`` and the files ``paths``: no other local file, no network, no
     extension install/load (``enable_external_access = false`` + allow-lists); spill to ``spill`` (a folder inside
     an allowed directory) or nowhere. With ``relative_to`` (the report's folder, which views resolve their
     lake-relative paths against), each directory is allowed in that relative spelling too: DuckDB checks the path
-    as a view writes it and again once resolved."""
+    as a view writes it and again once resolved. ``urls``: object-store folders (``s3://bucket/lake/curated``) read
+    through the fsspec file system registered on ``con`` (:mod:`tasks.object_store`), allowed as written."""
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
     con.execute(f"SET temp_directory = {sql_literal(spill) if spill is not None else repr('')}")
@@ -59,6 +65,7 @@ def confine(
                 relative_posix(d, relative_to) + "/",
                 relative_posix(d.resolve(), relative_to.resolve()) + "/",
             ]
+    spellings += [u.rstrip("/") + "/" for u in urls or ()]
     dirs = ", ".join(sql_literal(x) for x in dict.fromkeys(spellings))
     con.execute(f"SET allowed_directories = [{dirs}]")
     if paths:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.duckdb_access import DB_SIDE_FILES, STORAGE_VERSION, count_rows, sql_literal
-from tasks.report_query import open_report
+from tasks.report_query import local_report, open_report
 from tasks.safe_write import atomic_output
 
 __all__ = ["EXPORT_FORMATS", "export_report"]
@@ -22,17 +22,25 @@ def export_report(report: str | Path, out: str | Path, *, fmt: str = "duckdb") -
     ``schema.sql`` / ``load.sql``: ``IMPORT DATABASE 'folder'`` restores it, any Parquet reader reads the files).
     Written aside and renamed into place; ``out`` must not exist. Returns {table: rows}.
     """
-    import duckdb
+    from tasks.object_store import is_url, shown
 
-    report, out = Path(report).resolve(), Path(out)
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}, got {fmt!r}")
-    if not report.exists():
-        raise ValueError(f"report {str(report)!r} does not exist: run 'gdp sweep SPEC' or 'gdp publish' first")
+    if is_url(str(out)):
+        raise ValueError(f"OUT {shown(str(out))}: an export is written to a local path")
+    out = Path(out)
     if out.exists() or out.is_symlink():
         raise ValueError(f"{str(out)!r} already exists: choose a new path (export never overwrites)")
-    if out.resolve() == report:
+    if not is_url(str(report)) and out.resolve() == Path(report).resolve():
         raise ValueError("the export must not replace the report it reads")
+    # An s3:// report is read from a private downloaded copy (tasks.report_query.local_report).
+    with local_report(report) as path:
+        return _export_local(path, out, fmt)
+
+
+def _export_local(report: Path, out: Path, fmt: str) -> dict[str, int]:
+    import duckdb
+
     # The export's folder resolved, its own name not: a symbolic link planted at OUT is refused, never followed
     # (tasks.safe_write); DuckDB's allow-lists compare the resolved spelling.
     out.parent.mkdir(parents=True, exist_ok=True)

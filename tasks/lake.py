@@ -14,6 +14,9 @@ and a re-run rewrites nothing. Only the flow process writes the lake: a chunk ta
 (:func:`table_to_ipc`) and the flow writes and checks the file (``flows.chunks.collect_chunks``), so task workers
 never need to see the lake's folder. Only the publish step reads staging and writes ``curated`` (see
 :mod:`tasks.publish`).
+
+``--lake s3://bucket/prefix`` keeps this layout as object keys; the code here then works on a local mirror that
+:mod:`tasks.object_store` syncs with conditional writes (content-addressed files are only created, never replaced).
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ way* (SIGKILL and OOM kill included), so a dead writer never leaves a stale lock
 or to break by hand. The lock file holds the holder's host, pid and start time, only so a waiting process can say
 whom it waits for. (flock works on local file systems and on NFSv4 / most cluster file systems that implement it; on
 a file system without locking, ``flock`` raises and the command stops with a clear error rather than run unlocked.)
+
+A lake on object storage (``--lake s3://...``) has no ``flock``: these locks are then taken on its local mirror and
+serialise the writers of one machine only; across machines the conditional writes of :mod:`tasks.object_store`
+(``If-None-Match`` on immutable objects, ``If-Match`` on the members files and the report) take their place, and that
+module's docstring states why no lock is needed there.
 """
 
 from __future__ import annotations

@@ -20,6 +20,11 @@ therefore opens either the old report (whose snapshot is kept: the newest few sn
 or the new one, never a half-written one. DuckDB allows one writer process: only this module opens a report
 read-write, and it only ever writes a file nobody else has opened yet.
 
+Object storage (``--lake`` / ``--report s3://...``, :func:`_publish_remote`): the snapshot is uploaded under a fresh
+name, ``_SUCCESS`` last; the report's views name it by URL (read through s3fs registered with DuckDB), and an
+``s3://`` report is installed by one PUT conditional on the ETag read before the lake was listed. The argument that
+this keeps the guarantees above without rename or flock is in :mod:`tasks.object_store`.
+
 View contract: ``cells`` (cell_id, noise_multiplier, sampling_rate, steps, mu, gdp_regret, advantage,
 bayes_security, status, ...), ``epsilons(cell_id, delta, epsilon, ...)``, ``curves(cell_id, fpr, fnr, ...)``,
 ``regrets(cell_id, representation, regret, ...)``, ``axes(cell_id, axis, value, value_text)`` (the swept
@@ -45,6 +50,7 @@ from tasks.report_query import query_report
 from tasks.safe_write import atomic_output, tmp_path
 from tasks.snapshots import _CELL_COLUMNS as _CELL_COLUMNS  # tests/test_contract.py checks the cells view's columns
 from tasks.snapshots import (
+    KEEP_SNAPSHOTS,
     TABLES,
     build_snapshot,
     gc_snapshots,
@@ -105,11 +111,21 @@ def _comment_columns(con: Any, name: str) -> None:
             con.execute(f"COMMENT ON COLUMN {name}.{column} IS {sql_literal(docs[column])}")
 
 
-def _write_report(report: Path, lake: Path, snap: Path, counts: dict[str, int], published_at: str) -> None:
+@dataclasses.dataclass(frozen=True)
+class _Remote:
+    """Where the report's views read when the lake is on object storage: the lake's URL and the uploaded snapshot."""
+
+    lake: str
+    snapshot: str
+
+
+def _write_report(
+    report: Path, lake: Path, snap: Path, counts: dict[str, int], published_at: str, remote: _Remote | None = None
+) -> None:
     report.parent.mkdir(parents=True, exist_ok=True)
     with atomic_output(report) as tmp:  # tasks.safe_write: fsynced, renamed into place, a link at report refused
         try:
-            _fill_report(tmp, report.parent, lake, snap, counts, published_at)
+            _fill_report(tmp, report.parent, lake, snap, counts, published_at, remote)
         finally:  # also when building failed (a full disk): no .tmp-* or .wal is left behind
             for leftover in (tmp.with_name(tmp.name + ext) for ext in DB_SIDE_FILES):
                 leftover.unlink(missing_ok=True)
@@ -152,12 +168,26 @@ def _report_name(tmp: Path) -> str:
     return m.group(1) if m else tmp.name
 
 
-def _fill_report(tmp: Path, base: Path, lake: Path, snap: Path, counts: dict[str, int], published_at: str) -> None:
+def _fill_report(
+    tmp: Path,
+    base: Path,
+    lake: Path,
+    snap: Path,
+    counts: dict[str, int],
+    published_at: str,
+    remote: _Remote | None = None,
+) -> None:
     import json
 
     import duckdb
 
     con = duckdb.connect()
+    urls = []
+    if remote is not None:  # views read s3:// through s3fs (tasks.object_store), confined to the published folders
+        from tasks.object_store import filesystem
+
+        con.register_filesystem(filesystem())
+        urls = [f"{remote.lake}/curated/{remote.snapshot}", f"{remote.lake}/registry/published"]
     # Views name paths relative to the report's folder; DuckDB binds them against file_search_path (set before the
     # connection is confined to the lake and the report being written).
     con.execute(f"SET file_search_path = {sql_literal(base.resolve())}")
@@ -167,6 +197,7 @@ def _fill_report(tmp: Path, base: Path, lake: Path, snap: Path, counts: dict[str
         [tmp, *(tmp.with_name(tmp.name + ext) for ext in DB_SIDE_FILES)],
         spill=lake.resolve() / "_duckdb_spill",
         relative_to=base,
+        urls=urls,
     )
     try:
         con.execute(f"ATTACH {sql_literal(tmp)} AS new_report (STORAGE_VERSION '{STORAGE_VERSION}')")
@@ -175,15 +206,23 @@ def _fill_report(tmp: Path, base: Path, lake: Path, snap: Path, counts: dict[str
         con.execute(f"SET file_search_path = {sql_literal(base)}")
         report_name = _report_name(tmp)
         for name in (*TABLES, "runs", "calibrations"):
-            glob = relative_posix(snap / name, base) + "/**/*.parquet"
-            path = report_path_sql(glob, report_name)  # resolvable from any client and directory
+            if remote is not None:  # an absolute URL: the same from every machine
+                glob = f"{remote.lake}/curated/{remote.snapshot}/{name}/**/*.parquet"
+                path = sql_literal(glob)
+            else:
+                glob = relative_posix(snap / name, base) + "/**/*.parquet"
+                path = report_path_sql(glob, report_name)  # resolvable from any client and directory
             con.execute(
                 f"CREATE VIEW {name} AS SELECT * FROM {read_parquet_sql(glob, table_partitions(name), path_sql=path)}"
             )
             con.execute(f"COMMENT ON VIEW {name} IS {sql_literal(VIEWS[name])}")
             _comment_columns(con, name)
         # Registry audits: models, model_privacy, model_comparisons over a fixed registry snapshot.
-        views = registry_views(lake, relative_to=base, path_sql=lambda rel: report_path_sql(rel, report_name))
+        if remote is not None:
+            lake_url = remote.lake
+            views = registry_views(lake, relative_to=lake, path_sql=lambda rel: sql_literal(f"{lake_url}/{rel}"))
+        else:
+            views = registry_views(lake, relative_to=base, path_sql=lambda rel: report_path_sql(rel, report_name))
         for name, (select, comment) in views.items():
             con.execute(f"CREATE VIEW {name} AS {select}")
             con.execute(f"COMMENT ON VIEW {name} IS {sql_literal(comment)}")
@@ -194,8 +233,8 @@ def _fill_report(tmp: Path, base: Path, lake: Path, snap: Path, counts: dict[str
             "? AS lake_schema_version, ? AS publisher_code_version, ?::JSON AS row_counts, ? AS storage_version",
             [
                 published_at,
-                relative_posix(lake, base),
-                snap.name,
+                remote.lake if remote is not None else relative_posix(lake, base),
+                remote.snapshot if remote is not None else snap.name,
                 LAKE_SCHEMA_VERSION,
                 code_version(),
                 json.dumps(counts),
@@ -218,6 +257,10 @@ def publish_lake(lake: str | Path, report: str | Path, *, lock_timeout: float | 
 
     One publisher per lake at a time (:func:`tasks.locks.publish_lock`; a second one waits). Files that cannot be
     read are quarantined first, and only temporaries of dead writers are removed."""
+    from tasks.object_store import is_url
+
+    if is_url(str(lake)) or is_url(str(report)):
+        return _publish_remote(str(lake), str(report), lock_timeout)
     lake = Path(lake).resolve()
     report = Path(report).parent.resolve() / Path(report).name  # never resolve the report itself: a link is refused
     check_writable(lake, "lake")
@@ -261,6 +304,10 @@ def _publish_locked(lake: Path, report: Path) -> PublishResult:
 def report_is_current(lake: str | Path, report: str | Path) -> bool:
     """True when ``report`` was published from exactly the lake content a publish would read now, by this code
     (then publishing again would only rewrite the same report)."""
+    from tasks.object_store import is_url
+
+    if is_url(str(lake)) or is_url(str(report)):
+        return False  # on object storage a publish is decided by the store (tasks.object_store): always publish
     lake, report = Path(lake).resolve(), Path(report).resolve()
     if not report.exists() or not lake.exists():
         return False
@@ -272,3 +319,83 @@ def report_is_current(lake: str | Path, report: str | Path) -> bool:
     except ValueError:
         return False
     return rows == [(snap, code_version(), relative_posix(lake, report.parent))]
+
+
+PUBLISH_ATTEMPTS = 5
+"""How many times a publish to object storage starts again after another publisher replaced the report first."""
+
+
+def _publish_remote(lake_location: str, report_location: str, lock_timeout: float | None) -> PublishResult:
+    """Publish a lake on object storage (:mod:`tasks.object_store`, whose docstring states the guarantees): pull the
+    lake into its local mirror, build or reuse the curated snapshot, upload it under a fresh name, and install the
+    report: an ``s3://`` report by a PUT conditional on the ETag read before the lake was listed (retried from a new
+    listing when another publisher won), a local report by rename as for a local lake."""
+    from tasks import object_store as store
+
+    if not store.is_url(lake_location):
+        raise ValueError(
+            f"--report {store.parse_url(report_location, '--report')}: a report on object storage needs its lake there "
+            "too (--lake s3://...): a reader elsewhere could not read a local lake"
+        )
+    lake_url = store.parse_url(lake_location, "--lake")
+    report_url = store.parse_url(report_location, "--report") if store.is_url(report_location) else None
+    local_report = None
+    if report_url is None:
+        local_report = Path(report_location).parent.resolve() / Path(report_location).name
+        check_writable(local_report.parent, "report folder")
+    mirror = store.mirror_root(lake_url)
+    check_writable(mirror, "lake cache (GDP_CACHE)")
+    with publish_lock(mirror, timeout=lock_timeout):  # one publisher per machine; the ETag check covers the rest
+        for _ in range(PUBLISH_ATTEMPTS):
+            before = store.head(report_url, "--report") if report_url is not None else None
+            result = _publish_remote_once(lake_url, mirror, report_url, local_report, before)
+            if result is not None:
+                return result
+    raise ValueError(
+        f"--report {report_url}: other publishers replaced the report {PUBLISH_ATTEMPTS} times while this one "
+        "built it; run again"
+    )
+
+
+def _publish_remote_once(
+    lake_url: Any, mirror: Path, report_url: Any, local_report: Path | None, before: Any
+) -> PublishResult | None:
+    """One attempt of :func:`_publish_remote`; None when the report's conditional PUT lost to another publisher."""
+    import tempfile
+
+    from tasks import object_store as store
+
+    store.sync(lake_url, mirror, store.LAKE_PREFIXES)
+    for sub in ("staging", "members", "runs", "calibrations", "_calibration", "registry"):
+        remove_stale_temporaries(mirror / sub)
+    quarantine_damaged_files(mirror)  # in the mirror: a damaged object is downloaded again, never published
+    (mirror / "curated").mkdir(exist_ok=True)
+    sid = snapshot_id(mirror)
+    found = store.find_snapshot(lake_url, sid)
+    reused = found is not None and store.renew_snapshot(lake_url, found[0], found[1], found[2])
+    if found is not None and reused:
+        name, counts = found[0], {k: int(v) for k, v in found[2]["counts"].items()}
+    else:
+        local_snap = mirror / "curated" / sid
+        counts = snapshot_counts(local_snap) if is_complete(local_snap) else build_snapshot(mirror, local_snap)
+        name = store.upload_snapshot(lake_url, local_snap, sid, counts)
+    registry_views(mirror)  # build (or reuse) the registry snapshot in the mirror, then upload it before views bind
+    store.upload_tree(lake_url, mirror, mirror / "registry" / "published")
+    published_at = dt.datetime.now(dt.UTC).isoformat()
+    remote = _Remote(str(lake_url), name)
+    snap = mirror / "curated" / sid
+    if local_report is not None:
+        _write_report(local_report, mirror, snap, dict(counts), published_at, remote)
+        shown = str(local_report)
+    else:
+        with tempfile.TemporaryDirectory(prefix="gdp-publish-") as tmp:
+            built = Path(tmp) / report_url.key.rsplit("/", 1)[-1]
+            _write_report(built, mirror, snap, dict(counts), published_at, remote)
+            if not store.put_if_match(report_url, built.read_bytes(), before.etag if before else None, "--report"):
+                return None  # another publisher installed a report after we read its ETag: start again
+        shown = str(report_url)
+    if not store.snapshot_exists(lake_url, name):  # collected while we published (tasks.object_store): again
+        return None
+    store.gc_snapshots(lake_url, keep=name, n=KEEP_SNAPSHOTS)
+    gc_snapshots(mirror / "curated", keep=snap)
+    return PublishResult(shown, name, bool(reused), counts, published_at)

@@ -11,9 +11,10 @@ moved together with its lake answers the same queries (see :mod:`tasks.publish`)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -27,6 +28,7 @@ __all__ = [
     "SQL_TIMEOUT_SECONDS",
     "check_query_limits",
     "limit_address_space",
+    "local_report",
     "memory_bytes",
     "open_report",
     "query_report",
@@ -150,9 +152,10 @@ def limit_address_space(memory_limit: str) -> int | None:
     return cap
 
 
-def _report_lake(report: Path) -> Path | None:
-    """The lake the report's views read (``report_info.lake``; a relative value is relative to the report's folder),
-    read through a connection that may touch the report file and nothing else."""
+def _report_lake(report: Path) -> Path | str | None:
+    """The lake the report's views read (``report_info.lake``; a relative value is relative to the report's folder,
+    an ``s3://`` value is a lake on object storage), read through a connection that may touch the report file and
+    nothing else."""
     import duckdb
 
     con = confine(duckdb.connect(), [], [report, Path(str(report) + ".wal")])
@@ -166,6 +169,13 @@ def _report_lake(report: Path) -> Path | None:
         con.close()
     if not row or not isinstance(row[0], str) or not row[0] or "\x00" in row[0]:
         return None
+    from tasks.object_store import is_url, parse_url
+
+    if is_url(row[0]):
+        try:
+            return str(parse_url(row[0], "the report's lake"))
+        except ValueError:
+            return None
     lake = Path(row[0])
     return lake if lake.is_absolute() else (report.parent / lake)
 
@@ -204,11 +214,19 @@ def open_report(
 
     check_query_limits(memory_limit=memory_limit, threads=threads)
     lake = _report_lake(report)
-    dirs = [] if lake is None else [lake / "curated", lake / "registry" / "published"]
+    dirs, urls = [], []
+    if isinstance(lake, str):  # on object storage: read through s3fs (tasks.object_store), no local lake
+        urls = [f"{lake}/curated", f"{lake}/registry/published"]
+    elif lake is not None:
+        dirs = [lake / "curated", lake / "registry" / "published"]
     for d in dirs:
         _check_no_links(d)
     con = duckdb.connect()
     try:
+        if urls:
+            from tasks.object_store import filesystem
+
+            con.register_filesystem(filesystem())
         if memory_limit is not None:
             con.execute(f"SET memory_limit = {sql_literal(memory_limit)}")
         if threads is not None:
@@ -218,7 +236,11 @@ def open_report(
         con.execute(f"SET file_search_path = {sql_literal(report.parent)}")
         writable_dirs = [write_dir] if write_dir is not None else []
         confine(
-            con, dirs + writable_dirs, [report, Path(str(report) + ".wal"), *write_files], relative_to=report.parent
+            con,
+            dirs + writable_dirs,
+            [report, Path(str(report) + ".wal"), *write_files],
+            relative_to=report.parent,
+            urls=urls,
         )
         con.execute(f"ATTACH {sql_literal(report)} AS privacy_report (READ_ONLY)")
         con.execute("USE privacy_report")
@@ -247,14 +269,42 @@ def query_report(
     child process bounded as a whole (:func:`run_bounded`), whose ``on_start`` (called once the statement is
     checked, right before it runs) caps the child's memory and starts the parent's clock.
     """
+    check_query_limits(timeout, memory_limit, threads)
+    with local_report(report) as path:
+        return _query_local(path, sql, timeout, memory_limit, threads, on_start)
+
+
+@contextlib.contextmanager
+def local_report(report: str | Path) -> Iterator[Path]:
+    """The report file to open: ``report`` itself, or for an ``s3://`` report a private copy downloaded for the
+    ``with`` block and removed after it (:func:`tasks.object_store.fetch_report`). ValueError when there is none."""
+    from tasks.object_store import discard_report_copy, fetch_report, is_url
+
+    if is_url(str(report)):
+        path = fetch_report(str(report))
+        try:
+            yield path
+        finally:
+            discard_report_copy(path)
+        return
+    path = Path(report).resolve()
+    if not path.exists():
+        raise ValueError(f"report {str(path)!r} does not exist: run 'gdp sweep SPEC' or 'gdp publish' first")
+    yield path
+
+
+def _query_local(
+    report: Path,
+    sql: str,
+    timeout: float,
+    memory_limit: str,
+    threads: int,
+    on_start: Callable[[], object] | None,
+) -> tuple[list[str], list[tuple[Any, ...]]]:
     import threading
 
     import duckdb
 
-    report = Path(report).resolve()
-    if not report.exists():
-        raise ValueError(f"report {str(report)!r} does not exist: run 'gdp sweep SPEC' or 'gdp publish' first")
-    check_query_limits(timeout, memory_limit, threads)
     # A private in-memory database with the report ATTACHed read-only, not duckdb.connect(report): connections of one
     # process to one path share a cached DuckDB instance, which keeps reading the file it opened first (overlapping
     # readers in a long-lived process never saw a newer publish) and has one configuration (the lock below made a

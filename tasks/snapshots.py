@@ -6,6 +6,9 @@ renamed into place (:func:`write_snapshot`): a reader sees it whole or not at al
 ones, so a reader still holding an older report finds its files. Two kinds use this lifecycle: the curated grid
 tables (``curated/<snapshot>/``, built here from ``staging/``, ``runs/`` and ``calibrations/``) and the registry
 tables (``registry/published/<snapshot>/``, :mod:`tasks.registry_views`).
+
+On object storage (no directory rename) a snapshot built here in the lake's local mirror is uploaded under a name of
+its own with its ``_SUCCESS`` object last, and collected after a grace period (:mod:`tasks.object_store`).
 """
 
 from __future__ import annotations
