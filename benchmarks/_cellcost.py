@@ -62,35 +62,36 @@ def grid_table(cells: Sequence[tuple[float, float, int]]) -> Any:
 
 
 def timed_cells(cells: Sequence[tuple[float, float, int]]) -> list[dict[str, Any]]:
-    """Analyse ``cells`` in one ``analyze_grid`` call and time each cell in the batch: the seconds from the previous
-    cell's row to this cell's row (a group's shared set-up is charged to its first cell). One dict per cell, in input
-    order: ``seconds``, ``n`` (composed support, None without a PLD), ``status``, the report row and the
-    provenance's diagnostics."""
+    """Analyse ``cells`` in one ``analyze_grid`` call and time each cell in the batch: from the previous cell's row to
+    this cell's row (a group's shared set-up is charged to its first cell). One dict per cell, in input order:
+    ``seconds`` (this process's CPU seconds: robust to other jobs on a shared machine), ``wall``, ``n`` (composed
+    support, None without a PLD), ``status``, the report row and the provenance's diagnostics."""
     import gdpcore as g
     from gdpcore.grid import report_row
 
     out: list[dict[str, Any]] = [{} for _ in cells]
-    clock = [time.perf_counter()]
+    clock = [time.process_time(), time.perf_counter()]
 
     def on_report(i: int, report: Any) -> None:
         row = report_row(i, report, deltas=list(DELTAS), fprs=list(FPRS))
-        now = time.perf_counter()
+        now = [time.process_time(), time.perf_counter()]
         prov = report.provenance
         out[i] = {
-            "seconds": now - clock[0],
+            "seconds": now[0] - clock[0],
+            "wall": now[1] - clock[1],
             "n": None if prov is None or prov.support_length is None else int(prov.support_length),
             "status": row["status"],
             "row": row,
             "diagnostics": {} if prov is None else dict(prov.diagnostics),
         }
-        clock[0] = now
+        clock[:] = now
 
     g.analyze_grid(mechanisms(cells), deltas=list(DELTAS), on_report=on_report)
     return out
 
 
 def floor_ratios(timed: Sequence[dict[str, Any]]) -> list[tuple[int, float, float, float]]:
-    """(index, n, floor seconds, cell seconds / floor) of every timed cell that composed a PLD."""
+    """(index, n, floor seconds, cell CPU seconds / floor) of every timed cell that composed a PLD."""
     out = []
     for i, t in enumerate(timed):
         if t.get("n"):
@@ -170,13 +171,14 @@ def attribute(stats: dict[Any, Any]) -> dict[str, float]:
 
 
 def profile(work: Callable[[], Any]) -> tuple[float, dict[str, float]]:
-    """(profiled wall seconds, {label: seconds}) of ``work()`` (see :func:`attribute`)."""
-    prof = cProfile.Profile()
-    t0 = time.perf_counter()
+    """(profiled CPU seconds, {label: CPU seconds}) of ``work()`` (see :func:`attribute`); the profiler's clock is
+    this process's CPU time, so other jobs' bursts on a shared machine do not land on whatever function was running."""
+    prof = cProfile.Profile(time.process_time)
+    t0 = time.process_time()
     prof.enable()
     work()
     prof.disable()
-    wall = time.perf_counter() - t0
+    wall = time.process_time() - t0
     stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
     return wall, attribute(stats)
 

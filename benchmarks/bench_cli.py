@@ -31,12 +31,14 @@ BEFORE: dict[str, Any] = {
     "commit": "6ed0073",
     "date": "2026-11-27",
     "cells": 10_000,
-    "analyze_grid_s": None,
-    "sweep_s": None,
-    "load_average": None,
+    "analyze_grid_s": 155.1,
+    "sweep_s": 415.5,
+    "load_average": 11.5,
 }
 """The 10^4-cell sweep's "before" row: measured by this file on main at the commit named (before the engine work on
-per-cell fixed costs), on the same 2 shared cores; the load average is the 1-minute one at the end of that run."""
+per-cell fixed costs), on the same 2 shared cores; the load average is the 1-minute one at the end of that run (eight
+jobs shared the two cores then, another 10^4-cell sweep among them; at load 1.0, an earlier engine (commit 7b7fa7b) took 35.7 s and 45.6 s):
+re-measure both rows in one sitting where the load allows."""
 
 
 def _spec(n_cells: int) -> str:
