@@ -590,6 +590,20 @@ def _summary(m) -> dict[str, float | None]:
     }
 
 
+def _engine_timings(cells, per_cell, picks) -> list[str]:
+    """The engine's own timing fields (provenance diagnostics whose name says seconds or time), if it reports any."""
+    keys = sorted({k for r in per_cell for k in r["diagnostics"] if "second" in k or "time" in k or k.endswith("_s")})
+    if not keys:
+        return []
+    out = ["", "The engine's own timings (provenance diagnostics) of those cells:", ""]
+    out += ["| sigma | q | T | " + " | ".join(keys) + " |", "|---|---|---|" + "---|" * len(keys)]
+    for i in picks:
+        s, q, t = cells[i]
+        d = per_cell[i]["diagnostics"]
+        out.append(f"| {s:g} | {q:g} | {t} | " + " | ".join(_fmt(d.get(k), ".4g") for k in keys) + " |")
+    return out
+
+
 def mixed_section(quick: bool = False) -> tuple[str, list[tuple[str, bool, str]]]:
     """The mixed grid's Markdown section and its checks (:func:`mixed_checks`)."""
     import gdpcore as g
@@ -662,6 +676,7 @@ def mixed_section(quick: bool = False) -> tuple[str, list[tuple[str, bool, str]]
         s, q, t = cells[i]
         lines.append(f"| {s:g} | {q:g} | {t} | {by_index[i][1]} | {by_index[i][3]:.1f} | {wall:.4f} | {shares} |")
     lines += ["", "Pooled over those cells:", "", "| where | s | share |", "|---|---|---|", *pooled]
+    lines += _engine_timings(cells, m["per_cell"], [i for i, _, _ in prof_rows])
     if acc:
         lines += [
             "",

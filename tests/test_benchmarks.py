@@ -88,3 +88,26 @@ def test_fft_floor_length_is_scipys_fast_length():
     for n in (97, 1000, 12_345):
         m = cc.fft_length(n)
         assert m >= n and m == sp_fft.next_fast_len(n, real=True)
+
+
+def test_mixed_checks_flag_each_target():
+    per_cell = [{"seconds": 0.01, "peer_s": 2.0}, {"seconds": 0.02, "peer_s": 0.01}]
+    m = {
+        "per_cell": per_cell,
+        "t_grid": 0.03,
+        "t_peer": 2.01,
+        "statuses": ["ok", "tolerance_not_met: certified gap 2e-2 > tolerance 1e-2"],
+        "below": [],
+        "floor": {"median": 4.0, "max": 30.0, "small_max": 25.0},
+    }
+    got = {what: ok for what, ok, _ in bg.mixed_checks(m)}
+    assert got == {
+        ">= 100x the per-point dp_accounting loop over the grid": False,  # 2.01 / 0.03 = 67
+        "no cell slower than dp_accounting's per-point time": False,  # the second cell: 0.02 s against 0.01 s
+        "every cell within the tolerance (status ok)": False,
+        "0 cells below dp_accounting's optimistic epsilon": True,
+        "median cell <= 5 FFT round trips": True,
+        "cells with n < 10^4 <= 20 FFT round trips": False,
+    }
+    summary = bg._summary(m)
+    assert summary["slower"] == 1 and summary["ok"] == 1 and summary["min_cell_ratio"] == pytest.approx(0.5)
