@@ -159,18 +159,21 @@ def reference_section() -> str:
     _peer_epsilon(1.0, 0.01, 10, 1e-4)
     rss0 = _rss_mib()
 
+    _progress(f"reference grid: {len(cells)} cells, interleaved (b) / (a), load {_load():.1f}")
     # Interleaved: blocks of whole (sigma, q) groups, (b) then (a) on each block.
     blocks = [[c for c in cells if c[0] == s] for s in SIGMAS]
-    t_grid = t_peer = 0.0
+    t_grid = t_peer = c_grid = c_peer = 0.0
     tables, peer_by_cell = [], {}
     for block in blocks:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         tables.append(_grid(block))
         t_grid += time.perf_counter() - t0
-        t0 = time.perf_counter()
+        c_grid += time.process_time() - c0
+        t0, c0 = time.perf_counter(), time.process_time()
         for s, q, t in block:
             peer_by_cell[(s, q, t)] = _peer_epsilon(s, q, t, 1e-4)
         t_peer += time.perf_counter() - t0
+        c_peer += time.process_time() - c0
     table = pa.concat_tables(tables)
     rss_grid = _rss_mib()
     eps_grid = [e[0] for e in table.column("epsilon").to_pylist()]
@@ -184,26 +187,25 @@ def reference_section() -> str:
     eps_peer = [peer_by_cell[c] for c in cells]
     rss_peer = _rss_mib()
 
-    # Where a cell's time goes: the engine's own per-cell seconds against one FFT round trip of its composed length.
+    # Where a cell's time goes: its CPU seconds (report row included) against one FFT round trip of its length.
     import numpy as np
 
     breakdown = []
     for s, q, t in cells[::7]:  # every 7th cell: all four T values appear
-        (rep,) = g.analyze_grid([g.SubsampledGaussian(noise_multiplier=s, sampling_rate=q, steps=t)], deltas=DELTAS)
-        prov = rep.provenance
-        n = int(prov.support_length)
-        fft_s = fft_floor_seconds(n)
-        breakdown.append((s, q, t, n, prov.seconds, fft_s, prov.seconds / fft_s, prov.status))
+        (rec,) = timed_cells([(s, q, t)])
+        fft_s = fft_floor_seconds(rec["n"])
+        breakdown.append((s, q, t, rec["n"], rec["seconds"], fft_s, rec["seconds"] / fft_s, rec["status"]))
     ratios = np.array([b[6] for b in breakdown])
     small = np.array([b[6] for b in breakdown if b[3] < 10_000])
     # Every cell inside the batch (as a sweep runs them): CPU seconds from one cell's row to the next.
     in_batch = ratio_summary(floor_ratios(timed_cells(cells)))
 
     n = len(cells)
-    pps_grid, pps_peer = n / t_grid, n / t_peer
+    pps_grid, pps_peer = n / c_grid, n / c_peer
     rel_vs_peer = [abs(a - b) / b for a, b in zip(eps_grid, eps_peer, strict=True)]
     worst = max(range(n), key=lambda i: rel_vs_peer[i])
 
+    _progress("optimistic PLD per cell, dp_accounting at 1e-5 on the subsample, scaling on 2 workers")
     # Never below dp_accounting's optimistic value (every cell).
     opt = [_optimistic_epsilon(s, q, t) for s, q, t in cells]
     below_opt = sum(e < o for e, o in zip(eps_grid, opt, strict=True))
@@ -242,7 +244,6 @@ def reference_section() -> str:
         big_serial, big_serial_cpu, big_two, big_cpu = _scaling(large, pool, 3)
         load1 = os.getloadavg()[0]
     t_two = ref_two
-    pps_two = n / t_two
 
     lines = [
         "## Grid engine: `analyze_grid` vs the per-point dp_accounting loop",
@@ -253,13 +254,16 @@ def reference_section() -> str:
         f"{g.engine.DEFAULT_GRID_TOLERANCE:g} on epsilon at every delta, mu and the advantage), lower "
         "ends of every bracket included; (a) is a fresh dp_accounting PLDAccountant at 1e-4 and "
         "epsilon at delta = 1e-5 only. (a) and (b) are interleaved block by block (one sigma per block) after a "
-        "warm-up. The 2-core machine is shared with other jobs: wall times include contention.",
+        "warm-up. Times are this process's CPU seconds (wall beside them): the 2-core machine is shared with other "
+        "jobs, whose bursts wall times include.",
         "",
-        "| method | wall s | points/s | ratio |",
-        "|---|---|---|---|",
-        f"| (a) dp_accounting PLD 1e-4, per point, eps(1e-5) only | {t_peer:.2f} | {pps_peer:.2f} | 1.0 |",
-        f"| (b) gdpcore.analyze_grid, full report | {t_grid:.2f} | {pps_grid:.1f} | **{pps_grid / pps_peer:.1f}** |",
-        f"| (b) on 2 worker processes | {t_two:.2f} | {pps_two:.1f} | {pps_two / pps_peer:.1f} "
+        "| method | CPU s | points/s (CPU) | ratio (CPU) | wall s | ratio (wall) |",
+        "|---|---|---|---|---|---|",
+        f"| (a) dp_accounting PLD 1e-4, per point, eps(1e-5) only | {c_peer:.2f} | {pps_peer:.2f} | 1.0 | {t_peer:.2f} "
+        "| 1.0 |",
+        f"| (b) gdpcore.analyze_grid, full report | {c_grid:.2f} | {pps_grid:.1f} | **{pps_grid / pps_peer:.1f}** "
+        f"| {t_grid:.2f} | {t_peer / t_grid:.1f} |",
+        f"| (b) on 2 worker processes | - | - | - | {t_two:.2f} | {t_peer / t_two:.1f} "
         f"(x{ref_serial / ref_two:.2f} vs the same tasks in 1 process) |",
         "",
         "Throughput target (issue: >= 100x, every cell 'ok', none below the peer's optimistic epsilon, median cell <= 5 "
@@ -268,8 +272,8 @@ def reference_section() -> str:
         "",
         *_before_rows(
             {
-                "t_peer": t_peer,
-                "t_grid": t_grid,
+                "t_peer": c_peer,
+                "t_grid": c_grid,
                 "statuses": statuses,
                 "below": [0] * below_opt,
                 "floor": in_batch,
@@ -300,12 +304,12 @@ def reference_section() -> str:
         f"{sorted({f'{d:g}' for d in steps_used if d is not None})}; "
         f"max estimated discretisation error {max(e for e in errs if e is not None):.2e}.",
         "",
-        "Where a cell's time goes (every 7th cell of the grid, analysed alone: the engine's per-cell seconds against "
+        "Where a cell's time goes (every 7th cell of the grid, analysed alone: its CPU seconds, report row included, against "
         "one float64 rfft + irfft round trip at the FFT length its composition uses (scipy's next_fast_len of its composed support n); the cell measures its error law (a doubling "
         "comparison of two float64 estimates), composes once, builds the twin at one or more steps, tilts tails "
         "where round-off would matter, and reads the curve out):",
         "",
-        "| sigma | q | T | n | cell s | FFT round trip s | ratio | status |",
+        "| sigma | q | T | n | cell CPU s | FFT round trip s | ratio | status |",
         "|---|---|---|---|---|---|---|---|",
         *(
             f"| {s} | {q} | {t} | {n} | {cs:.4f} | {fs:.5f} | {r:.0f} | {st[:40]} |"
@@ -469,8 +473,10 @@ def _accuracy_rows(cells, eps_b, eps_lo, peer_eps, k: int = 6):
     rows = []
     for i in dict.fromkeys(picks):
         s, q, t = cells[i]
+        c0 = time.process_time()
         ref = _peer_epsilon(s, q, t, 1e-5)
-        rows.append((s, q, t, eps_b[i], ref, (eps_b[i] / ref - 1.0) if ref > 0 else math.nan, eps_lo[i]))
+        dt = time.process_time() - c0
+        rows.append((s, q, t, eps_b[i], ref, (eps_b[i] / ref - 1.0) if ref > 0 else math.nan, eps_lo[i], dt))
     return rows
 
 
@@ -633,7 +639,8 @@ def mixed_section(quick: bool = False) -> tuple[str, list[tuple[str, bool, str]]
         f"of {MIXED_BLOCK}: (b) `analyze_grid` on the block (full report table, as on the reference grid), then per "
         "cell (b) alone (`analyze_grid` + its report row) and (a) the fresh dp_accounting PLDAccountant at 1e-4, "
         f"epsilon(1e-5) only, back to back. Times are this process's CPU seconds (wall beside the totals): on a shared "
-        "machine they do not count other jobs' bursts, and (a) and (b) run in the same process. Load average {m['load'][0]:.1f} before and {m['load'][1]:.1f} after "
+        "machine they do not count other jobs' bursts, and (a) and (b) run in the same process. "
+        f"Load average {m['load'][0]:.1f} before and {m['load'][1]:.1f} after "
         "(2 cores, shared: compare within a run).",
         "",
         "| method | CPU s | points/s (CPU) | ratio (CPU) | wall s | ratio (wall) |",
@@ -680,13 +687,17 @@ def mixed_section(quick: bool = False) -> tuple[str, list[tuple[str, bool, str]]
     if acc:
         lines += [
             "",
-            "Accuracy against dp_accounting at discretisation 1e-5 (cells whose epsilon is at most 1, spread):",
+            "Accuracy against dp_accounting at discretisation 1e-5 (cells whose epsilon is at most 1, spread; both are "
+            "upper bounds, so (b) may sit below the reference where its step is finer relative to epsilon: the check "
+            "is that (b)'s lower end stays below it):",
             "",
-            "| sigma | q | T | (b) eps | dp_accounting 1e-5 | (b) rel. diff | (b) eps_lower | eps_lower <= ref |",
-            "|---|---|---|---|---|---|---|---|",
+            "| sigma | q | T | (b) eps | dp_accounting 1e-5 | (b) rel. diff | ref CPU s | (b) eps_lower "
+            "| eps_lower <= ref |",
+            "|---|---|---|---|---|---|---|---|---|",
             *(
-                f"| {s:g} | {q:g} | {t} | {e:.6g} | {ref:.6g} | {rd:+.2e} | {lo:.6g} | {'yes' if lo <= ref else '**NO**'} |"
-                for s, q, t, e, ref, rd, lo in acc
+                f"| {s:g} | {q:g} | {t} | {e:.6g} | {ref:.6g} | {rd:+.2e} | {dt:.1f} | {lo:.6g} "
+                f"| {'yes' if lo <= ref else '**NO**'} |"
+                for s, q, t, e, ref, rd, lo, dt in acc
             ),
         ]
     return "\n".join(lines), checks
