@@ -266,7 +266,7 @@ def reference_section() -> str:
         f"| (b) on 2 worker processes | - | - | - | {t_two:.2f} | {t_peer / t_two:.1f} "
         f"(x{ref_serial / ref_two:.2f} vs the same tasks in 1 process) |",
         "",
-        "Throughput target (issue: >= 100x, every cell 'ok', none below the peer's optimistic epsilon, median cell <= 5 "
+        "Throughput target (>= 100x, every cell 'ok', none below the peer's optimistic epsilon, median cell <= 5 "
         "FFT round trips and <= 20 where n < 10^4; cells timed inside the batch, CPU seconds; the reference grid's "
         "cells are not timed against the peer one by one):",
         "",
@@ -381,11 +381,29 @@ MIXED_BLOCK = 8
 """Cells per interleaved block: (b) times the block's full report table, then each cell is timed (b) and (a)."""
 
 # The "before" rows of the throughput table: the mixed and reference grids measured by this file on main at commit
-# 6ed0073 (2026-11-27 ~02:00 UTC, before issue 31's engine work), load average 6-8 on 2 shared cores (seven other
-# jobs): ratios are within that run. None: not measured.
+# 6ed0073 (2026-11-27 02:00-02:30 UTC, before the engine work on per-cell fixed costs), load average 8-12 on 2 shared
+# cores (seven other jobs): ratios are within that run, times in CPU seconds. None: not measured.
 BEFORE: dict[str, dict[str, float | None]] = {
-    "mixed": {},
-    "reference": {},
+    "mixed": {
+        "ratio": 10.1,
+        "min_cell_ratio": 0.66,
+        "slower": 11,
+        "ok": 71,
+        "below": 0,
+        "median": 147.6,
+        "max": 922.2,
+        "small_max": 922.2,
+    },
+    "reference": {
+        "ratio": 54.5,
+        "min_cell_ratio": None,
+        "slower": None,
+        "ok": 98,
+        "below": 0,
+        "median": 83.1,
+        "max": 189.0,
+        "small_max": 189.0,
+    },
 }
 BEFORE_COMMIT = "6ed0073"
 
@@ -641,7 +659,8 @@ def mixed_section(quick: bool = False) -> tuple[str, list[tuple[str, bool, str]]
         f"epsilon(1e-5) only, back to back. Times are this process's CPU seconds (wall beside the totals): on a shared "
         "machine they do not count other jobs' bursts, and (a) and (b) run in the same process. "
         f"Load average {m['load'][0]:.1f} before and {m['load'][1]:.1f} after "
-        "(2 cores, shared: compare within a run).",
+        "(2 cores, shared: compare within a run). A merge's quick check: `python -m benchmarks.bench_grid --mixed "
+        "--quick` (every third cell and the corners; PASS / FAIL per target, exit status 1 on a failure).",
         "",
         "| method | CPU s | points/s (CPU) | ratio (CPU) | wall s | ratio (wall) |",
         "|---|---|---|---|---|---|",
@@ -650,7 +669,7 @@ def mixed_section(quick: bool = False) -> tuple[str, list[tuple[str, bool, str]]
         f"| (b) gdpcore.analyze_grid, full report | {m['t_grid']:.2f} | {n / m['t_grid']:.1f} | "
         f"**{m['t_peer'] / m['t_grid']:.1f}** | {m['wall_grid']:.2f} | {m['wall_peer'] / m['wall_grid']:.1f} |",
         "",
-        "Throughput target (issue: >= 100x over the grid, no cell slower than the peer, every cell 'ok', none below the "
+        "Throughput target (>= 100x over the grid, no cell slower than the peer, every cell 'ok', none below the "
         "peer's optimistic epsilon, median cell <= 5 FFT round trips, <= 20 where n < 10^4):",
         "",
         *_before_rows(m, "mixed"),
@@ -700,6 +719,7 @@ def mixed_section(quick: bool = False) -> tuple[str, list[tuple[str, bool, str]]
                 for s, q, t, e, ref, rd, lo, dt in acc
             ),
         ]
+    lines += ["", f"- Peak RSS of this process (ru_maxrss) at the end: {_rss_mib():.0f} MiB."]
     return "\n".join(lines), checks
 
 
