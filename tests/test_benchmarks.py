@@ -111,3 +111,11 @@ def test_mixed_checks_flag_each_target():
     }
     summary = bg._summary(m)
     assert summary["slower"] == 1 and summary["ok"] == 1 and summary["min_cell_ratio"] == pytest.approx(0.5)
+
+
+def test_cli_rate_row_is_cells_over_seconds():
+    from benchmarks import bench_cli
+
+    m = {"cells": 10_000, "analyze_grid_s": 40.0, "sweep_s": 50.0, "load_average": 1.0}
+    assert bench_cli._rate_row("x", m) == "| x | 250 (40.0 s) | 200 (50.0 s) | 20 % | 1.0 |"
+    assert bench_cli._rate_row("y", {"cells": 10_000}) == "| y | - | - | - | - |"
