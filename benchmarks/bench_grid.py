@@ -362,9 +362,10 @@ MIXED_HALTON_CELLS = 70
 """Cells drawn from the Halton sequence (bases 2, 3, 5) in log space, before the corners are added."""
 
 MIXED_MU_CAP = 6.0
-"""Cells whose central-limit mu, q sqrt(T (e^(1/sigma^2) - 1)) (Bu et al., Deep Learning with Gaussian Differential
-Privacy, Theorem 5 / Sec. 5.2), exceeds this are left out: their epsilon(1e-5) is beyond ~40 (no privacy worth
-reporting) and the peer's 1e-4 PLD of the far corner (sigma 0.5, q 0.2, T 10^5: mu ~ 460) would not fit in memory."""
+"""Cells whose central-limit mu, q sqrt(T (e^(1/sigma^2) - 1)) (Bu et al. 2020, Dong, Roth, Su 2022 Cor. 5.4;
+:func:`gdpcore.kinds.formulas.clt_mu_subsampled_gaussian`), exceeds this are left out: mu = 6 is epsilon(1e-5) ~ 43
+under mu-GDP (no privacy worth reporting beyond), and the peer's 1e-4 PLD of the far corner (sigma 0.5, q 0.2,
+T 10^5: mu ~ 460) would not fit in memory."""
 
 MIXED_CORNERS = (
     *((s, q, t) for s in (0.5, 3.0) for q in (1e-4, 0.2) for t in (10, 100_000)),
@@ -422,7 +423,9 @@ def _two_digits(x: float) -> float:
 
 
 def _mu_clt(sigma: float, q: float, steps: int) -> float:
-    return q * math.sqrt(steps * math.expm1(sigma**-2))
+    from gdpcore.kinds.formulas import clt_mu_subsampled_gaussian
+
+    return clt_mu_subsampled_gaussian(noise_multiplier=sigma, sampling_rate=q, steps=steps)
 
 
 def mixed_cells() -> list[tuple[float, float, int]]:
