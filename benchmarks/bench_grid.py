@@ -580,8 +580,9 @@ def _cell_rows(cells, m) -> list[str]:
     return rows
 
 
-def _before_rows(m, key: str) -> list[str]:
-    """The before / this-run rows of the throughput table (``BEFORE`` holds the before numbers)."""
+def _before_rows(m, key: str, *, whole: bool = True) -> list[str]:
+    """The before / this-run rows of the throughput table (``BEFORE`` holds the before numbers, of the whole grid;
+    ``whole=False``: this run measured a subset, e.g. ``--quick``)."""
     now = _summary(m)
     before = BEFORE.get(key) or {}
     cols = ("ratio", "min_cell_ratio", "slower", "ok", "below", "median", "max", "small_max")
@@ -597,8 +598,8 @@ def _before_rows(m, key: str) -> list[str]:
         "| code | (b) / (a) over the grid | min per cell | cells (b) slower | cells 'ok' | cells below optimistic "
         "| median cell / FFT | max | max n < 10^4 |",
         "|---|---|---|---|---|---|---|---|---|",
-        row(f"before (main {BEFORE_COMMIT})", before),
-        row("this run", now),
+        row(f"before (main {BEFORE_COMMIT}, whole grid)", before),
+        row("this run" if whole else "this run (--quick subset)", now),
     ]
 
 
@@ -675,7 +676,7 @@ def mixed_section(quick: bool = False) -> tuple[str, list[tuple[str, bool, str]]
         "Throughput target (>= 100x over the grid, no cell slower than the peer, every cell 'ok', none below the "
         "peer's optimistic epsilon, median cell <= 5 FFT round trips, <= 20 where n < 10^4):",
         "",
-        *_before_rows(m, "mixed"),
+        *_before_rows(m, "mixed", whole=not quick),
         "",
         *(f"- {'PASS' if ok else '**FAIL**'}: {what}: {measured}" for what, ok, measured in checks),
         f"- Cells where (b) alone is slower than (a): {slower if slower else 'none'}.",
