@@ -27,6 +27,19 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
+BEFORE: dict[str, Any] = {
+    "commit": "6ed0073",
+    "date": "2026-11-27",
+    "cells": 10_000,
+    "analyze_grid_s": 155.1,
+    "sweep_s": 415.5,
+    "load_average": 11.5,
+}
+"""The 10^4-cell sweep's "before" row: measured by this file on main at the commit named (before the engine work on
+per-cell fixed costs), on the same 2 shared cores; the load average is the 1-minute one at the end of that run (eight
+jobs shared the two cores then, another 10^4-cell sweep among them; at load 1.0, an earlier engine (commit 7b7fa7b) took 35.7 s and 45.6 s):
+re-measure both rows in one sitting where the load allows."""
+
 
 def _spec(n_cells: int) -> str:
     # sigma x q x T with 25 x 20 x (n / 500) values: cheap-to-moderate DP-SGD cells (about 5-15 ms each)
@@ -110,6 +123,14 @@ def measure(cells: int = 10_000, *, phases: bool = False) -> dict[str, Any]:
     return result
 
 
+def _rate_row(label: str, m: dict[str, Any]) -> str:
+    def rate(key: str) -> str:
+        return "-" if m.get(key) is None else f"{m['cells'] / m[key]:.0f} ({m[key]} s)"
+
+    share = "-" if m.get("sweep_s") is None else f"{100 * (m['sweep_s'] - m['analyze_grid_s']) / m['sweep_s']:.0f} %"
+    return f"| {label} | {rate('analyze_grid_s')} | {rate('sweep_s')} | {share} | {m.get('load_average', '-')} |"
+
+
 def run() -> str:
     m = measure(10_000)
     return "\n".join(
@@ -128,6 +149,14 @@ def run() -> str:
             f"| `gdp sweep` again, nothing to compute | {m['rerun_nothing_to_compute_s']} | <= 3 |",
             f"| `gdp publish` (report current) | {m['publish_s']} | <= 5 |",
             f"| `gdp sql` | {m['sql_s']} | |",
+            "",
+            "Cells per second on one worker, before and after (the before row: main at the commit named, same cells, "
+            "same machine; absolute rates move with the shared machine's load, given beside them):",
+            "",
+            "| code | `analyze_grid` cells/s | `gdp sweep --workers 1` cells/s | sweep overhead | load average |",
+            "|---|---|---|---|---|",
+            _rate_row(f"before (main {BEFORE['commit']}, {BEFORE['date']})", BEFORE),
+            _rate_row("this run", m),
         ]
     )
 
