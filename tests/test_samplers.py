@@ -141,6 +141,23 @@ def test_sensitivity_cancels_and_labels():
     assert samplers.LOWER_LABEL["shuffled_gaussian"] == "lower (proven, Chua et al. 2024)"
 
 
+@pytest.mark.parametrize("cls", [g.ShuffledGaussian, g.BallsInBinsGaussian])
+def test_a_bracket_of_two_mechanisms_is_said_so_not_refined(cls):
+    # The two ends bound different mechanisms (a dominating one above, a dominated pair below): the gap is that
+    # bracket's width, which no finer step closes. One round at the generic path's first step; the status and the
+    # accountant say which bound each end is; the upper end is still at most the cyclic closed form sqrt(E)/sigma.
+    from gdpcore.engine.ladder import GENERIC_START
+
+    m = cls(noise_multiplier=0.8, steps_per_epoch=1000, epochs=1)
+    r = g.analyze(m)
+    assert r.status.startswith("bracket_of_bounds: certified gap") and "not a discretisation error" in r.status
+    assert r.discretization == GENERIC_START
+    assert "upper end (proven: " in r.accountant and "lower end: the proven slice construction" in r.accountant
+    assert (
+        float(r.epsilon(1e-5, side="optimistic")) < float(r.epsilon(1e-5)) <= _gdp_epsilon(1 / 0.8, 1e-5) * (1 + 1e-3)
+    )
+
+
 def test_one_step_per_epoch_is_the_gaussian_at_both_ends():
     # T = 1: every sampler puts the example in the one step; the slice bound is then the Gaussian pair itself.
     r = g.analyze(g.ShuffledGaussian(noise_multiplier=1.0, steps_per_epoch=1, epochs=4))
