@@ -22,6 +22,7 @@ from tasks.lake import default_report
 from tasks.plots import heatmap_filename, plot_curve, plot_heatmap
 from tasks.report_query import query_report
 from tasks.safe_yaml import shown
+from tasks.schema import COMPLETE_CELLS_SQL
 from tasks.spec import GridSpec, load_grid_spec
 
 __all__ = ["RegretMap", "regret_map"]
@@ -100,7 +101,7 @@ def regret_map(
     }
     _, worst = query_report(
         report,
-        f"SELECT cell_id FROM cells WHERE spec = '{spec.name}' AND status = 'ok' "
+        f"SELECT cell_id FROM cells WHERE spec = '{spec.name}' AND {COMPLETE_CELLS_SQL} "
         "ORDER BY gdp_regret DESC NULLS LAST, cell_id LIMIT 1",
     )
     worst_cell = worst[0][0] if worst else None

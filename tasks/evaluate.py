@@ -55,6 +55,7 @@ from tasks.plan import (  # noqa: F401 - re-exported: planning lives in tasks.pl
     auto_chunk_size,
     build_plan,
 )
+from tasks.schema import is_complete_status
 from tasks.spec import GridSpec
 from tasks.trace import phase
 
@@ -326,7 +327,7 @@ def write_chunk(lake: Path, chunk: Chunk, result: ChunkResult) -> ChunkManifest:
             "settings": dataclasses.asdict(chunk.settings),
         },
     )
-    ok_mask = [s == "ok" for s in table.column("status").to_pylist()]
+    ok_mask = [is_complete_status(s) for s in table.column("status").to_pylist()]
     mus = [m for m, ok in zip(table.column("mu").to_pylist(), ok_mask, strict=True) if ok and m is not None]
     phase("chunk-written")
     return ChunkManifest(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.report_query import query_report
+from tasks.schema import COMPLETE_CELLS_SQL
 
 __all__ = ["METRICS", "heatmap_filename", "plot_curve", "plot_heatmap", "tradeoff_figure"]
 
@@ -198,7 +199,7 @@ def plot_heatmap(
         if value not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
     _check_out(Path(out), overwrite)
-    where = [f"spec = {_q(spec)}", "status = 'ok'"]
+    where = [f"spec = {_q(spec)}", COMPLETE_CELLS_SQL]
     for key, value in (fixed or {}).items():
         if key not in _AXES:
             raise ValueError(f"fixed.{key}: not a grid axis ({', '.join(_AXES)})")

@@ -16,7 +16,29 @@ from tasks.evidence_schema import (  # evidence view docs
     MODEL_PRIVACY_EVIDENCE_DOCS,
 )
 
-__all__ = ["COLUMN_DOCS", "VIEW_ORDER", "cell_columns", "column_docs", "schema_markdown"]
+__all__ = [
+    "COLUMN_DOCS",
+    "COMPLETE_CELLS_SQL",
+    "VIEW_ORDER",
+    "cell_columns",
+    "column_docs",
+    "is_complete_status",
+    "schema_markdown",
+]
+
+BRACKET_OF_BOUNDS = "bracket_of_bounds:"
+"""Status prefix of a cell whose two ends bound different mechanisms (the batch samplers,
+:func:`gdpcore.kinds.ends_notes`): its numbers are as complete as an ``ok`` cell's, its bracket the mechanisms' own."""
+
+COMPLETE_CELLS_SQL = f"(status = 'ok' OR starts_with(status, '{BRACKET_OF_BOUNDS}'))"
+"""The cells whose numbers are complete (heat maps, regret maps, a chunk's mu range): ``ok``, or a bracket of two
+proven bounds of different mechanisms. One predicate, here; :func:`is_complete_status` is the same test in Python."""
+
+
+def is_complete_status(status: str) -> bool:
+    """:data:`COMPLETE_CELLS_SQL` for one status string."""
+    return status == "ok" or status.startswith(BRACKET_OF_BOUNDS)
+
 
 # Columns shared by several views (a view-specific entry below overrides these).
 _COMMON: dict[str, str] = {

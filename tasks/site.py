@@ -38,6 +38,7 @@ from typing import Any
 from urllib.parse import quote
 
 from tasks.formatting import format_number
+from tasks.schema import COMPLETE_CELLS_SQL
 
 __all__ = ["QUERIES", "SITE_DIR", "heatmap_plans", "render_pages", "write_site"]
 
@@ -104,14 +105,15 @@ def _read_report(report: Path) -> dict[str, list[dict[str, Any]]]:
 
 def _sweep_axes(con: Any) -> list[dict[str, Any]]:
     """Per spec, the number of distinct values of each grid axis :func:`tasks.plots.plot_heatmap` can draw (the
-    columns of ``cells`` among its axes) over the spec's ok cells, and how many of them have a GDP regret."""
+    columns of ``cells`` among its axes) over the spec's complete cells (:data:`tasks.schema.COMPLETE_CELLS_SQL`), and how many of them have a GDP regret."""
     from tasks.plots import _AXES
 
     columns = {d[0] for d in con.execute("SELECT * FROM cells LIMIT 0").description}
     axes = [a for a in _AXES if a in columns]
     counts = "".join(f'count(DISTINCT "{a}") AS "{a}", ' for a in axes)
     return _fetch(
-        con, f"SELECT spec, {counts}count(gdp_regret) AS regret_cells FROM cells WHERE status = 'ok' GROUP BY spec"
+        con,
+        f"SELECT spec, {counts}count(gdp_regret) AS regret_cells FROM cells WHERE {COMPLETE_CELLS_SQL} GROUP BY spec",
     )
 
 
