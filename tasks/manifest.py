@@ -133,6 +133,16 @@ class TfPrivacy(_Strict):
     noise_multiplier: PosFloat
     used_microbatching: StrictBool = True  # TF-Privacy's default: microbatches of size > 1 (noise multiplier halved)
     max_examples_per_user: PosInt | None = None
+    # Keras Model.fit(shuffle=...), how the DP Keras optimizers' batches were drawn (gdpcore.adapters.keras_sampler):
+    # true / "batch" -> shuffle, false -> cyclic; None: not stated.
+    shuffle: StrictBool | Literal["batch"] | None = None
+
+    @field_validator("shuffle", mode="before")
+    @classmethod
+    def _keras_shuffle(cls, v: Any) -> Any:
+        if v is None or v is True or v is False or (isinstance(v, str) and v == "batch"):
+            return v
+        raise ValueError(f"Keras Model.fit shuffle must be true, false or 'batch', got {shown(v)}")
 
 
 class OpacusFile(_Strict):
@@ -227,12 +237,38 @@ SAMPLER_KINDS = {"cyclic": "cyclic_gaussian", "balls_in_bins": "balls_in_bins_ga
 """The samplers accounted by their own kind (gdpcore.kinds.samplers) instead of as Poisson sampling."""
 
 
+def batches_per_epoch(sampling_rate: float) -> int:
+    """T, the batches of one epoch at rate q = batch_size / N: 1/q when it is an integer (to 1e-9, as Opacus records
+    ``1 / len(data_loader)``), else ceil(1/q) = ceil(N / batch_size) (a short last batch)."""
+    whole = round(1.0 / sampling_rate)
+    if whole >= 1 and abs(whole * sampling_rate - 1.0) <= 1e-9:
+        return int(whole)
+    return math.ceil(1.0 / sampling_rate)
+
+
+def _sampler_kind(sampler: str, noise_multiplier: float, per_epoch: int, epochs: int, sensitivity: float) -> Any:
+    from gdpcore.mechanisms import mechanism_from_dict
+
+    return mechanism_from_dict(
+        {
+            "kind": SAMPLER_KINDS[sampler],
+            "noise_multiplier": noise_multiplier,
+            "steps_per_epoch": per_epoch,
+            "epochs": epochs,
+            "sensitivity": sensitivity,
+        }
+    )
+
+
 def sampler_mechanism(mechanism: Any, sampler: str) -> Any:
     """``mechanism`` (a Poisson-accounted DP-SGD description, phases allowed) as the ``sampler``'s kind: each
-    Poisson-subsampled Gaussian with q = 1/T and whole epochs becomes ``epochs = steps / T`` epochs of T batches (what
-    Opacus records: ``sample_rate = 1 / len(data_loader)``); a mechanism already of that kind is kept. ValueError
-    (naming the sampler and the phase) otherwise."""
-    from gdpcore.mechanisms import Composed, SelfComposed, SubsampledGaussian, mechanism_from_dict
+    Poisson-subsampled Gaussian with whole epochs becomes ``epochs = steps / T`` epochs of T batches; a mechanism
+    already of that kind is kept. T = 1/q (what Opacus records: ``sample_rate = 1 / len(data_loader)``); ``cyclic``
+    also accepts a short last batch, T = ceil(1/q) = ceil(N / batch_size) (:func:`batches_per_epoch`): each example is
+    still in exactly one batch per epoch, so every epoch is one Gaussian of sensitivity 1 per example and the guarantee
+    (sqrt(epochs)/sigma)-GDP does not depend on the batch sizes (gdpcore.kinds.samplers, CyclicGaussian).
+    ``balls_in_bins`` needs q = 1/T exactly. ValueError (naming the sampler and the phase) otherwise."""
+    from gdpcore.mechanisms import Composed, SelfComposed, SubsampledGaussian
 
     kind = SAMPLER_KINDS[sampler]
     if mechanism.kind == kind:
@@ -245,21 +281,34 @@ def sampler_mechanism(mechanism: Any, sampler: str) -> Any:
         raise ValueError(
             f"sampler {sampler}: a {mechanism.kind} mechanism is not DP-SGD batches; describe it as {kind}"
         )
-    per_epoch = round(1.0 / mechanism.sampling_rate)
-    if per_epoch < 1 or abs(per_epoch * mechanism.sampling_rate - 1.0) > 1e-9 or mechanism.steps % per_epoch:
+    q = mechanism.sampling_rate
+    per_epoch = batches_per_epoch(q)
+    exact = abs(per_epoch * q - 1.0) <= 1e-9
+    if (sampler != "cyclic" and not exact) or mechanism.steps % per_epoch:
+        needs = "q = 1/T (T batches per epoch)" if sampler != "cyclic" else "T = ceil(1/q) batches per epoch"
         raise ValueError(
-            f"sampler {sampler} needs q = 1/T (T batches per epoch) and whole epochs; got q = "
-            f"{shown(mechanism.sampling_rate)} and {shown(mechanism.steps)} steps"
+            f"sampler {sampler} needs {needs} and whole epochs; got q = {shown(q)} and {shown(mechanism.steps)} steps"
         )
-    return mechanism_from_dict(
-        {
-            "kind": kind,
-            "noise_multiplier": mechanism.noise_multiplier,
-            "steps_per_epoch": per_epoch,
-            "epochs": mechanism.steps // per_epoch,
-            "sensitivity": mechanism.sensitivity,
-        }
+    return _sampler_kind(
+        sampler, mechanism.noise_multiplier, per_epoch, mechanism.steps // per_epoch, mechanism.sensitivity
     )
+
+
+def tf_privacy_sampler_mechanism(
+    mechanism: Any, sampler: str, *, dataset_size: int, batch_size: int, epochs: float
+) -> Any:
+    """A ``tf_privacy`` run drawn by ``sampler`` (cyclic / balls_in_bins) as its kind: ``epochs`` (whole) epochs of
+    T = ceil(N / batch_size) batches, the effective noise multiplier of TF-Privacy's conventions (``mechanism``,
+    :func:`gdpcore.adapters.from_tf_privacy`). TF-Privacy's own step count ceil(epochs / q) is not used: with a short
+    last batch it is not epochs x T. ``balls_in_bins`` needs a batch size dividing N (q = 1/T)."""
+    if not float(epochs).is_integer():
+        raise ValueError(f"sampler {sampler} needs whole epochs; got epochs = {shown(epochs)}")
+    per_epoch = -(-dataset_size // batch_size)
+    if sampler != "cyclic" and dataset_size % batch_size:
+        raise ValueError(
+            f"sampler {sampler} needs q = 1/T: batch_size {shown(batch_size)} does not divide {shown(dataset_size)}"
+        )
+    return _sampler_kind(sampler, mechanism.noise_multiplier, per_epoch, int(epochs), mechanism.sensitivity)
 
 
 class ModelManifest(_Strict):
@@ -339,12 +388,38 @@ class ModelManifest(_Strict):
     def sampler_value(self) -> str | None:
         """How the batches were drawn: the declared ``sampler``, else ``poisson`` for the DP-SGD forms (None for a
         gdpcore / dp_event mechanism that does not say)."""
+        library = self._library_sampler()
         if self.sampler is not None:
             return self.sampler
-        opacus = self.mechanism.opacus
-        if opacus is not None and opacus.poisson_sampling is False:
-            return "shuffle"
+        if library is not None:
+            return library
         return "poisson" if self.mechanism.form in DPSGD_FORMS else None
+
+    def _library_sampler(self) -> str | None:
+        """The sampler a library option of the mechanism's form states (Opacus ``poisson_sampling``:
+        :func:`gdpcore.adapters.opacus_sampler`; Keras ``shuffle`` of a ``tf_privacy`` form:
+        :func:`gdpcore.adapters.keras_sampler`), or None. ValueError naming both fields when it contradicts an explicit
+        ``sampler`` (Opacus's False only says the batches did not come from its Poisson loader: any other sampler fits).
+        """
+        from gdpcore import adapters
+
+        opacus, tf = self.mechanism.opacus, self.mechanism.tf_privacy
+        if opacus is not None and opacus.poisson_sampling is not None:
+            field, option = "poisson_sampling", opacus.poisson_sampling
+            library = adapters.opacus_sampler(option)
+            agrees = self.sampler is None or (self.sampler == "poisson") == option
+        elif tf is not None and tf.shuffle is not None:
+            field, option = "shuffle", tf.shuffle
+            library = adapters.keras_sampler(option)
+            agrees = self.sampler is None or self.sampler == library
+        else:
+            return None
+        if not agrees:
+            shown_option = str(option).lower() if isinstance(option, bool) else shown(option)
+            raise ValueError(
+                f"{field}: {shown_option} means sampler {library}, which contradicts sampler: {self.sampler}"
+            )
+        return library
 
     @property
     def estimate_reason(self) -> str | None:
@@ -413,9 +488,6 @@ class ModelManifest(_Strict):
         if (op := m.opacus) is not None:
             from tasks.training_runs import load_opacus_file
 
-            flag = op.poisson_sampling
-            if flag is not None and self.sampler is not None and (flag != (self.sampler == "poisson")):
-                raise ValueError(f"poisson_sampling: {str(flag).lower()} contradicts sampler: {self.sampler}")
             if fixed_exact:
                 raise ValueError(
                     "replace_one: an Opacus history records sample rates, not batch sizes; declare add_remove"
@@ -467,12 +539,20 @@ class ModelManifest(_Strict):
             return resolved
         from gdpcore import mechanism_from_dict
 
-        mech = sampler_mechanism(mechanism_from_dict(resolved["mechanism"]), sampler)
+        poisson = mechanism_from_dict(resolved["mechanism"])
+        if (tf := self.mechanism.tf_privacy) is not None:
+            n = tf.number_of_examples or self._n("TF-Privacy's number_of_examples")
+            mech = tf_privacy_sampler_mechanism(
+                poisson, sampler, dataset_size=n, batch_size=tf.batch_size, epochs=tf.epochs
+            )
+        else:
+            mech = sampler_mechanism(poisson, sampler)
         kind = SAMPLER_KINDS[sampler]
         return {
             "mechanism": mech.to_dict(),
             "estimate_reason": None,
-            "detail": f"{resolved['detail']}; sampler {sampler}: accounted as {kind} (T = 1/q batches per epoch)",
+            "detail": f"{resolved['detail']}; sampler {sampler}: accounted as {kind} "
+            "(T = ceil(N / batch_size) = ceil(1/q) batches per epoch)",
         }
 
     def build_mechanism(self) -> Any:
