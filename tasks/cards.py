@@ -303,6 +303,7 @@ def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str
         "neighboring_relation": row["neighbouring"],
         "sampling": _sampling(row),
         **({"estimate_reason": row["estimate_reason"]} if row.get("estimate_reason") else {}),
+        **_hf_shuffle_and_tuning(row),
         "accountant": row["accountant"],
         "discretization": row["discretization"],
         "gdpcore_version": row["gdpcore_version"],
@@ -311,6 +312,36 @@ def hf_record(row: dict[str, Any], *, report_uri: str | None = None) -> dict[str
         **({"report": report_uri} if report_uri else {}),
         **({"evidence": hf_evidence(row)} if row.get("evidence") else {}),  # tasks.evidence_card
     }
+
+
+def _hf_shuffle_and_tuning(row: dict[str, Any]) -> dict[str, Any]:
+    """The HF record's entries beside the Poisson numbers: a shuffled run's proven lower bound
+    (``shuffled_run_lower_bound``, tasks.audit.shuffle_lower_fields) and a tuned version's best-of-K bound
+    (``hyperparameter_tuning``, tasks.audit.tuning_fields), each labelled and naming its analysis; {} without them."""
+    out: dict[str, Any] = {}
+    delta = float(row["delta"])
+    low = row.get("shuffle_epsilon_lower")
+    if low is not None:
+        label = row.get("shuffle_label") or "lower"
+        shuffled: dict[str, Any] = {"epsilon": round(float(low), 6), "delta": delta, "bound": label}
+        if row.get("shuffle_mu_lower") is not None:
+            shuffled["mu"] = round(float(row["shuffle_mu_lower"]), 6)
+            shuffled["mu_bound"] = label
+        shuffled["analysis"] = row.get("shuffle_analysis") or "Chua et al. 2024"
+        shuffled["poisson_epsilon"] = {"epsilon": round(float(row["epsilon"]), 6), "bound": row["epsilon_bound"]}
+        shuffled["poisson_understates_risk"] = bool(float(low) > float(row["epsilon"]))
+        out["shuffled_run_lower_bound"] = shuffled
+    if row.get("tuning_epsilon") is not None:
+        out["hyperparameter_tuning"] = {
+            "epsilon": round(float(row["tuning_epsilon"]), 6),
+            "delta": delta,
+            "bound": row["tuning_bound"],
+            "analysis": row["tuning_analysis"],
+            "distribution": json.loads(row["tuning_distribution"]),
+            "expected_runs": float(row["tuning_expected_runs"]),
+            "single_run": {"epsilon": round(float(row["epsilon_single_run"]), 6), "bound": row["epsilon_bound"]},
+        }
+    return out
 
 
 def _hf_claim(row: dict[str, Any]) -> dict[str, Any]:
@@ -413,7 +444,7 @@ def plot_card_curve(row: dict[str, Any], path: Path, root: Path | None = None) -
     return path
 
 
-CARD_FORMAT = "card-v4"  # bump when the card's layout changes: existing cards are then rewritten
+CARD_FORMAT = "card-v5"  # bump when the card's layout changes: existing cards are then rewritten
 
 
 def card_stamp(row: dict[str, Any], report_uri: str | None) -> str:

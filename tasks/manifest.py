@@ -285,7 +285,9 @@ def sampler_mechanism(mechanism: Any, sampler: str) -> Any:
     per_epoch = batches_per_epoch(q)
     exact = abs(per_epoch * q - 1.0) <= 1e-9
     if (sampler != "cyclic" and not exact) or mechanism.steps % per_epoch:
-        needs = "q = 1/T (T batches per epoch)" if sampler != "cyclic" else "T = ceil(1/q) batches per epoch"
+        needs = "q = 1/T (T batches per epoch)" + (
+            " or a short last batch (T = ceil(1/q))" if sampler == "cyclic" else ""
+        )
         raise ValueError(
             f"sampler {sampler} needs {needs} and whole epochs; got q = {shown(q)} and {shown(mechanism.steps)} steps"
         )
@@ -565,6 +567,9 @@ class ModelManifest(_Strict):
         payload = self.model_dump(mode="json", exclude={"manifest_path", "mlflow", "evidence"})
         if payload.get("tuning") is None:  # a manifest without tuning keeps the hash it had before the field existed
             payload.pop("tuning", None)
+        tf = payload["mechanism"].get("tf_privacy")
+        if isinstance(tf, dict) and tf.get("shuffle") is None:  # likewise without Keras's shuffle option
+            tf.pop("shuffle", None)
         payload["_resolved_mechanism"] = self.mechanism_dict()
         payload["_schema"] = MANIFEST_SCHEMA_VERSION
         payload["_fprs"] = list(STANDARD_FPRS)
