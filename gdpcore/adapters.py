@@ -40,7 +40,8 @@ Sampler honesty
     ``"cyclic"`` and ``"balls_in_bins"`` are accounted by their own kinds (:mod:`gdpcore.kinds.samplers`) by the
     registry (tasks.manifest); an adapter called directly keeps Poisson numbers for them, labelled estimates
     (:data:`OWN_KIND_REASON`). The libraries' options map to samplers by :func:`opacus_sampler`
-    (``poisson_sampling``) and :func:`keras_sampler` (``Model.fit(shuffle=...)``); a shuffled run whose recorded
+    (``poisson_sampling``) and :func:`keras_sampler` (``Model.fit(shuffle=...)``), which a manifest's ``opacus`` /
+    ``tf_privacy`` form (and MLflow's ``dp.tf_privacy``) states (tasks.manifest); a shuffled run whose recorded
     rate is 1/T (T batches per epoch) also gets the proven lower bound of its shuffled mechanism beside the Poisson
     estimate (:func:`gdpcore.kinds.samplers.shuffled_counterpart`, Chua et al. 2024).
 """
@@ -131,8 +132,12 @@ def keras_sampler(shuffle: object) -> str:
       epoch): ``"shuffle"``. TF-Privacy's "assuming Poisson sampling" numbers are then estimates
       (:data:`SHUFFLE_REASON`); the shuffled run's proven lower bound needs q = batch_size / number_of_examples = 1/T,
       i.e. a batch size that divides the dataset (no short last batch).
-    * ``False`` keeps one order every epoch: ``"cyclic"`` (each example in one batch per epoch; exactly
-      (sqrt(epochs)/sigma)-GDP, :class:`gdpcore.kinds.samplers.CyclicGaussian`).
+    * ``False`` keeps one order every epoch: ``"cyclic"`` (each example in one batch per epoch, the last batch
+      possibly short: ceil(N / batch_size) batches; exactly (sqrt(epochs)/sigma)-GDP whatever the batch sizes,
+      :class:`gdpcore.kinds.samplers.CyclicGaussian`).
+
+    A manifest's ``tf_privacy: {shuffle: ...}`` (and MLflow's ``dp.tf_privacy``) is read through this function
+    (tasks.manifest).
     """
     if shuffle is True or shuffle == "batch":
         return "shuffle"

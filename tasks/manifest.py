@@ -406,6 +406,7 @@ class ModelManifest(_Strict):
         from gdpcore import adapters
 
         opacus, tf = self.mechanism.opacus, self.mechanism.tf_privacy
+        option: bool | str
         if opacus is not None and opacus.poisson_sampling is not None:
             field, option = "poisson_sampling", opacus.poisson_sampling
             library = adapters.opacus_sampler(option)

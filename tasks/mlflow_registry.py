@@ -28,7 +28,8 @@ key                                   meaning (manifest field it fills)
 ``dp.opacus_history``                 JSON: an Opacus accountant's ``history`` or ``state_dict()``
 ``dp.dp_event``                       JSON: a dp_accounting ``DpEvent`` (:func:`gdpcore.events.dp_event_from_dict`)
 ``dp.tf_privacy``                     JSON: TF-Privacy's statement parameters (``batch_size``, ``epochs``,
-                                      ``noise_multiplier``, ``used_microbatching``, ...; TF-Privacy's step count)
+                                      ``noise_multiplier``, ``used_microbatching``, Keras ``shuffle``, ...;
+                                      TF-Privacy's step count)
 ``dp.phases`` / ``dp.gdpcore``        JSON: the manifest's ``phases`` list / a gdpcore mechanism dict
 ``dp.tuning``                         JSON: the version is the best of K runs, the manifest's ``tuning`` block
                                       (``{"distribution": "geometric", "mean": 10}``; Papernot & Steinke 2022)

@@ -11,7 +11,7 @@ A registry is a folder of YAML files (or one YAML file). A file holds one model 
     delta: 1.0e-5                    # or "1/N^1.1", or {fixed: 1e-5}, or {inverse_power: 1.1}
     production: true                 # optional: the version currently in production
     claimed: {epsilon: 8, delta: 1.0e-5, accountant: RDP}   # optional: what the authors published
-    sampler: poisson                 # optional: poisson | shuffle | fixed (default poisson for the DP-SGD forms)
+    sampler: poisson                 # optional: poisson | shuffle | fixed | cyclic | balls_in_bins (default poisson for DP-SGD)
     mechanism:                       # exactly one of:
       dpsgd: {noise_multiplier: 9.4, batch_size: 16384, steps: 2000}           # q = batch_size / dataset_size
       # phases: [{noise_multiplier: 1.0, sampling_rate: 0.01, steps: 500}, ...]  # heterogeneous schedule
@@ -20,7 +20,8 @@ A registry is a folder of YAML files (or one YAML file). A file holds one model 
       #                                        # to this manifest; poisson_sampling: false = shuffled batches
       # tf_privacy: {batch_size: 256, epochs: 60, noise_multiplier: 1.1, used_microbatching: false}
       #             # TF-Privacy's statement parameters (number_of_examples defaults to dataset_size,
-      #             # max_examples_per_user optional): q = B / N, steps = ceil(epochs / q), as TF-Privacy counts
+      #             # max_examples_per_user optional): q = B / N, steps = ceil(epochs / q), as TF-Privacy counts;
+      #             # shuffle: true | "batch" | false = Keras Model.fit's option (shuffle / cyclic batches)
       # dp_event: {type: SelfComposedDpEvent, count: 1000, event: {...}}   # a dp_accounting DpEvent (JSON form)
       # gdpcore: {kind: composed, mechanisms: [...]}                         # any gdpcore mechanism dict
     accounting: {discretization: 1.0e-4, alpha_min: 1.0e-10}                 # optional (default: refined step)
@@ -44,6 +45,12 @@ under add/remove adjacency (gdpcore's :class:`~gdpcore.SubsampledGaussian`; the 
   given: dpsgd / phases with ``batch_size``, tf_privacy) this is accounted exactly as dp_accounting's
   ``SampledWithoutReplacementDpEvent`` when a kind for it is registered (else the manifest is refused, naming what is
   missing); under ``add_remove`` the Poisson numbers are labelled ``estimate``.
+* ``cyclic`` / ``balls_in_bins``: accounted by their own kinds (``cyclic_gaussian``, exact, T = ceil(N / batch_size)
+  batches per epoch, a short last batch allowed; ``balls_in_bins_gaussian``, q = 1/T) in whole epochs.
+
+A library option in the form states the sampler too (Opacus ``poisson_sampling``, Keras ``shuffle`` of a tf_privacy
+form: :func:`gdpcore.adapters.opacus_sampler`, :func:`gdpcore.adapters.keras_sampler`); one contradicting ``sampler``
+is refused, naming both.
 
 For ``gdpcore`` and ``dp_event`` mechanisms ``sampler`` is optional: given as shuffle / fixed, the numbers are labelled
 ``estimate`` the same way. ``neighbouring`` uses gdpcore's vocabulary (``add_remove`` / ``replace_one``) and must be the
