@@ -198,13 +198,13 @@ def _delta(key: str, text: str) -> Any:
 
 def _sampler(key: str, text: str) -> str:
     t = text.strip().lower()
-    if key == "poisson_sampling":  # Opacus' flag
-        if t in ("true", "1"):
-            return "poisson"
-        if t in ("false", "0"):
-            return "shuffle"
-        raise NotAuditable(["poisson_sampling"], f"poisson_sampling={text!r} is neither True nor False")
-    from gdpcore.adapters import SAMPLERS  # here: gdpcore takes seconds to import
+    if key == "poisson_sampling":  # Opacus' flag, mapped by gdpcore.adapters.opacus_sampler
+        if t not in ("true", "1", "false", "0"):
+            raise NotAuditable(["poisson_sampling"], f"poisson_sampling={text!r} is neither True nor False")
+        from gdpcore.adapters import opacus_sampler  # here: gdpcore takes seconds to import
+
+        return opacus_sampler(t in ("true", "1"))
+    from gdpcore.adapters import SAMPLERS
 
     if t not in SAMPLERS:
         raise NotAuditable([key], f"{key}={text!r}: give one of {', '.join(SAMPLERS)}")

@@ -24,7 +24,7 @@ from gdpcore.adapters import SHUFFLE_REASON
 from tasks.audit import compute_audit_row
 from tasks.cards import hf_card_metadata, hf_yaml_block
 from tasks.manifest import ManifestError, validate_manifest
-from tasks.mlflow_registry import NotAuditable, description_to_manifest
+from tasks.mlflow_registry import NotAuditable, description_to_manifest, merge_description
 
 N = 60_000
 
@@ -124,6 +124,15 @@ def test_the_mlflow_tf_privacy_description_carries_the_keras_option():
         description_to_manifest(
             {**base, "dp.tf_privacy": json.dumps(_tf(shuffle=True)), "dp.sampler": "poisson"}, name="m", version=1
         )
+
+
+@pytest.mark.parametrize(("flag", "sampler"), [("False", "shuffle"), ("True", "poisson")])
+def test_the_mlflow_run_param_poisson_sampling_is_opacus_flag(flag, sampler):
+    params = {"noise_multiplier": "1.0", "sample_rate": "0.01", "epochs": "3", "poisson_sampling": flag}
+    desc, _, refused = merge_description({"dp.delta": "1e-5"}, params, {})
+    assert refused is None and desc["dp.sampler"] == sampler
+    m = description_to_manifest(desc, name="m", version=1)
+    assert m.estimate_reason == (SHUFFLE_REASON if sampler == "shuffle" else None)
 
 
 # -- Opacus poisson_sampling in an opacus form -------------------------------------------------------------------------
