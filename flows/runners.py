@@ -87,7 +87,7 @@ def _process_pool_runner() -> type:
     (:func:`start_workers`)."""
     from prefect.task_runners import ProcessPoolTaskRunner
 
-    class EarlyProcessPoolTaskRunner(ProcessPoolTaskRunner):  # type: ignore[type-arg]
+    class EarlyProcessPoolTaskRunner(ProcessPoolTaskRunner):
         """A process pool whose workers may start before the flow run does.
 
         Prefect enters a *duplicate* of the flow's task runner when the flow run starts (the flow's own runner,
@@ -99,15 +99,21 @@ def _process_pool_runner() -> type:
         _started_early: Any = None  # on the flow's runner: the started duplicate it hands over
         _adopt_as_is = False  # on that duplicate: entered already
 
-        def start_early(self) -> Any:
+        def start_early(self, chunks: list[Any]) -> None:
+            runner = super().duplicate()
+            runner.begin(chunks)
+            self._started_early = runner
+
+        def begin(self, chunks: list[Any]) -> None:
+            """Enter this (duplicate) runner and spawn every worker: each imports and computes one of ``chunks``."""
             import atexit
 
-            runner = super().duplicate()
-            runner.__enter__()
-            runner._adopt_as_is = True
-            self._started_early = runner
-            atexit.register(runner._close_unadopted)
-            return runner
+            self.__enter__()
+            self._adopt_as_is = True
+            atexit.register(self._close_unadopted)
+            assert self._executor is not None
+            for i in range(self._max_workers):  # one spawned worker per submission while none is idle
+                self._executor.submit(_warm_worker, chunks[i] if i < len(chunks) else None)
 
         def duplicate(self) -> Any:
             runner, self._started_early = self._started_early, None
@@ -152,10 +158,7 @@ def start_workers(runner: Any) -> None:
     start = getattr(runner, "start_early", None)
     if start is None or not os.environ.get("PREFECT_API_URL") or not _launch_tested():
         return
-    started = start()
-    chunks = _first_chunks[: started._max_workers]
-    for i in range(started._max_workers):  # one spawned worker per submission while none is idle
-        started._executor.submit(_warm_worker, chunks[i] if i < len(chunks) else None)
+    start(list(_first_chunks))
 
 
 def _warm_worker(chunk: Any) -> None:
