@@ -80,9 +80,10 @@ def measure_inputs(spec_path: Path, lake: Path, *, groups: int = 3) -> dict[str,
     warm = dataclasses.replace(plan.chunks[0], mechanisms=tuple(by_group[keys[1]][:1]))
     compute_chunk_table(warm, "bench")  # first call: imports and caches, not per-cell work
     sample = dataclasses.replace(plan.chunks[0], mechanisms=tuple(m for p in picks for m in p))
-    started = time.perf_counter()
+    started, cpu0 = time.perf_counter(), time.process_time()
     table = compute_chunk_table(sample, "bench")
     c = (time.perf_counter() - started) / sample.size
+    c_cpu = (time.process_time() - cpu0) / sample.size
     ipc = table_to_ipc(table)
     started = time.perf_counter()  # what the flow does with each chunk's rows: decode, check, write the Parquet file
     write_chunk(lake.parent / "inputs-lake", sample, ChunkResult(ipc, 0.0))
@@ -90,6 +91,7 @@ def measure_inputs(spec_path: Path, lake: Path, *, groups: int = 3) -> dict[str,
     return {
         "cells": n,
         "c_s_per_cell": c,
+        "c_cpu_s_per_cell": c_cpu,
         "plan_s_per_cell": plan_s / n,
         "ipc_bytes_per_cell": len(ipc) / sample.size,
         "write_s_per_cell": write,
@@ -104,6 +106,7 @@ class _Watch:
 
     root: int
     peaks: dict[int, tuple[str, int]] = field(default_factory=dict)
+    cpu: dict[int, float] = field(default_factory=dict)  # user + system seconds, last seen
     stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
@@ -128,6 +131,16 @@ class _Watch:
             hwm = _vm_hwm(pid)
             if hwm is not None:
                 self.peaks[pid] = (_role(pid, self.root), hwm)
+                self.cpu[pid] = _cpu_seconds(pid) or self.cpu.get(pid, 0.0)
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _vm_hwm(pid: int) -> int | None:
@@ -188,13 +201,16 @@ def sweep(spec_path: Path, workers: int, lake: Path, report: Path, trace: Path) 
     thread.join()
     if proc.returncode != 0:
         raise SystemExit(f"gdp sweep failed ({proc.returncode}):\n{err[-3000:]}")
-    rss = {"flow": 0, "workers": [], "server": 0}
+    rss: dict[str, Any] = {"flow": 0, "workers": [], "server": 0}
+    cpu = {"flow": 0.0, "workers": 0.0, "server": 0.0, "other": 0.0}
+    for pid, (role, _) in watch.peaks.items():
+        cpu["workers" if role == "worker" else role] += watch.cpu.get(pid, 0.0)
     for role, hwm in watch.peaks.values():
         if role == "worker":
             rss["workers"].append(hwm)
         elif role in ("flow", "server"):
             rss[role] = max(rss[role], hwm)
-    return {"wall_s": wall, "rss": rss, "phases": _phases(trace), "stdout": out}
+    return {"wall_s": wall, "rss": rss, "cpu": cpu, "phases": _phases(trace), "stdout": out}
 
 
 def _phases(trace: Path) -> list[tuple[float, int, str]]:
@@ -366,6 +382,7 @@ def measure(points: tuple[tuple[int, int], ...] = DEFAULT_POINTS) -> dict[str, A
                     "wall_s": run["wall_s"],
                     "cells_per_s": n / run["wall_s"],
                     "rss": run["rss"],
+                    "cpu": run["cpu"],
                     "stats": st,
                     "inputs": inputs,
                     "predicted": pred,
@@ -428,6 +445,20 @@ def render(m: dict[str, Any]) -> str:
             f"{r['rss']['flow'] >> 20} / {', '.join(str(w >> 20) for w in r['rss']['workers'])} | {r['sql_s']:.1f} | "
             f"{r['load_before']:.1f} / {r['load_after']:.1f} |"
         )
+    with_cpu = [r for r in m["points"] if "cpu" in r and "c_cpu_s_per_cell" in r["inputs"]]
+    if with_cpu:  # the compute term in CPU seconds: what the load of other jobs does not change
+        lines += [
+            "",
+            "| cells | workers | workers' CPU s | predicted n x c (CPU) | error | flow CPU s | server CPU s |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in with_cpu:
+            pred = r["cells"] * r["inputs"]["c_cpu_s_per_cell"]
+            got = r["cpu"]["workers"]
+            lines.append(
+                f"| {r['cells']:,} | {r['workers']} | {got:.1f} | {pred:.1f} | {100 * (pred - got) / got:+.0f} % | "
+                f"{r['cpu']['flow']:.1f} | {r['cpu']['server']:.1f} |"
+            )
     c = m["calibration"]
     lines += [
         "",
