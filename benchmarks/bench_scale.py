@@ -354,12 +354,15 @@ def calibrate(tmp: Path) -> dict[str, Any]:
     }
 
 
-def measure(points: tuple[tuple[int, int], ...] = DEFAULT_POINTS) -> dict[str, Any]:
+def measure(points: tuple[tuple[int, int], ...] = DEFAULT_POINTS, cal: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every point of ``points``; ``cal``: a calibration from an earlier run (JSON, publish terms included)."""
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp_name:
         tmp = Path(tmp_name)
-        cal = calibrate(tmp)
-        print(json.dumps({k: v for k, v in cal.items() if k != "stats"}, default=str), flush=True)
+        first = cal is None
+        if cal is None:
+            cal = calibrate(tmp)
+            print(json.dumps({k: v for k, v in cal.items() if k != "stats"}, default=str), flush=True)
         cal_n = cal["cells"]
         for n, workers in points:
             spec = tmp / f"scale-{n}.yaml"
@@ -393,7 +396,7 @@ def measure(points: tuple[tuple[int, int], ...] = DEFAULT_POINTS) -> dict[str, A
                     "sql": sql_out,
                     "load_before": load_before,
                     "load_after": os.getloadavg()[0],
-                    "calibration": n == points[0][0] and workers == points[0][1],
+                    "calibration": first and n == points[0][0] and workers == points[0][1],
                 }
             )
             print(json.dumps(_brief(results[-1])), flush=True)
@@ -474,9 +477,10 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", default=",".join(f"{n}x{w}" for n, w in DEFAULT_POINTS), help="CELLSxWORKERS,...")
     ap.add_argument("--json", help="also write the raw measurements here")
+    ap.add_argument("--calibration", help="a calibration (JSON) from an earlier run instead of a new one")
     args = ap.parse_args()
     pts = tuple((int(a), int(b)) for a, b in (p.split("x") for p in args.points.split(",")))
-    result = measure(pts)
+    result = measure(pts, json.loads(Path(args.calibration).read_text()) if args.calibration else None)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))
     print(render(result))

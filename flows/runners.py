@@ -139,7 +139,7 @@ _first_chunks: list[Any] = []  # the chunks the CLI planned, in the order the fl
 def expect_chunks(chunks: Any) -> None:
     """The chunks the flow about to start will submit first (the CLI planned them to see whether anything was left to
     compute): :func:`start_workers` lets each early worker compute one of them before the flow run exists."""
-    _first_chunks[:] = list(chunks)
+    _first_chunks[:] = list(chunks[:256])  # more than any process pool's workers
 
 
 def start_workers(runner: Any) -> None:
