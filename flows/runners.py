@@ -163,7 +163,12 @@ def start_workers(runner: Any) -> None:
 
 def _warm_worker(chunk: Any) -> None:
     """Runs in a freshly spawned pool worker: the chunk task's imports, then ``chunk``'s rows (if one is given)."""
-    from tasks.evaluate import precompute_chunk  # Prefect's task engine, gdpcore, pyarrow and the chunk task
+    import importlib
+
+    for module in ("prefect.engine", "prefect.task_engine"):  # what the pool imports for the first task it runs
+        importlib.import_module(module)
+
+    from tasks.evaluate import precompute_chunk  # gdpcore, pyarrow and the chunk task
     from tasks.trace import phase
 
     phase("worker-warm")
