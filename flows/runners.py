@@ -105,15 +105,19 @@ def _process_pool_runner() -> type:
             self._started_early = runner
 
         def begin(self, chunks: list[Any]) -> None:
-            """Enter this (duplicate) runner and spawn every worker: each imports and computes one of ``chunks``."""
+            """Enter this (duplicate) runner and spawn every worker: each imports what a chunk task needs; a single
+            worker also computes ``chunks[0]``. With several workers the first tasks reach them in no fixed order
+            (Prefect submits through a pool of resolver threads), so a worker would mostly precompute a chunk that
+            another worker receives (measured at 10^5 cells on 2 workers: both precomputed chunks were wasted)."""
             import atexit
 
             self.__enter__()
             self._adopt_as_is = True
             atexit.register(self._close_unadopted)
             assert self._executor is not None
-            for i in range(self._max_workers):  # one spawned worker per submission while none is idle
-                self._executor.submit(_warm_worker, chunks[i] if i < len(chunks) else None)
+            first = chunks[0] if chunks and self._max_workers == 1 else None
+            for _ in range(self._max_workers):  # one spawned worker per submission while none is idle
+                self._executor.submit(_warm_worker, first)
 
         def duplicate(self) -> Any:
             runner, self._started_early = self._started_early, None
@@ -133,21 +137,22 @@ def _process_pool_runner() -> type:
     return EarlyProcessPoolTaskRunner
 
 
-_first_chunks: list[Any] = []  # the chunks the CLI planned, in the order the flow will submit them (expect_chunks)
+_first_chunks: list[Any] = []  # the first chunk the CLI planned: the flow submits it first (expect_chunks)
 
 
 def expect_chunks(chunks: Any) -> None:
     """The chunks the flow about to start will submit first (the CLI planned them to see whether anything was left to
-    compute): :func:`start_workers` lets each early worker compute one of them before the flow run exists."""
-    _first_chunks[:] = list(chunks[:256])  # more than any process pool's workers
+    compute): :func:`start_workers` lets a single early worker compute the first before the flow run exists."""
+    _first_chunks[:] = list(chunks[:1])
 
 
 def start_workers(runner: Any) -> None:
     """Start a process runner's workers now, from the CLI, while the temporary API server boots, instead of at the
     flow's first submission (benchmarks/RESULTS.md, "CLI fixed costs": the server's start, the flow run's creation
-    and the workers' start were all on the critical path). Each worker imports what a chunk task needs and computes
-    one of the chunks the flow will submit first (:func:`expect_chunks`, :func:`tasks.evaluate.precompute_chunk`);
-    the chunk's task, when it reaches that worker, returns those rows stamped with its run id (same content key:
+    and the workers' start were all on the critical path). Each worker imports what a chunk task needs; a pool of one
+    worker also computes the chunk the flow will submit first (:func:`expect_chunks`,
+    :func:`tasks.evaluate.precompute_chunk`; with several workers the first tasks reach them in no fixed order). The
+    chunk's task, when it reaches that worker, returns those rows stamped with its run id (same content key:
     same cells, settings and code), so the accounting starts seconds before the flow run does. The tasks, their
     states and retries, and the flow's writing and checking of every file are unchanged: a worker that precomputed
     another chunk than the one it receives, or that died, just computes its task as before.
