@@ -78,6 +78,21 @@ def _timeline(trace: Path) -> list[str]:
     return [f"{float(ts) - t0:8.2f}  {names[pid]:<9} {label}" for ts, pid, label in rows]
 
 
+def _worker_accounting(trace: Path) -> float:
+    """Seconds the pool workers spent computing chunks in the traced sweep: ``chunk-start`` .. ``chunk-computed`` of
+    each task, and ``worker-warm`` .. ``chunk-precomputed`` of a chunk an early worker computed before its task
+    arrived (:func:`flows.runners.start_workers`). The same work as ``analyze_grid`` in this process, measured in
+    the same seconds as the sweep's wall (the other jobs' load changes both alike)."""
+    total, opened = 0.0, {}
+    for line in trace.read_text().splitlines():
+        ts, pid, label = line.split(" ", 2)
+        if label in ("chunk-start", "worker-warm"):
+            opened[pid] = float(ts)
+        elif label in ("chunk-computed", "chunk-precomputed") and pid in opened:
+            total += float(ts) - opened.pop(pid)
+    return total
+
+
 def measure(cells: int = 10_000, *, phases: bool = False) -> dict[str, Any]:
     import gdpcore
     from tasks.evaluate import EvalSettings, _cell_result
@@ -103,6 +118,7 @@ def measure(cells: int = 10_000, *, phases: bool = False) -> dict[str, Any]:
         trace = Path(tmp) / "phases.txt" if phases else None
         sweep = _gdp("sweep", str(spec_path), "--workers", "1", "--no-progress", *store, trace=trace)
         timeline = _timeline(trace) if trace is not None else None
+        accounting = _worker_accounting(trace) if trace is not None else None
         rerun = _gdp("sweep", str(spec_path), "--workers", "1", "--no-progress", *store)
         publish = _gdp("publish", *store)
         sql = _gdp("sql", "SELECT count(*), max(mu) FROM cells", "--report", f"{tmp}/reports/privacy.duckdb")
@@ -118,6 +134,10 @@ def measure(cells: int = 10_000, *, phases: bool = False) -> dict[str, Any]:
         "sql_s": round(sql, 2),
         "load_average": round(os.getloadavg()[0], 1),
     }
+    if accounting is not None:  # the same-run view: the sweep's wall against its own workers' accounting
+        result["worker_accounting_s"] = round(accounting, 1)
+        result["overhead_vs_worker_s"] = round(sweep - accounting, 1)
+        result["overhead_vs_worker_share"] = round((sweep - accounting) / sweep, 3)
     if timeline is not None:
         result["phases"] = timeline
     return result
@@ -132,7 +152,7 @@ def _rate_row(label: str, m: dict[str, Any]) -> str:
 
 
 def run() -> str:
-    m = measure(10_000)
+    m = measure(10_000, phases=True)
     return "\n".join(
         [
             "## CLI fixed costs: 10,000-cell DP-SGD sweep",
@@ -146,6 +166,9 @@ def run() -> str:
             f"| `analyze_grid`, one process | {m['analyze_grid_s']} | |",
             f"| `gdp sweep`, process runner, 1 worker | {m['sweep_s']} | |",
             f"| overhead (share of the sweep's wall) | {m['overhead_s']} ({100 * m['overhead_share']:.0f} %) | <= 10 % |",
+            f"| the sweep's workers' own accounting (same run, same load) | {m['worker_accounting_s']} | |",
+            f"| overhead against it (share) | {m['overhead_vs_worker_s']} "
+            f"({100 * m['overhead_vs_worker_share']:.0f} %) | <= 10 % |",
             f"| `gdp sweep` again, nothing to compute | {m['rerun_nothing_to_compute_s']} | <= 3 |",
             f"| `gdp publish` (report current) | {m['publish_s']} | <= 5 |",
             f"| `gdp sql` | {m['sql_s']} | |",

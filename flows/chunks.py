@@ -69,6 +69,7 @@ def collect_chunks(
     expected_path: Callable[[C], str],
     path_of: Callable[[M], str],
     bar: ProgressBar,
+    while_computing: Callable[[], None] | None = None,
 ) -> tuple[list[M], list[str]]:
     """Submit ``chunk_task(chunk)`` for every chunk; as each finishes, ``write(chunk, result)`` its rows into the lake
     (in this process) and keep the manifest ``M`` it returns once :func:`persisted_problem` finds the chunk's file
@@ -76,7 +77,11 @@ def collect_chunks(
 
     Returns (manifests, failures): one failure line per chunk whose task raised or did not complete, whose result
     could not be written, or whose file is not in the lake afterwards. ``bar`` advances by each chunk's size when
-    it is collected, failed or not. ``chunk_task`` is a Prefect task (its generic type cannot name ``C`` here)."""
+    it is collected, failed or not. ``chunk_task`` is a Prefect task (its generic type cannot name ``C`` here).
+
+    ``while_computing`` runs here once every chunk is submitted, while the workers compute (the flow process is
+    otherwise idle until the first chunk finishes); if it raises, every finished chunk is still written and checked,
+    and its exception is raised then."""
     if not chunks:
         return [], []
     finished: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -86,6 +91,12 @@ def collect_chunks(
         pending[fut.task_run_id] = (chunk, fut)
         fut.add_done_callback(lambda f: finished.put(f.task_run_id))
     phase("submitted")
+    error: BaseException | None = None
+    if while_computing is not None:
+        try:
+            while_computing()
+        except Exception as exc:  # raised once the chunks in flight are persisted
+            error = exc
     manifests: list[M] = []
     failures: list[str] = []
     while pending:
@@ -96,6 +107,8 @@ def collect_chunks(
             failures.append(f"chunk {chunk.short_key}: {problem}"[:300])
         bar.update(chunk.size)
         phase("chunk-collected")
+    if error is not None:
+        raise error
     return manifests, failures
 
 

@@ -127,7 +127,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 def _up_to_date(spec: Any, args: argparse.Namespace) -> Any:
     """Plan without Prefect: the plan when nothing is left to compute, the spec's cell set is recorded and the report
     is current (then the command answers from the lake in about a second), else None."""
-    from flows.runners import default_workers
+    from flows.runners import default_workers, expect_chunks
     from tasks.lake import default_lake, default_report, members_current
     from tasks.object_store import is_url
     from tasks.plan import build_plan
@@ -138,6 +138,7 @@ def _up_to_date(spec: Any, args: argparse.Namespace) -> Any:
     lake = Path(args.lake or default_lake())
     report = Path(args.report or default_report())
     plan = build_plan(spec, lake, workers=args.workers or default_workers())
+    expect_chunks(plan.chunks)  # early pool workers compute the first ones while Prefect starts
     if plan.chunks or not members_current(lake, plan.spec_name, plan.spec_hash, plan.cell_ids, plan.eval_key):
         return None
     return plan if report_is_current(lake, report) else None
@@ -150,10 +151,11 @@ def _start_api() -> None:
 
 
 def _runner(args: argparse.Namespace) -> Any:
-    from flows.runners import make_task_runner, share_api_with_workers
+    from flows.runners import make_task_runner, share_api_with_workers, start_workers
 
     os.environ["GDP_TASK_RUNNER_LABEL"] = args.runner + (f"@{args.dask_address}" if args.dask_address else "")
     runner = make_task_runner(args.runner, dask_address=args.dask_address, max_workers=args.workers)
+    start_workers(runner)  # process pools: workers spawn and import while the API server boots
     share_api_with_workers(args.runner)
     return runner
 

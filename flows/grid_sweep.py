@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -182,14 +183,25 @@ def _run_sweep_locked(
         plan.cells_to_compute,
         len(plan.chunks),
     )
-    manifests, failures = evaluate_chunks(
-        plan.chunks, lake, progress=progress, artifact_key=_key("sweep-progress", spec.name)
-    )
+    recorded: list[bool] = []
 
-    # quote: Prefect would otherwise visit every cell id and axis value of the plan to look for futures in it
-    # (~0.4 s at 10^4 cells); the task receives the plan itself.
-    record_members(cast(SweepPlan, quote(plan)), lake)  # Prefect unwraps the quote before the task runs
-    phase("members")
+    def members() -> None:
+        # quote: Prefect would otherwise visit every cell id and axis value of the plan to look for futures in it
+        # (~0.4 s at 10^4 cells); the task receives the plan itself.
+        record_members(cast(SweepPlan, quote(plan)), lake)  # Prefect unwraps the quote before the task runs
+        recorded.append(True)
+        phase("members")
+
+    # The spec's cell set depends on the plan alone: recorded while the workers compute (off the critical path).
+    manifests, failures = evaluate_chunks(
+        plan.chunks,
+        lake,
+        progress=progress,
+        artifact_key=_key("sweep-progress", spec.name),
+        while_computing=members,
+    )
+    if not recorded:
+        members()
     mus = [m.worst_mu for m in manifests if m.worst_mu is not None]
     computed = sum(m.cells for m in manifests)  # every manifest is a chunk this run wrote and verified
     summary = SweepSummary(
@@ -220,7 +232,12 @@ def _run_sweep_locked(
 
 
 def evaluate_chunks(
-    chunks: tuple[Chunk, ...], lake: str, *, progress: bool = False, artifact_key: str | None = None
+    chunks: tuple[Chunk, ...],
+    lake: str,
+    *,
+    progress: bool = False,
+    artifact_key: str | None = None,
+    while_computing: Callable[[], None] | None = None,
 ) -> tuple[list[ChunkManifest], list[str]]:
     """Submit one task per chunk; as each finishes, write its rows into the lake here, in the flow process, and
     keep its manifest once the file is verified (:func:`flows.chunks.collect_chunks`): the workers never touch the
@@ -237,6 +254,7 @@ def evaluate_chunks(
         expected_path=lambda c: _expected(lake, c),
         path_of=lambda m: m.path,
         bar=bar,
+        while_computing=while_computing,
     )
 
 

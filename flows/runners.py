@@ -24,6 +24,7 @@ __all__ = [
     "make_task_runner",
     "runner_from_env",
     "share_api_with_workers",
+    "start_workers",
     "start_api_server",
     "startup_timeout",
     "stop_with_this_process",
@@ -58,9 +59,7 @@ def make_task_runner(kind: str = "process", *, dask_address: str | None = None, 
 
         return ThreadPoolTaskRunner(max_workers=workers)
     if kind == "process":
-        from prefect.task_runners import ProcessPoolTaskRunner
-
-        return ProcessPoolTaskRunner(max_workers=workers, initializer=exit_with_parent, initargs=(os.getpid(),))
+        return _process_pool_runner()(max_workers=workers, initializer=exit_with_parent, initargs=(os.getpid(),))
     try:
         from prefect_dask import DaskTaskRunner
     except ImportError:  # pragma: no cover - optional extra
@@ -81,6 +80,106 @@ def runner_from_env(
     kind = os.environ.get(variable, default)
     address = os.environ.get("DASK_SCHEDULER_ADDRESS") if kind == "dask" else None
     return make_task_runner(kind, dask_address=address or None, max_workers=max_workers)
+
+
+def _process_pool_runner() -> type:
+    """Prefect's :class:`~prefect.task_runners.ProcessPoolTaskRunner`, able to start its workers before the flow does
+    (:func:`start_workers`)."""
+    from prefect.task_runners import ProcessPoolTaskRunner
+
+    class EarlyProcessPoolTaskRunner(ProcessPoolTaskRunner):
+        """A process pool whose workers may start before the flow run does.
+
+        Prefect enters a *duplicate* of the flow's task runner when the flow run starts (the flow's own runner,
+        which Prefect also pickles into every task's context, is never entered). :meth:`start_early` enters such a
+        duplicate at once; the flow run's ``duplicate()`` then hands over that started one (once), so the workers
+        spawned while the API server booted run the chunks. Submission, message forwarding and the shutdown at the
+        flow's end are Prefect's own."""
+
+        _started_early: Any = None  # on the flow's runner: the started duplicate it hands over
+        _adopt_as_is = False  # on that duplicate: entered already
+
+        def start_early(self, chunks: list[Any]) -> None:
+            runner = super().duplicate()
+            runner.begin(chunks)
+            self._started_early = runner
+
+        def begin(self, chunks: list[Any]) -> None:
+            """Enter this (duplicate) runner and spawn every worker: each imports what a chunk task needs; a single
+            worker also computes ``chunks[0]``. With several workers the first tasks reach them in no fixed order
+            (Prefect submits through a pool of resolver threads), so a worker would mostly precompute a chunk that
+            another worker receives (measured at 10^5 cells on 2 workers: both precomputed chunks were wasted)."""
+            import atexit
+
+            self.__enter__()
+            self._adopt_as_is = True
+            atexit.register(self._close_unadopted)
+            assert self._executor is not None
+            first = chunks[0] if chunks and self._max_workers == 1 else None
+            for _ in range(self._max_workers):  # one spawned worker per submission while none is idle
+                self._executor.submit(_warm_worker, first)
+
+        def duplicate(self) -> Any:
+            runner, self._started_early = self._started_early, None
+            return runner if runner is not None else super().duplicate()
+
+        def __enter__(self) -> Any:
+            if self._adopt_as_is:
+                self._adopt_as_is = False  # adopted by the flow run: its exit shuts the pool down
+                return self
+            return super().__enter__()
+
+        def _close_unadopted(self) -> None:
+            if self._adopt_as_is:  # the flow never started (an error before it): stop the workers
+                self._adopt_as_is = False
+                self.__exit__(None, None, None)
+
+    return EarlyProcessPoolTaskRunner
+
+
+_first_chunks: list[Any] = []  # the first chunk the CLI planned: the flow submits it first (expect_chunks)
+
+
+def expect_chunks(chunks: Any) -> None:
+    """The chunks the flow about to start will submit first (the CLI planned them to see whether anything was left to
+    compute): :func:`start_workers` lets a single early worker compute the first before the flow run exists."""
+    _first_chunks[:] = list(chunks[:1])
+
+
+def start_workers(runner: Any) -> None:
+    """Start a process runner's workers now, from the CLI, while the temporary API server boots, instead of at the
+    flow's first submission (benchmarks/RESULTS.md, "CLI fixed costs": the server's start, the flow run's creation
+    and the workers' start were all on the critical path). Each worker imports what a chunk task needs; a pool of one
+    worker also computes the chunk the flow will submit first (:func:`expect_chunks`,
+    :func:`tasks.evaluate.precompute_chunk`; with several workers the first tasks reach them in no fixed order). The
+    chunk's task, when it reaches that worker, returns those rows stamped with its run id (same content key:
+    same cells, settings and code), so the accounting starts seconds before the flow run does. The tasks, their
+    states and retries, and the flow's writing and checking of every file are unchanged: a worker that precomputed
+    another chunk than the one it receives, or that died, just computes its task as before.
+
+    The flow run adopts the started pool. Needs ``PREFECT_API_URL`` set (after :func:`start_api_server`: the workers
+    inherit it); a no-op for thread and Dask runners, and for a Prefect version whose runner internals were not
+    checked (:func:`_launch_tested`)."""
+    start = getattr(runner, "start_early", None)
+    if start is None or not os.environ.get("PREFECT_API_URL") or not _launch_tested():
+        return
+    start(list(_first_chunks))
+
+
+def _warm_worker(chunk: Any) -> None:
+    """Runs in a freshly spawned pool worker: the chunk task's imports, then ``chunk``'s rows (if one is given)."""
+    import importlib
+
+    for module in ("prefect.engine", "prefect.task_engine"):  # what the pool imports for the first task it runs
+        importlib.import_module(module)
+
+    from tasks.evaluate import precompute_chunk  # gdpcore, pyarrow and the chunk task
+    from tasks.trace import phase
+
+    phase("worker-warm")
+    if chunk is not None:
+        precompute_chunk(chunk)
+        phase("chunk-precomputed")
 
 
 STARTUP_TIMEOUT_VARIABLE = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"

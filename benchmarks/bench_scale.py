@@ -1,0 +1,486 @@
+"""Scale benchmark: DP-SGD regret maps of 10^3 .. 10^5 cells end to end, measured beside the cost model's prediction.
+
+One run per (cells, workers) point on a fresh lake: ``gdp sweep`` (process runner) with ``GDP_TRACE``, then
+``gdp sql`` over every row of ``cells`` and of ``curves``. Per point it records the wall, cells/s, the peak RSS
+(``VmHWM``) of the flow process and of each pool worker, the lake's size, the publish time (trace phases
+``run-recorded`` .. ``published``), the Arrow IPC bytes each cell sends from its worker to the flow, the load average,
+and the wall the cost model (:func:`predict`, PIPELINE.md "Scale") predicts for it.
+
+The model's inputs are measured in the same run, so it stays valid when the engine gets faster:
+
+* ``c``: seconds per cell of the chunk task's own work (:func:`tasks.evaluate.compute_chunk_table`) on a sample of
+  whole (sigma, q) groups of that point's grid, in this process, under the load of the moment;
+* ``plan``: seconds per cell of :func:`tasks.plan.build_plan` on that grid (enumeration and content hashes);
+* the calibration sweep (200 cells in chunks of 10, one worker): the fixed start (launch to the first chunk minus
+  planning), the per-task overhead (a worker's gap between two chunk tasks) and the publish time of a small lake;
+  with the 10^3-cell point's publish time, the publish cost per row. Those two runs are the model's calibration;
+  every other point is a prediction.
+
+    python -m benchmarks.bench_scale [--points 1000x1,1000x2,10000x1,10000x2,100000x2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_POINTS = ((1000, 1), (1000, 2), (10_000, 1), (10_000, 2), (100_000, 2))
+
+
+def _spec(n_cells: int, name: str = "bench-scale", chunk_size: int | None = None, n_sigma: int = 25) -> str:
+    """sigma x q x T = 25 x 20 x (n / 500): the DP-SGD map of bench_cli, with T linear in [10, 209] so that every
+    rounded step count is distinct up to 10^5 cells (200 values)."""
+    n_t = max(1, n_cells // (20 * n_sigma))
+    steps = f"{{linspace: [10, 209, {n_t}]}}" if n_t > 1 else "[10]"
+    return (
+        f"name: {name}\nmechanism: subsampled_gaussian\n"
+        f"grid:\n  noise_multiplier: {{logspace: [0.8, 4.0, {n_sigma}]}}\n"
+        "  sampling_rate: {logspace: [0.001, 0.05, 20]}\n"
+        f"  steps: {steps}\n"
+        "deltas: [1.0e-5]\nfprs: [1.0e-3]\nrepresentations: [gdp]\nmax_cells: 1000000\n"
+        + (f"chunk_size: {chunk_size}\n" if chunk_size else "")
+    )
+
+
+# -- measured inputs ---------------------------------------------------------------------------------------------------
+def measure_inputs(spec_path: Path, lake: Path, *, groups: int = 3) -> dict[str, float]:
+    """Per-cell compute ``c`` (a sample of whole (sigma, q) groups through the chunk task's own code), per-cell
+    planning, and the Arrow IPC bytes a cell's rows take between worker and flow."""
+    import dataclasses
+
+    from tasks.evaluate import ChunkResult, compute_chunk_table, write_chunk
+    from tasks.lake import table_to_ipc
+    from tasks.plan import _sharing_key, build_plan
+    from tasks.spec import load_grid_spec
+
+    spec = load_grid_spec(spec_path, force=True)
+    started = time.perf_counter()
+    plan = build_plan(spec, lake, workers=1)
+    plan_s = time.perf_counter() - started
+    n = len(plan.cell_ids)
+    # the plan sorts cells by (sigma, q) group (they share single steps): take `groups` whole groups spread over the grid
+    mechs = [m for c in plan.chunks for m in c.mechanisms]
+    by_group: dict[str, list[str]] = {}
+    for m in mechs:
+        by_group.setdefault(_sharing_key(m)[0], []).append(m)
+    keys = list(by_group)
+    picks = [by_group[keys[i]] for i in range(0, len(keys), max(1, len(keys) // groups))][:groups]
+    warm = dataclasses.replace(plan.chunks[0], mechanisms=tuple(by_group[keys[1]][:1]))
+    compute_chunk_table(warm, "bench")  # first call: imports and caches, not per-cell work
+    sample = dataclasses.replace(plan.chunks[0], mechanisms=tuple(m for p in picks for m in p))
+    started, cpu0 = time.perf_counter(), time.process_time()
+    table = compute_chunk_table(sample, "bench")
+    c = (time.perf_counter() - started) / sample.size
+    c_cpu = (time.process_time() - cpu0) / sample.size
+    ipc = table_to_ipc(table)
+    started = time.perf_counter()  # what the flow does with each chunk's rows: decode, check, write the Parquet file
+    write_chunk(lake.parent / "inputs-lake", sample, ChunkResult(ipc, 0.0))
+    write = (time.perf_counter() - started) / sample.size
+    return {
+        "cells": n,
+        "c_s_per_cell": c,
+        "c_cpu_s_per_cell": c_cpu,
+        "plan_s_per_cell": plan_s / n,
+        "ipc_bytes_per_cell": len(ipc) / sample.size,
+        "write_s_per_cell": write,
+        "sample_cells": sample.size,
+    }
+
+
+# -- one sweep, watched --------------------------------------------------------------------------------------------------
+@dataclass
+class _Watch:
+    """Polls the sweep's process tree: the last ``VmHWM`` (peak RSS) seen of every descendant, by role."""
+
+    root: int
+    peaks: dict[int, tuple[str, int]] = field(default_factory=dict)
+    cpu: dict[int, float] = field(default_factory=dict)  # user + system seconds, last seen
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.sample()
+            time.sleep(0.2)
+
+    def sample(self) -> None:
+        children: dict[int, list[int]] = {}
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    with open(f"/proc/{d}/stat", "rb") as f:
+                        ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+                children.setdefault(ppid, []).append(int(d))
+        todo = [self.root]
+        while todo:
+            pid = todo.pop()
+            todo += children.get(pid, [])
+            hwm = _vm_hwm(pid)
+            if hwm is not None:
+                self.peaks[pid] = (_role(pid, self.root), hwm)
+                self.cpu[pid] = _cpu_seconds(pid) or self.cpu.get(pid, 0.0)
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _vm_hwm(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _role(pid: int, root: int) -> str:
+    if pid == root:
+        return "flow"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+    except OSError:
+        return "other"
+    if b"uvicorn" in cmd:
+        return "server"
+    if b"resource_tracker" in cmd:
+        return "other"
+    if b"spawn_main" in cmd:
+        return "worker"
+    return "other"
+
+
+def _env(trace: Path | None) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for var in ("PREFECT_API_URL", "GDP_TRACE"):
+        env.pop(var, None)
+    if trace is not None:
+        env["GDP_TRACE"] = str(trace)
+    return env
+
+
+def sweep(spec_path: Path, workers: int, lake: Path, report: Path, trace: Path) -> dict[str, Any]:
+    """``gdp sweep`` in a subprocess: wall, peak RSS by role, and the trace's phases."""
+    trace.write_text(f"{time.time():.3f} 0 launched\n")
+    argv = ["sweep", str(spec_path), "--workers", str(workers), "--no-progress", "--force"]
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flows.cli", *argv, "--lake", str(lake), "--report", str(report)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(trace),
+    )
+    watch = _Watch(proc.pid)
+    thread = threading.Thread(target=watch.run, daemon=True)
+    thread.start()
+    out, err = proc.communicate()
+    wall = time.perf_counter() - started
+    watch.stop.set()
+    thread.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"gdp sweep failed ({proc.returncode}):\n{err[-3000:]}")
+    rss: dict[str, Any] = {"flow": 0, "workers": [], "server": 0}
+    cpu = {"flow": 0.0, "workers": 0.0, "server": 0.0, "other": 0.0}
+    for pid, (role, _) in watch.peaks.items():
+        cpu["workers" if role == "worker" else role] += watch.cpu.get(pid, 0.0)
+    for role, hwm in watch.peaks.values():
+        if role == "worker":
+            rss["workers"].append(hwm)
+        elif role in ("flow", "server"):
+            rss[role] = max(rss[role], hwm)
+    return {"wall_s": wall, "rss": rss, "cpu": cpu, "phases": _phases(trace), "stdout": out}
+
+
+def _phases(trace: Path) -> list[tuple[float, int, str]]:
+    rows = []
+    for line in trace.read_text().splitlines():
+        ts, pid, label = line.split(" ", 2)
+        rows.append((float(ts), int(pid), label))
+    t0 = rows[0][0]
+    return [(ts - t0, pid, label) for ts, pid, label in rows]
+
+
+def phase_stats(phases: list[tuple[float, int, str]]) -> dict[str, float]:
+    """Seconds from launch to the first chunk, per-task gap in the workers, publish, and the last chunk to exit."""
+
+    def first(label: str) -> float:
+        return next(t for t, _, lab in phases if lab.split(" ")[0] == label)
+
+    def last(label: str) -> float:
+        return [t for t, _, lab in phases if lab.split(" ")[0] == label][-1]
+
+    gaps: list[float] = []
+    by_pid: dict[int, list[tuple[float, str]]] = {}
+    for t, pid, lab in phases:
+        if lab in ("chunk-start", "chunk-computed"):
+            by_pid.setdefault(pid, []).append((t, lab))
+    for events in by_pid.values():
+        gaps += [
+            b[0] - a[0]
+            for a, b in zip(events, events[1:], strict=False)
+            if (a[1], b[1]) == ("chunk-computed", "chunk-start")
+        ]
+    computing = sum(
+        b[0] - a[0] for ev in by_pid.values() for a, b in zip(ev, ev[1:], strict=False) if a[1] == "chunk-start"
+    )
+    return {
+        "first_chunk_s": first("chunk-start"),
+        "task_gap_s": statistics.median(gaps) if gaps else 0.0,
+        "publish_s": first("published") - first("run-recorded"),
+        "last_chunk_to_exit_s": phases[-1][0] - last("chunk-computed"),
+        "worker_compute_s": computing,
+        "plan_flow_s": first("planned") - first("flow-body"),
+    }
+
+
+def _du(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def sql_all_rows(report: Path) -> tuple[float, str]:
+    """``gdp sql`` over every row of ``cells`` and ``curves`` (the largest view)."""
+    query = (
+        "SELECT (SELECT count(*) FROM cells) AS cells, (SELECT count(DISTINCT cell_id) FROM cells) AS distinct_ids, "
+        "(SELECT max(mu) FROM cells) AS max_mu, (SELECT count(*) FROM curves) AS curve_points, "
+        "(SELECT avg(fnr) FROM curves) AS mean_fnr"
+    )
+    started = time.perf_counter()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flows.cli",
+            "sql",
+            query,
+            "--report",
+            str(report),
+            "--format",
+            "json",
+            "--timeout",
+            "600",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(None),
+    )
+    wall = time.perf_counter() - started
+    if out.returncode != 0:
+        raise SystemExit(f"gdp sql failed:\n{out.stderr[-2000:]}")
+    return wall, out.stdout.strip()
+
+
+# -- the cost model ----------------------------------------------------------------------------------------------------
+def auto_chunk(n: int, workers: int) -> int:
+    from tasks.plan import auto_chunk_size
+
+    return auto_chunk_size(n, workers)
+
+
+def predict(n: int, workers: int, cal: dict[str, float], inputs: dict[str, float]) -> dict[str, float]:
+    """The wall of a ``gdp sweep`` of ``n`` new cells on ``workers`` workers (PIPELINE.md, "Scale").
+
+    Chunk size ``k`` (auto), ``m = ceil(n / k)`` chunks handed to N workers in ``ceil(m / N)`` waves. The early
+    workers start at ``warm`` (launch -> a worker has its imports; the CLI's plan, ``plan * n``, comes first) and
+    each computes one first-wave chunk before its task arrives; the tasks are submitted at ``submit`` (the API
+    server, the flow run, the CLI's and the flow's plans). Every task costs ``gap`` on its worker; the flow writes
+    each chunk while the next compute, so only the last write (``write * k``) is on the critical path; then the
+    report is published (``publish0 + r * n``) and the command exits (``tail``)::
+
+        first = max(warm + plan * n + k * c, submit + 2 * plan * n) + gap
+        wall  = first + (waves - 1) * (k * c + gap) + write * k + publish0 + r * n + tail
+    """
+    k = auto_chunk(n, workers)
+    m = math.ceil(n / k)
+    waves = math.ceil(m / workers)
+    c, plan = inputs["c_s_per_cell"], inputs["plan_s_per_cell"]
+    first = max(cal["warm_s"] + plan * n + k * c, cal["submit_s"] + 2 * plan * n) + cal["task_gap_s"]
+    compute = first + (waves - 1) * (k * c + cal["task_gap_s"])
+    publish = cal["publish0_s"] + cal["publish_s_per_row"] * n
+    wall = compute + inputs["write_s_per_cell"] * k + publish + cal["tail_s"]
+    return {"wall_s": wall, "compute_s": compute, "publish_s": publish, "chunks": m, "chunk_size": k}
+
+
+def _fresh(tmp: Path, tag: str) -> tuple[Path, Path, Path]:
+    base = tmp / tag
+    base.mkdir()
+    return base / "lake", base / "reports" / "privacy.duckdb", base / "phases.txt"
+
+
+def calibrate(tmp: Path) -> dict[str, Any]:
+    """The calibration sweep: 200 cells in chunks of 10 on one worker (20 tasks): when a worker is warm, when the
+    tasks are submitted (both less the planning this small grid needed), the per-task gap, the publish of a small
+    lake and the tail (last chunk to exit, publishing excluded)."""
+    spec = tmp / "calibration.yaml"
+    spec.write_text(_spec(200, name="bench-scale-cal", chunk_size=10, n_sigma=5))
+    lake, report, trace = _fresh(tmp, "cal")
+    inputs = measure_inputs(spec, lake, groups=2)
+    run = sweep(spec, 1, lake, report, trace)
+    st = phase_stats(run["phases"])
+    n, plan = inputs["cells"], inputs["plan_s_per_cell"]
+    warm = next(t for t, _, lab in run["phases"] if lab == "worker-warm")
+    submit = next(t for t, _, lab in run["phases"] if lab == "submitted")
+    return {
+        "cells": n,
+        "stats": st,
+        "inputs": inputs,
+        "wall_s": run["wall_s"],
+        "warm_s": warm - plan * n,
+        "submit_s": submit - 2 * plan * n,
+        "task_gap_s": st["task_gap_s"],
+        "publish_small_s": st["publish_s"],
+        "tail_s": st["last_chunk_to_exit_s"] - st["publish_s"],
+    }
+
+
+def measure(points: tuple[tuple[int, int], ...] = DEFAULT_POINTS, cal: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every point of ``points``; ``cal``: a calibration from an earlier run (JSON, publish terms included)."""
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp_name:
+        tmp = Path(tmp_name)
+        first = cal is None
+        if cal is None:
+            cal = calibrate(tmp)
+            print(json.dumps({k: v for k, v in cal.items() if k != "stats"}, default=str), flush=True)
+        cal_n = cal["cells"]
+        for n, workers in points:
+            spec = tmp / f"scale-{n}.yaml"
+            spec.write_text(_spec(n))
+            lake, report, trace = _fresh(tmp, f"p{n}x{workers}")
+            inputs = measure_inputs(spec, lake, groups=10)
+            load_before = os.getloadavg()[0]
+            run = sweep(spec, workers, lake, report, trace)
+            st = phase_stats(run["phases"])
+            sql_s, sql_out = sql_all_rows(report)
+            if "publish_s_per_row" not in cal:  # the first point (10^3 cells) completes the calibration
+                cal["publish_s_per_row"] = max(0.0, (st["publish_s"] - cal["publish_small_s"]) / (n - cal_n))
+                cal["publish0_s"] = cal["publish_small_s"] - cal["publish_s_per_row"] * cal_n
+            pred = predict(n, workers, cal, inputs)
+            staging, curated = _du(lake / "staging"), _du(lake / "curated")
+            results.append(
+                {
+                    "cells": n,
+                    "workers": workers,
+                    "wall_s": run["wall_s"],
+                    "cells_per_s": n / run["wall_s"],
+                    "rss": run["rss"],
+                    "cpu": run["cpu"],
+                    "stats": st,
+                    "inputs": inputs,
+                    "predicted": pred,
+                    "staging_bytes": staging,
+                    "curated_bytes": curated,
+                    "lake_bytes": _du(lake),
+                    "sql_s": sql_s,
+                    "sql": sql_out,
+                    "load_before": load_before,
+                    "load_after": os.getloadavg()[0],
+                    "calibration": first and n == points[0][0] and workers == points[0][1],
+                }
+            )
+            print(json.dumps(_brief(results[-1])), flush=True)
+    return {"calibration": cal, "points": results}
+
+
+def _brief(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "cells": r["cells"],
+        "workers": r["workers"],
+        "wall_s": round(r["wall_s"], 1),
+        "predicted_s": round(r["predicted"]["wall_s"], 1),
+        "c_ms": round(1000 * r["inputs"]["c_s_per_cell"], 2),
+        "publish_s": round(r["stats"]["publish_s"], 2),
+        "lake_MB": round(r["lake_bytes"] / 1e6, 1),
+        "rss_flow_MiB": r["rss"]["flow"] >> 20,
+        "rss_workers_MiB": [w >> 20 for w in r["rss"]["workers"]],
+        "sql_s": round(r["sql_s"], 2),
+        "load": (round(r["load_before"], 1), round(r["load_after"], 1)),
+    }
+
+
+def run() -> str:
+    m = measure()
+    return render(m)
+
+
+def render(m: dict[str, Any]) -> str:
+    lines = [
+        "## Scale: DP-SGD regret maps of 10^3 - 10^5 cells, measured and modelled",
+        "",
+        "`python -m benchmarks.bench_scale`: one `gdp sweep` (process runner) per point on a fresh lake, then `gdp sql` "
+        'over every row of `cells` and `curves`. Predicted = the cost model of PIPELINE.md ("Scale") with per-cell '
+        "compute `c` and planning measured in the same run on that point's grid; calibration = a 200-cell sweep in "
+        "chunks of 10 (start, per-task gap, small publish) and the first point (publish per row).",
+        "",
+        "| cells | workers | chunks x size | c ms/cell | wall s | predicted s | error | cells/s | publish s | "
+        "lake MB | IPC B/cell | peak RSS flow / workers MiB | `gdp sql` all rows s | load before / after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in m["points"]:
+        p = r["predicted"]
+        err = (p["wall_s"] - r["wall_s"]) / r["wall_s"]
+        lines.append(
+            f"| {r['cells']:,} | {r['workers']} | {p['chunks']} x {p['chunk_size']} | "
+            f"{1000 * r['inputs']['c_s_per_cell']:.2f} | {r['wall_s']:.1f} | {p['wall_s']:.1f} | "
+            f"{100 * err:+.0f} %{' (calibration)' if r['calibration'] else ''} | {r['cells'] / r['wall_s']:.0f} | "
+            f"{r['stats']['publish_s']:.2f} | {r['lake_bytes'] / 1e6:.1f} | {r['inputs']['ipc_bytes_per_cell']:.0f} | "
+            f"{r['rss']['flow'] >> 20} / {', '.join(str(w >> 20) for w in r['rss']['workers'])} | {r['sql_s']:.1f} | "
+            f"{r['load_before']:.1f} / {r['load_after']:.1f} |"
+        )
+    with_cpu = [r for r in m["points"] if "cpu" in r and "c_cpu_s_per_cell" in r["inputs"]]
+    if with_cpu:  # the compute term in CPU seconds: what the load of other jobs does not change
+        lines += [
+            "",
+            "| cells | workers | workers' CPU s | predicted n x c (CPU) | error | flow CPU s | server CPU s |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in with_cpu:
+            pred = r["cells"] * r["inputs"]["c_cpu_s_per_cell"]
+            got = r["cpu"]["workers"]
+            lines.append(
+                f"| {r['cells']:,} | {r['workers']} | {got:.1f} | {pred:.1f} | {100 * (pred - got) / got:+.0f} % | "
+                f"{r['cpu']['flow']:.1f} | {r['cpu']['server']:.1f} |"
+            )
+    c = m["calibration"]
+    lines += [
+        "",
+        f"Calibration ({c['cells']} cells in chunks of 10, one worker, {c['wall_s']:.1f} s): a worker warm at "
+        f"{c['warm_s']:.2f} s, tasks submitted at {c['submit_s']:.2f} s (planning excluded), per-task gap "
+        f"{c['task_gap_s']:.3f} s, tail {c['tail_s']:.2f} s (last chunk to exit, publishing excluded), publish "
+        f"{c['publish0_s']:.2f} s + {1e6 * c['publish_s_per_row']:.1f} us/row.",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", default=",".join(f"{n}x{w}" for n, w in DEFAULT_POINTS), help="CELLSxWORKERS,...")
+    ap.add_argument("--json", help="also write the raw measurements here")
+    ap.add_argument("--calibration", help="a calibration (JSON) from an earlier run instead of a new one")
+    args = ap.parse_args()
+    pts = tuple((int(a), int(b)) for a, b in (p.split("x") for p in args.points.split(",")))
+    result = measure(pts, json.loads(Path(args.calibration).read_text()) if args.calibration else None)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1, default=str))
+    print(render(result))

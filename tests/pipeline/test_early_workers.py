@@ -1,0 +1,103 @@
+"""Early pool workers (flows.runners.start_workers): a worker spawned while Prefect starts computes one of the chunks
+the flow will submit; the chunk's task returns those rows stamped with its own run id.
+
+Truth: the rows a chunk task returns are :func:`tasks.evaluate.compute_chunk_table` of that chunk (the definition of
+a chunk's rows), whatever was precomputed; a precomputed table is only ever used for the chunk with the same content
+key, and every row in the lake carries the id of the run that recorded it (the ``runs`` table).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_VOLATILE = {"computed_at", "run_id"}
+
+
+def _rows(table):
+    cols = [c for c in table.column_names if c not in _VOLATILE]
+    return table.select(cols).to_pylist()
+
+
+def _chunks(tiny_spec, tmp_path):
+    from tasks.plan import build_plan
+    from tasks.spec import load_grid_spec
+
+    return build_plan(load_grid_spec(tiny_spec()), tmp_path / "lake", workers=1).chunks
+
+
+def test_precomputed_rows_are_the_chunks_own_and_carry_the_task_run_id(tiny_spec, tmp_path):
+    from tasks import evaluate
+    from tasks.lake import STAGING_SCHEMA, table_from_ipc
+
+    first, second = _chunks(tiny_spec, tmp_path)[:2]
+    evaluate.precompute_chunk(first)
+    got = table_from_ipc(evaluate.evaluate_chunk.fn(first).data, STAGING_SCHEMA)
+    truth = evaluate.compute_chunk_table(first, "run")
+    assert _rows(got) == _rows(truth)
+    assert set(got.column("run_id").to_pylist()) == {evaluate.current_run_id()}  # stamped, never the empty id
+    assert evaluate._EARLY == {}  # read once
+
+    # a worker that precomputed another chunk computes the one it receives, and drops what it precomputed
+    evaluate.precompute_chunk(first)
+    got = table_from_ipc(evaluate.evaluate_chunk.fn(second).data, STAGING_SCHEMA)
+    assert set(got.column("chunk_key").to_pylist()) == {second.key}
+    assert _rows(got) == _rows(evaluate.compute_chunk_table(second, "run"))
+    assert evaluate._EARLY == {}
+
+
+def test_precompute_is_keyed_by_content_not_position(tiny_spec, tmp_path):
+    from tasks import evaluate
+
+    first = _chunks(tiny_spec, tmp_path)[0]
+    other_settings = dataclasses.replace(first.settings, deltas=(1e-7,))
+    same_cells_other_settings = dataclasses.replace(first, settings=other_settings)
+    assert same_cells_other_settings.key != first.key
+    evaluate.precompute_chunk(first)
+    assert evaluate._early_table(same_cells_other_settings, "run") is None
+    assert evaluate._EARLY == {}
+
+
+def _phases(path: Path) -> list[tuple[int, str]]:
+    return [(int(pid), label) for _, pid, label in (line.split(" ", 2) for line in path.read_text().splitlines())]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="the sweep's trace names processes by pid (Linux)")
+@pytest.mark.subprocess  # a `gdp sweep` process with its Prefect server and a pool worker
+def test_sweep_chunks_run_on_the_early_worker_and_rows_carry_the_run(tiny_spec, tmp_path):
+    spec = tiny_spec()
+    trace = tmp_path / "trace.txt"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PREFECT_HOME=str(tmp_path / "prefect-home"), GDP_TRACE=str(trace))
+    for var in ("PYTHONWARNINGS", "PREFECT_API_URL", "PREFECT_LOGGING_LEVEL"):
+        env.pop(var, None)
+    lake, report = tmp_path / "lake", tmp_path / "r.duckdb"
+    argv = ["sweep", str(spec), "--workers", "1", "--lake", str(lake), "--report", str(report), "--no-progress"]
+    out = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *argv], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "8 cells (8 computed, 0 already in the lake), 2 chunk(s) computed, 0 failed" in out.stdout, out.stdout
+
+    phases = _phases(trace)
+    main = phases[0][0]
+    warm = [pid for pid, label in phases if label == "worker-warm"]
+    assert len(warm) == 1 and warm[0] != main  # one early worker, spawned by the CLI
+    labels = [label for pid, label in phases if pid == warm[0]]
+    # it precomputed the first chunk before any task arrived, then ran both chunk tasks
+    assert labels.index("chunk-precomputed") < labels.index("chunk-start"), labels
+    assert labels.count("chunk-start") == 2 and {pid for pid, label in phases if label == "chunk-start"} == set(warm)
+    main_labels = [label for pid, label in phases if pid == main]
+    assert main_labels.index("members") < main_labels.index("chunk-written"), main_labels  # while chunks compute
+
+    # every staging row carries the id of the run the runs table recorded (the precomputed chunk's included)
+    staging = [pq.read_table(p) for p in sorted((lake / "staging").rglob("chunk-*.parquet"))]
+    assert sum(t.num_rows for t in staging) == 8
+    runs = pq.read_table(sorted((lake / "runs").rglob("*.parquet"))[0]).column("run_id").to_pylist()
+    assert {r for t in staging for r in t.column("run_id").to_pylist()} == set(runs) and "" not in runs
