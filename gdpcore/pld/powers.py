@@ -250,9 +250,12 @@ def _power_roundoff(
     t = max(steps, 1)
     log_t = math.log2(max(t, 2))
     exp_err = 2.0 * math.sqrt(5.0) * log_t * _U
+    e_fwd: np.ndarray | float
+    exp_errs: np.ndarray | float
     if extended_power is None:
-        e_fwd = np.full(mag.shape, _fft_error(n) * l1)
-        exp_errs = np.full(mag.shape, exp_err)
+        # One value for every coefficient: kept as a scalar (the same products as a constant array, no gathers).
+        e_fwd = _fft_error(n) * l1
+        exp_errs = exp_err
     else:
         e_ext = _FFT_ERROR_PER_LEVEL * math.log2(max(n, 2)) * _U_EXT * l1
         e_fwd = np.where(extended_power, e_ext, _U * mag * (1.0 + 2.0 * _U) + e_ext)
@@ -263,7 +266,9 @@ def _power_roundoff(
     with np.errstate(under="ignore", over="ignore", divide="ignore"):
         powered_m1 = np.exp((t - 1) * np.log(up[keep]))
     rest = (mag.size - int(np.count_nonzero(keep))) * math.exp(-60.0) * (t + 1) * (1.0 + 2.0 * _U)
-    prop = float(np.sum(powered_m1 * (t * e_fwd[keep] + exp_errs[keep] * up[keep])))
+    e_kept = e_fwd[keep] if isinstance(e_fwd, np.ndarray) else e_fwd
+    x_kept = exp_errs[keep] if isinstance(exp_errs, np.ndarray) else exp_errs
+    prop = float(np.sum(powered_m1 * (t * e_kept + x_kept * up[keep])))
     total_pow = 2.0 * (float(np.sum(powered_m1 * up[keep])) + rest)
     return (2.0 * (prop + rest) + (_fft_error(n) + _U) * total_pow) / n
 
