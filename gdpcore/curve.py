@@ -59,6 +59,17 @@ def _isf(x: np.ndarray) -> np.ndarray:
     return -special.ndtri(x)
 
 
+def _ndtri_beta(b: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Phi^{-1}(b) per vertex, from whichever of b / t = 1 - b is known to full precision (each quantile evaluated
+    only where it is used)."""
+    low = b < 0.5
+    out = np.empty(b.size)
+    with np.errstate(divide="ignore"):
+        out[low] = special.ndtri(np.clip(b[low], 0.0, 1.0))
+        out[~low] = -special.ndtri(np.clip(t[~low], 0.0, 1.0))
+    return out
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class SymmetricCurve:
     """A symmetric, convex, piecewise-linear trade-off curve given by its steep half.
@@ -171,9 +182,7 @@ class SymmetricCurve:
         b = np.concatenate([[np.interp(cut, self.alpha, self.beta)], self.beta[keep], [a_star]])
         t = np.concatenate([[np.interp(cut, self.alpha, self.tail)], self.tail[keep], [1.0 - a_star]])
         with np.errstate(divide="ignore"):
-            # Phi^{-1}(beta), from whichever of beta / 1 - beta is known to full precision.
-            ndtri_beta = np.where(b < 0.5, special.ndtri(np.clip(b, 0.0, 1.0)), -special.ndtri(np.clip(t, 0.0, 1.0)))
-            values = _isf(a) - ndtri_beta
+            values = _isf(a) - _ndtri_beta(b, t)
         i = int(np.argmax(values))
         return float(max(0.0, values[i])), float(a[i]), float(cut)
 
