@@ -41,8 +41,15 @@ def refine_tail(
 
 
 def tilted_log_mgf(single: LossPMF, theta: float) -> tuple[float, float]:
-    """(K(theta), K'(theta)) of one step's loss under P: log E[e^{theta L}] and the tilted mean E_theta[L]."""
+    """(K(theta), K'(theta)) of one step's loss under P: log E[e^{theta L}] and the tilted mean E_theta[L].
 
+    Kept in the PMF's cache per theta: the bisections of :func:`tilt_for_tail` and :func:`tilt_for_loss` on one
+    single step start from the same dyadic thetas (1, 2, 4, ... and their midpoints)."""
+    theta = float(theta)
+    return single.cached(f"tilted_log_mgf {theta!r}", lambda: _tilted_log_mgf(single, theta))
+
+
+def _tilted_log_mgf(single: LossPMF, theta: float) -> tuple[float, float]:
     def support() -> tuple[np.ndarray, np.ndarray]:
         pos = single.probs > 0
         return np.log(single.probs[pos]), single.losses[pos]
