@@ -177,7 +177,10 @@ def _power(
             powered[keep] = _int_power(ext[keep], steps).astype(np.complex128)
         conv = sp_fft.irfft(powered, n)
         bound = _power_roundoff(single.probs, transform, steps, n, extended_power=keep)
-    out = conv[np.arange(lo, hi + 1) % n]
+    if 0 <= lo and hi < n:
+        out = conv[lo : hi + 1].copy()  # no wrap-around: the window as a slice (the same values, no index array)
+    else:
+        out = conv[np.arange(lo, hi + 1) % n]
     return lo, out, bound
 
 
