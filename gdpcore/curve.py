@@ -595,15 +595,30 @@ def _vertices_on_grid(pmf, ks, suffix_p, suffix_w, w_all: float, delta_top: floa
     if pmf.pessimistic:
         # Mass the PMF is short of could sit anywhere: on the pessimistic side it is put at +inf (it raises the tail),
         # never below eps_a (that would raise beta); an excess only lowers beta.
-        alpha = alpha * (1.0 - rel)
-        beta_low = below * (1.0 - rel) + min(deficit, 0.0) - sum_err
-        tail_high = above * (1.0 + rel) + m_inf + max(deficit, 0.0)
+        # In place on the fresh arrays above (the same operations in the same order: no temporaries).
+        alpha *= 1.0 - rel
+        beta_low = below
+        beta_low *= 1.0 - rel
+        beta_low += min(deficit, 0.0)
+        beta_low -= sum_err
+        tail_high = above
+        tail_high *= 1.0 + rel
+        tail_high += m_inf
+        tail_high += max(deficit, 0.0)
         beta = np.clip(np.maximum(beta_low, 1.0 - tail_high), 0.0, 1.0)
         tail = np.clip(np.minimum(tail_high, 1.0 - beta_low), 0.0, 1.0)
     else:
-        alpha = np.minimum(alpha * (1.0 + rel), 1.0)
-        beta_high = below * (1.0 + rel) + deficit + offset + sum_err
-        tail_low = above * (1.0 - rel) + m_inf - offset
+        alpha *= 1.0 + rel
+        np.minimum(alpha, 1.0, out=alpha)
+        beta_high = below
+        beta_high *= 1.0 + rel
+        beta_high += deficit
+        beta_high += offset
+        beta_high += sum_err
+        tail_low = above
+        tail_low *= 1.0 - rel
+        tail_low += m_inf
+        tail_low -= offset
         # A trade-off curve never exceeds 1 - alpha: capping there keeps every vertex above the true curve.
         beta = np.clip(np.minimum(np.minimum(beta_high, 1.0 - tail_low), 1.0 - alpha), 0.0, 1.0)
         tail = np.clip(np.maximum(np.maximum(tail_low, 1.0 - beta_high), alpha), 0.0, 1.0)
