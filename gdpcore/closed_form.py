@@ -51,7 +51,8 @@ def log_delta_mu(mu: np.ndarray | float, epsilon: np.ndarray | float) -> np.ndar
     :func:`get_log_delta_from_gdp`, for inner loops that vary mu (the GDPT bisection, seed 003 Alg. 0/1)."""
     mu = np.asarray(mu, dtype=float)
     eps = np.asarray(epsilon, dtype=float)
-    return _log_sub_exp(special.log_ndtr(-eps / mu + mu / 2), eps + special.log_ndtr(-eps / mu - mu / 2))
+    ratio = -eps / mu  # shared by both terms (the same float operations as writing it twice)
+    return _log_sub_exp(special.log_ndtr(ratio + mu / 2), eps + special.log_ndtr(ratio - mu / 2))
 
 
 def get_log_delta_from_gdp(*, mu: float, epsilon: np.ndarray | float) -> np.ndarray:

@@ -59,6 +59,17 @@ def _isf(x: np.ndarray) -> np.ndarray:
     return -special.ndtri(x)
 
 
+def _ndtri_beta(b: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Phi^{-1}(b) per vertex, from whichever of b / t = 1 - b is known to full precision (each quantile evaluated
+    only where it is used)."""
+    low = b < 0.5
+    out = np.empty(b.size)
+    with np.errstate(divide="ignore"):
+        out[low] = special.ndtri(np.clip(b[low], 0.0, 1.0))
+        out[~low] = -special.ndtri(np.clip(t[~low], 0.0, 1.0))
+    return out
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class SymmetricCurve:
     """A symmetric, convex, piecewise-linear trade-off curve given by its steep half.
@@ -171,9 +182,7 @@ class SymmetricCurve:
         b = np.concatenate([[np.interp(cut, self.alpha, self.beta)], self.beta[keep], [a_star]])
         t = np.concatenate([[np.interp(cut, self.alpha, self.tail)], self.tail[keep], [1.0 - a_star]])
         with np.errstate(divide="ignore"):
-            # Phi^{-1}(beta), from whichever of beta / 1 - beta is known to full precision.
-            ndtri_beta = np.where(b < 0.5, special.ndtri(np.clip(b, 0.0, 1.0)), -special.ndtri(np.clip(t, 0.0, 1.0)))
-            values = _isf(a) - ndtri_beta
+            values = _isf(a) - _ndtri_beta(b, t)
         i = int(np.argmax(values))
         return float(max(0.0, values[i])), float(a[i]), float(cut)
 
@@ -586,15 +595,30 @@ def _vertices_on_grid(pmf, ks, suffix_p, suffix_w, w_all: float, delta_top: floa
     if pmf.pessimistic:
         # Mass the PMF is short of could sit anywhere: on the pessimistic side it is put at +inf (it raises the tail),
         # never below eps_a (that would raise beta); an excess only lowers beta.
-        alpha = alpha * (1.0 - rel)
-        beta_low = below * (1.0 - rel) + min(deficit, 0.0) - sum_err
-        tail_high = above * (1.0 + rel) + m_inf + max(deficit, 0.0)
+        # In place on the fresh arrays above (the same operations in the same order: no temporaries).
+        alpha *= 1.0 - rel
+        beta_low = below
+        beta_low *= 1.0 - rel
+        beta_low += min(deficit, 0.0)
+        beta_low -= sum_err
+        tail_high = above
+        tail_high *= 1.0 + rel
+        tail_high += m_inf
+        tail_high += max(deficit, 0.0)
         beta = np.clip(np.maximum(beta_low, 1.0 - tail_high), 0.0, 1.0)
         tail = np.clip(np.minimum(tail_high, 1.0 - beta_low), 0.0, 1.0)
     else:
-        alpha = np.minimum(alpha * (1.0 + rel), 1.0)
-        beta_high = below * (1.0 + rel) + deficit + offset + sum_err
-        tail_low = above * (1.0 - rel) + m_inf - offset
+        alpha *= 1.0 + rel
+        np.minimum(alpha, 1.0, out=alpha)
+        beta_high = below
+        beta_high *= 1.0 + rel
+        beta_high += deficit
+        beta_high += offset
+        beta_high += sum_err
+        tail_low = above
+        tail_low *= 1.0 - rel
+        tail_low += m_inf
+        tail_low -= offset
         # A trade-off curve never exceeds 1 - alpha: capping there keeps every vertex above the true curve.
         beta = np.clip(np.minimum(np.minimum(beta_high, 1.0 - tail_low), 1.0 - alpha), 0.0, 1.0)
         tail = np.clip(np.maximum(np.maximum(tail_low, 1.0 - beta_high), alpha), 0.0, 1.0)

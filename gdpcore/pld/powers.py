@@ -177,7 +177,10 @@ def _power(
             powered[keep] = _int_power(ext[keep], steps).astype(np.complex128)
         conv = sp_fft.irfft(powered, n)
         bound = _power_roundoff(single.probs, transform, steps, n, extended_power=keep)
-    out = conv[np.arange(lo, hi + 1) % n]
+    if 0 <= lo and hi < n:
+        out = conv[lo : hi + 1].copy()  # no wrap-around: the window as a slice (the same values, no index array)
+    else:
+        out = conv[np.arange(lo, hi + 1) % n]
     return lo, out, bound
 
 
@@ -239,20 +242,26 @@ def _power_roundoff(
     total mass (sum w)^T, 4e-17 on sigma 0.6, q 0.04, T 1e4 at step 8e-3) it is computed on ``probs / ||p||_1``
     and scaled by ``||p||_1^T``. Taken as it stands, the e^-60 cut-off of the dropped coefficients (absolute, for a
     unit mass) was 1.7e-22 per atom there, above the composed masses the tail reads, and made the twin 3.5% low."""
-    l1 = float(np.sum(np.abs(probs)))
+    l1 = 1.0 if unit else float(np.sum(np.abs(probs)))
     if not unit and l1 > 0.0:
         with np.errstate(under="ignore"):
             scale = math.exp(max(steps, 1) * math.log(l1)) if steps * math.log(l1) < 700.0 else math.inf
-        inner = _power_roundoff(probs / l1, transform / l1, steps, n, extended_power=extended_power, unit=True)
+        # With ``unit`` only the transform is read (probs / l1 would be a wasted copy).
+        inner = _power_roundoff(probs, transform / l1, steps, n, extended_power=extended_power, unit=True)
         return inner * scale
     l1 = 1.0
-    mag = np.sqrt(transform.real**2 + transform.imag**2)
+    mag = transform.real**2
+    mag += transform.imag**2
+    np.sqrt(mag, out=mag)
     t = max(steps, 1)
     log_t = math.log2(max(t, 2))
     exp_err = 2.0 * math.sqrt(5.0) * log_t * _U
+    e_fwd: np.ndarray | float
+    exp_errs: np.ndarray | float
     if extended_power is None:
-        e_fwd = np.full(mag.shape, _fft_error(n) * l1)
-        exp_errs = np.full(mag.shape, exp_err)
+        # One value for every coefficient: kept as a scalar (the same products as a constant array, no gathers).
+        e_fwd = _fft_error(n) * l1
+        exp_errs = exp_err
     else:
         e_ext = _FFT_ERROR_PER_LEVEL * math.log2(max(n, 2)) * _U_EXT * l1
         e_fwd = np.where(extended_power, e_ext, _U * mag * (1.0 + 2.0 * _U) + e_ext)
@@ -263,7 +272,9 @@ def _power_roundoff(
     with np.errstate(under="ignore", over="ignore", divide="ignore"):
         powered_m1 = np.exp((t - 1) * np.log(up[keep]))
     rest = (mag.size - int(np.count_nonzero(keep))) * math.exp(-60.0) * (t + 1) * (1.0 + 2.0 * _U)
-    prop = float(np.sum(powered_m1 * (t * e_fwd[keep] + exp_errs[keep] * up[keep])))
+    e_kept = e_fwd[keep] if isinstance(e_fwd, np.ndarray) else e_fwd
+    x_kept = exp_errs[keep] if isinstance(exp_errs, np.ndarray) else exp_errs
+    prop = float(np.sum(powered_m1 * (t * e_kept + x_kept * up[keep])))
     total_pow = 2.0 * (float(np.sum(powered_m1 * up[keep])) + rest)
     return (2.0 * (prop + rest) + (_fft_error(n) + _U) * total_pow) / n
 

@@ -170,8 +170,11 @@ def _optimistic_remove_probs(
     xb = np.clip(xb, x_low, x_high)
     edges = np.concatenate([[x_low], xb, [math.inf]])  # bucket k_low + i is [edges[i], edges[i + 1])
     upper = edges > 0.5
-    cdf = np.where(upper, 0.0, (1.0 - q) * special.ndtr(edges / sigma) + q * special.ndtr((edges - 1.0) / sigma))
-    sf = np.where(upper, (1.0 - q) * special.ndtr(-edges / sigma) + q * special.ndtr((1.0 - edges) / sigma), 0.0)
+    # Each normal CDF is evaluated once over the edges and shared by the P and Q masses below.
+    ndtr_lo = special.ndtr(edges / sigma)
+    ndtr_hi = special.ndtr(-edges / sigma)
+    cdf = np.where(upper, 0.0, (1.0 - q) * ndtr_lo + q * special.ndtr((edges - 1.0) / sigma))
+    sf = np.where(upper, (1.0 - q) * ndtr_hi + q * special.ndtr((1.0 - edges) / sigma), 0.0)
     # mass = F(b) - F(a) in the lower half, S(a) - S(b) in the upper half; F(0.5) + S(0.5) = 1 joins them.
     f_mid = (1.0 - q) * special.ndtr(0.5 / sigma) + q * special.ndtr(-0.5 / sigma)
     a_up, b_up = upper[:-1], upper[1:]
@@ -181,8 +184,8 @@ def _optimistic_remove_probs(
         np.where(~b_up, cdf[1:] - cdf[:-1], (f_mid - cdf[:-1]) + ((1.0 - f_mid) - sf[1:])),
     )
     # Q = N(0, s^2) mass of the same x-intervals, the same way.
-    q_cdf = np.where(upper, 0.0, special.ndtr(edges / sigma))
-    q_sf = np.where(upper, special.ndtr(-edges / sigma), 0.0)
+    q_cdf = np.where(upper, 0.0, ndtr_lo)
+    q_sf = np.where(upper, ndtr_hi, 0.0)
     g_mid = float(special.ndtr(0.5 / sigma))
     q_probs = np.where(
         b_up & a_up,

@@ -41,13 +41,27 @@ def refine_tail(
 
 
 def tilted_log_mgf(single: LossPMF, theta: float) -> tuple[float, float]:
-    """(K(theta), K'(theta)) of one step's loss under P: log E[e^{theta L}] and the tilted mean E_theta[L]."""
+    """(K(theta), K'(theta)) of one step's loss under P: log E[e^{theta L}] and the tilted mean E_theta[L].
+
+    Kept in the PMF's cache per theta: the bisections of :func:`tilt_for_tail` and :func:`tilt_for_loss` on one
+    single step start from the same dyadic thetas (1, 2, 4, ... and their midpoints)."""
+    theta = float(theta)
+    return single.cached(f"tilted_log_mgf {theta!r}", lambda: _tilted_log_mgf(single, theta))
+
+
+def _log_support(single: LossPMF) -> tuple[np.ndarray, np.ndarray]:
+    """(log P, loss) on the atoms with P > 0, kept in the PMF's cache."""
 
     def support() -> tuple[np.ndarray, np.ndarray]:
         pos = single.probs > 0
         return np.log(single.probs[pos]), single.losses[pos]
 
-    logp, losses = single.cached("log_probs_and_losses", support)
+    out: tuple[np.ndarray, np.ndarray] = single.cached("log_probs_and_losses", support)
+    return out
+
+
+def _tilted_log_mgf(single: LossPMF, theta: float) -> tuple[float, float]:
+    logp, losses = _log_support(single)
     x = logp + theta * losses
     m = float(x.max())
     w = np.exp(x - m)
@@ -115,9 +129,10 @@ def tilt_for_loss(single: LossPMF, steps: int, target: float) -> float:
 def _tilted_single(single: LossPMF, theta: float) -> LossPMF:
     """The single step's P-law tilted by e^{theta L} and renormalised (its log-MGF K(theta) cached)."""
     k, _ = tilted_log_mgf(single, theta)
+    logp, losses = _log_support(single)
     pos = single.probs > 0
     tilted_probs = np.zeros_like(single.probs)
-    tilted_probs[pos] = np.exp(np.log(single.probs[pos]) + theta * single.losses[pos] - k)
+    tilted_probs[pos] = np.exp(logp + theta * losses - k)
     tilted = LossPMF(single.lower_index, single.step, tilted_probs, 0.0, single.pessimistic)
     tilted.cached("tilt_log_mgf", lambda: k)
     return tilted
