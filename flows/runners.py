@@ -545,6 +545,25 @@ while os.getppid() == parent:
     scan()
     time.sleep(0.25)
 
+# The parent is gone. A child it started after the last scan (or before this watchdog's first one: on a loaded host
+# the parent can be SIGKILLed before this interpreter has even started) has been re-parented and escapes the ppid
+# test; it still carries the parent's token in its environment.
+token = os.environ.get("GDP_WATCHDOG_TOKEN", "").encode()
+for d in os.listdir("/proc") if token else ():
+    if not d.isdigit() or int(d) in seen or int(d) == me:
+        continue
+    try:
+        with open(f"/proc/{d}/cmdline", "rb") as f:
+            cmd = f.read()
+        if not any(m in cmd for m in markers):
+            continue
+        with open(f"/proc/{d}/environ", "rb") as f:
+            env = f.read().split(b"\\0")
+    except OSError:
+        continue
+    if b"GDP_WATCHDOG_TOKEN=" + token in env:
+        seen[int(d)] = cmd
+
 def ours(pid, cmd):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -574,12 +593,19 @@ def start_orphan_watchdog(markers: tuple[str, ...] = ("uvicorn", "spawn_main")) 
     contains one of ``markers`` (Prefect's ephemeral API server runs as ``python -m uvicorn ...``; multiprocessing's
     spawned workers - process pool, isolated manifest loader - as ``... spawn_main(...)``) and, once this
     process is gone - SIGKILL included, even during Prefect's ~10 s start-up, before any pid is known here - stops
-    them (SIGTERM, then SIGKILL after 10 s). Linux (/proc) only; a no-op elsewhere. Idempotent."""
+    them (SIGTERM, then SIGKILL after 10 s). Children it never saw (this process killed before the watchdog's first
+    scan on a loaded host, or between two scans) are found by the token this process puts in the environment every
+    child inherits (``GDP_WATCHDOG_TOKEN``: pid and start time) and a marker in their command line. Linux (/proc) only; a no-op elsewhere. Idempotent."""
     global _orphan_watchdog_started
     if _orphan_watchdog_started or not os.path.isdir("/proc"):
         return
     import sys
 
+    # Every child started from now on inherits this process's token (pid and start time: unique on the host), by
+    # which the watchdog finds the ones it never saw as direct children (re-parented after a SIGKILL).
+    with open("/proc/self/stat", "rb") as f:
+        started = f.read().rsplit(b")", 1)[1].split()[19].decode()
+    os.environ["GDP_WATCHDOG_TOKEN"] = f"{os.getpid()}-{started}"
     # posix_spawn, not Popen: the watchdog outlives this process by design, and a Popen object would warn "still
     # running" at exit. Markers go via the environment: in argv they would match the watchdog's own command line.
     devnull = os.open(os.devnull, os.O_RDWR)
