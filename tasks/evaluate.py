@@ -74,6 +74,7 @@ __all__ = [
     "evaluate_chunk",
     "plan_sweep",
     "precompute_chunk",
+    "release_chunk_memory",
     "transient_io_error",
     "write_chunk",
 ]
@@ -320,10 +321,12 @@ def release_chunk_memory() -> None:
 
     Why: a pool worker lives for the whole sweep and computes hundreds of chunks. glibc returns freed memory to the
     OS only from the top of each arena, so the chunk's transient arrays (the engine's PLDs, the rows, the Arrow
-    table: hundreds of MiB at 2000 cells) stay resident as free-but-fragmented heap, and each arena (the main thread
-    and Prefect's client threads allocate in different ones) keeps its own high-water mark. Trimming after every
-    chunk bounds the worker's RSS between chunks by what it really keeps (its imports and caches), which
-    tests/pipeline/test_worker_memory.py checks chunk after chunk. Costs milliseconds per chunk."""
+    table: ~100 MiB at 2000 cells, benchmarks/RESULTS.md "Scale") can stay resident as free but fragmented heap,
+    per arena (Prefect's client threads allocate in arenas of their own). Trimming after every chunk keeps the
+    worker's RSS between chunks close to what it really keeps (its imports and caches: 11 MiB less after each
+    50-cell chunk, measured), which tests/pipeline/test_worker_memory.py checks chunk after chunk. It is a bound,
+    not the cause of the growth measured at 10^5 cells, which chunks of up to 2000 cells on 2 x 10^4-cell grids
+    did not reproduce. Costs milliseconds per chunk."""
     gc.collect()
     trim = _malloc_trim()
     if trim is not None:
