@@ -28,6 +28,7 @@ import datetime as dt
 import errno
 import gc
 import json
+import multiprocessing
 import os
 import time
 from collections.abc import Sequence
@@ -306,7 +307,8 @@ def evaluate_chunk(chunk: Chunk) -> ChunkResult:
     table, seconds = early if early is not None else (chunk_table(chunk, current_run_id()), 0.0)
     data = table_to_ipc(table)
     del table, early
-    release_chunk_memory()
+    if multiprocessing.parent_process() is not None:  # a pool or Dask worker; not the flow process (thread runner)
+        release_chunk_memory()
     phase("chunk-computed")
     if os.environ.get("GDP_TRACE"):
         phase(
