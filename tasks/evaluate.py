@@ -26,7 +26,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import errno
+import gc
 import json
+import multiprocessing
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -72,6 +75,7 @@ __all__ = [
     "evaluate_chunk",
     "plan_sweep",
     "precompute_chunk",
+    "release_chunk_memory",
     "transient_io_error",
     "write_chunk",
 ]
@@ -301,8 +305,61 @@ def evaluate_chunk(chunk: Chunk) -> ChunkResult:
     started = time.perf_counter()
     early = _early_table(chunk, current_run_id())
     table, seconds = early if early is not None else (chunk_table(chunk, current_run_id()), 0.0)
+    data = table_to_ipc(table)
+    del table, early
+    if multiprocessing.parent_process() is not None:  # a pool or Dask worker; not the flow process (thread runner)
+        release_chunk_memory()
     phase("chunk-computed")
-    return ChunkResult(table_to_ipc(table), seconds + time.perf_counter() - started)
+    if os.environ.get("GDP_TRACE"):
+        phase(
+            f"worker-rss kib={_vm_rss_kib()}"
+        )  # what this worker keeps after the chunk (tests/pipeline/test_worker_memory.py)
+    return ChunkResult(data, seconds + time.perf_counter() - started)
+
+
+def release_chunk_memory() -> None:
+    """After a chunk, in the worker that computed it: collect the chunk's garbage and hand the freed heap back to the
+    OS (glibc ``malloc_trim(0)``; a no-op elsewhere).
+
+    Why: a pool worker lives for the whole sweep and computes hundreds of chunks. glibc returns freed memory to the
+    OS only from the top of each arena, so the chunk's transient arrays (the engine's PLDs, the rows, the Arrow
+    table: ~100 MiB at 2000 cells, benchmarks/RESULTS.md "Scale") can stay resident as free but fragmented heap,
+    per arena (Prefect's client threads allocate in arenas of their own). Trimming after every chunk keeps the
+    worker's RSS between chunks close to what it really keeps (its imports and caches: 11 MiB less after each
+    50-cell chunk, measured), which tests/pipeline/test_worker_memory.py checks chunk after chunk. It is a bound,
+    not the cause of the growth measured at 10^5 cells, which chunks of up to 2000 cells on 2 x 10^4-cell grids
+    did not reproduce. Costs milliseconds per chunk."""
+    gc.collect()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+_TRIM: list[Any] = []
+
+
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim`` (looked up once), or None on another C library."""
+    if not _TRIM:
+        try:
+            import ctypes
+
+            _TRIM.append(ctypes.CDLL("libc.so.6").malloc_trim)
+        except (OSError, AttributeError):
+            _TRIM.append(None)
+    return _TRIM[0]
+
+
+def _vm_rss_kib() -> int | None:
+    """This process's resident set (``VmRSS``, KiB) from /proc, None where there is none."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 _EARLY: dict[str, tuple[pa.Table, float]] = {}
