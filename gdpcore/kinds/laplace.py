@@ -44,13 +44,11 @@ LAPLACE = KindSpec(
 )
 
 
-def _amplified_pure_hooks(eps0: Callable[[Any], float]) -> dict[str, Any]:
-    """The hooks every ``steps``-fold Poisson-subsampled pure-DP kind derives from its per-step amplified epsilon
-    (pure epsilon, RDP, zCDP rho and the GDP upper bound; all upper bounds), given the base epsilon ``eps0(m)``."""
-
-    def step_eps(m: Any) -> float:
-        return formulas.amplified_epsilon(eps0(m), m.sampling_rate)
-
+def pure_step_hooks(step_eps: Callable[[Any], float]) -> dict[str, Any]:
+    """The hooks every ``steps``-fold composition of a pure-DP step derives from the step's epsilon ``step_eps(m)``:
+    pure epsilon T eps (basic composition), RDP and zCDP from it (Bun & Steinke 2016 Prop. 3.3 and D_t <= D_inf) and
+    the GDP bound of a pure eps-DP mechanism (seed 003 Thm 5.1); all upper bounds. Shared by the add/remove kinds here
+    (the amplified epsilon) and the replace-one kinds (:mod:`gdpcore.kinds.replace_one`)."""
     return {
         "pure_epsilon": lambda m: m.steps * step_eps(m),
         "rdp": lambda m, t: (m.steps * formulas.rdp_from_pure(step_eps(m), t), "upper"),
@@ -60,6 +58,12 @@ def _amplified_pure_hooks(eps0: Callable[[Any], float]) -> dict[str, Any]:
             "upper",
         ),
     }
+
+
+def _amplified_pure_hooks(eps0: Callable[[Any], float]) -> dict[str, Any]:
+    """:func:`pure_step_hooks` of a Poisson-subsampled pure-DP step (add/remove): its amplified epsilon
+    log(1 + q (e^eps0 - 1)), given the base epsilon ``eps0(m)``."""
+    return pure_step_hooks(lambda m: formulas.amplified_epsilon(eps0(m), m.sampling_rate))
 
 
 # -- discrete Laplace ---------------------------------------------------------------------------------------------------

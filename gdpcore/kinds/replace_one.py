@@ -28,10 +28,9 @@ import numpy as np
 from dp_accounting.pld import pld_pmf, privacy_loss_mechanism
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from gdpcore import closed_form
-from gdpcore.kinds import dp_events, formulas
+from gdpcore.kinds import dp_events
 from gdpcore.kinds._common import dpa_discretisation, log_uniform
-from gdpcore.kinds.laplace import subsampled_discrete_laplace_event, subsampled_laplace_event
+from gdpcore.kinds.laplace import pure_step_hooks, subsampled_discrete_laplace_event, subsampled_laplace_event
 from gdpcore.kinds.registry import KindSpec, Unsupported
 from gdpcore.mechanisms import ReplaceOneSubsampledDiscreteLaplace, ReplaceOneSubsampledLaplace
 
@@ -190,21 +189,9 @@ def _discrete_d(m: ReplaceOneSubsampledDiscreteLaplace) -> float:
 
 
 def _hooks(d) -> dict:
-    """Pure epsilon (exact: T L), RDP and zCDP from it (upper: Bun & Steinke 2016 Prop. 3.3 and D_t <= D_inf), the
-    GDP bound of a pure eps-DP mechanism (seed 003 Thm 5.1, upper)."""
-
-    def step_eps(m) -> float:
-        return replace_one_max_loss(d(m), m.sampling_rate)
-
-    return {
-        "pure_epsilon": lambda m: m.steps * step_eps(m),
-        "rdp": lambda m, t: (m.steps * formulas.rdp_from_pure(step_eps(m), t), "upper"),
-        "rho": lambda m: (m.steps * step_eps(m) ** 2 / 2.0, "upper", "any"),
-        "gdp_upper_bound": lambda m: (
-            math.sqrt(m.steps) * closed_form.get_mu_from_pure_dp(epsilon=step_eps(m)),
-            "upper",
-        ),
-    }
+    """:func:`gdpcore.kinds.laplace.pure_step_hooks` of the replace-one step, whose pure epsilon is its largest
+    privacy loss (exact per step: T L composed)."""
+    return pure_step_hooks(lambda m: replace_one_max_loss(d(m), m.sampling_rate))
 
 
 def _draw_laplace(rng: np.random.Generator) -> ReplaceOneSubsampledLaplace:
