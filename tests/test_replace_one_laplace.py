@@ -76,6 +76,26 @@ def _assert_brackets(r: g.PrivacyReport, truth: float, eps: float) -> None:
     assert truth - lo <= 2 * r.discretization, (eps, lo, truth, hi)  # losses rounded down by at most one step
 
 
+def _assert_within_dp_accounting(r, construction, parameter, sensitivity, steps):
+    """q = 1: the report's ends bracket dp_accounting's optimistic and pessimistic PLD of the replaced record's
+    mechanism at sensitivity 2D, composed ``steps`` times, at a 10x finer step."""
+    step = r.discretization / 10
+    ref = {
+        side: construction(
+            parameter,
+            sensitivity=sensitivity,
+            value_discretization_interval=step,
+            pessimistic_estimate=side,
+            use_connect_dots=side,
+        ).self_compose(steps)
+        for side in (True, False)
+    }
+    for delta in (1e-3, 1e-6, 1e-9):
+        lo, hi = float(r.epsilon(delta, side="optimistic")), float(r.epsilon(delta))
+        assert ref[False].get_epsilon_for_delta(delta) <= hi + 1e-9
+        assert lo <= ref[True].get_epsilon_for_delta(delta) + 1e-9
+
+
 @pytest.mark.parametrize(("q", "b", "d"), [(0.1, 1.0, 1.0), (0.5, 0.5, 1.0), (0.01, 0.3, 1.0), (0.2, 2.0, 0.5)])
 def test_one_step_brackets_the_hockey_stick_by_quadrature(q, b, d):
     r = g.analyze(ReplaceOneSubsampledLaplace(scale=b, sampling_rate=q, sensitivity=d))
@@ -110,17 +130,7 @@ def test_full_sampling_is_the_laplace_with_twice_the_sensitivity():
         _assert_brackets(r, -math.expm1((eps - eps0) / 2), eps)
     steps = 8
     r = g.analyze(ReplaceOneSubsampledLaplace(scale=b, sampling_rate=1.0, sensitivity=d, steps=steps))
-    step = r.discretization / 10
-    ref = {
-        side: pld_lib.from_laplace_mechanism(
-            b, sensitivity=2 * d, value_discretization_interval=step, pessimistic_estimate=side, use_connect_dots=side
-        ).self_compose(steps)
-        for side in (True, False)
-    }
-    for delta in (1e-3, 1e-6, 1e-9):
-        lo, hi = float(r.epsilon(delta, side="optimistic")), float(r.epsilon(delta))
-        assert ref[False].get_epsilon_for_delta(delta) <= hi + 1e-9
-        assert lo <= ref[True].get_epsilon_for_delta(delta) + 1e-9
+    _assert_within_dp_accounting(r, pld_lib.from_laplace_mechanism, b, 2 * d, steps)
 
 
 @pytest.mark.parametrize(("q", "b", "steps"), [(0.05, 1.0, 50), (0.2, 2.0, 20), (0.01, 0.5, 200)])
@@ -186,14 +196,4 @@ def test_discrete_full_sampling_is_the_discrete_laplace_with_twice_the_sensitivi
     for eps in (0.0, 0.5, 1.2):
         _assert_brackets(r, _integer_delta(1.0, a, d, eps, swap=False), eps)
     r = g.analyze(ReplaceOneSubsampledDiscreteLaplace(noise_parameter=a, sampling_rate=1.0, sensitivity=d, steps=steps))
-    step = r.discretization / 10
-    ref = {
-        side: pld_lib.from_discrete_laplace_mechanism(
-            a, sensitivity=2 * d, value_discretization_interval=step, pessimistic_estimate=side, use_connect_dots=side
-        ).self_compose(steps)
-        for side in (True, False)
-    }
-    for delta in (1e-3, 1e-6, 1e-9):
-        lo, hi = float(r.epsilon(delta, side="optimistic")), float(r.epsilon(delta))
-        assert ref[False].get_epsilon_for_delta(delta) <= hi + 1e-9
-        assert lo <= ref[True].get_epsilon_for_delta(delta) + 1e-9
+    _assert_within_dp_accounting(r, pld_lib.from_discrete_laplace_mechanism, a, 2 * d, steps)
