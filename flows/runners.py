@@ -525,44 +525,39 @@ parent, me = int(sys.argv[1]), os.getpid()
 markers = [m.encode() for m in os.environ.get("GDP_WATCHDOG_MARKERS", "").split(",") if m]
 seen = {}
 
-def scan():
+def read(d, name):
+    with open(f"/proc/{d}/{name}", "rb") as f:
+        return f.read()
+
+def child(d):
+    return int(read(d, "stat").rsplit(b")", 1)[1].split()[1]) == parent
+
+# Every child of the parent inherits its token (pid and start time) in the environment.
+tag = b"GDP_WATCHDOG_TOKEN=" + os.environ.get("GDP_WATCHDOG_TOKEN", "").encode()
+
+def tagged(d):
+    return tag in read(d, "environ").split(b"\\0")
+
+def scan(owned):  # record every process with a marker in its command line that owned(pid) claims
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) in seen or int(d) == me:
             continue
         try:
-            with open(f"/proc/{d}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-            if ppid != parent:
-                continue
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read()
+            cmd = read(d, "cmdline")
+            if any(m in cmd for m in markers) and owned(d):
+                seen[int(d)] = cmd
         except (OSError, ValueError, IndexError):
             continue
-        if any(m in cmd for m in markers):
-            seen[int(d)] = cmd
 
 while os.getppid() == parent:
-    scan()
+    scan(child)
     time.sleep(0.25)
 
 # The parent is gone. A child it started after the last scan (or before this watchdog's first one: on a loaded host
 # the parent can be SIGKILLed before this interpreter has even started) has been re-parented and escapes the ppid
-# test; it still carries the parent's token in its environment.
-token = os.environ.get("GDP_WATCHDOG_TOKEN", "").encode()
-for d in os.listdir("/proc") if token else ():
-    if not d.isdigit() or int(d) in seen or int(d) == me:
-        continue
-    try:
-        with open(f"/proc/{d}/cmdline", "rb") as f:
-            cmd = f.read()
-        if not any(m in cmd for m in markers):
-            continue
-        with open(f"/proc/{d}/environ", "rb") as f:
-            env = f.read().split(b"\\0")
-    except OSError:
-        continue
-    if b"GDP_WATCHDOG_TOKEN=" + token in env:
-        seen[int(d)] = cmd
+# test; it still carries the parent's token.
+if not tag.endswith(b"="):
+    scan(tagged)
 
 def ours(pid, cmd):
     try:
