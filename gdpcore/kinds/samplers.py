@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from dp_accounting.pld import pld_pmf
@@ -327,12 +327,11 @@ CYCLIC_GAUSSIAN = KindSpec(
 _SLICE_LOWER = "lower end: the proven slice construction on its dominated pair (Chua et al. 2024)"
 
 
-def _shuffled_ends(m: Mechanism) -> str:
+def _shuffled_ends(m: Any) -> str:
     return f"shuffled batches: upper end (proven: the deterministic-batch, cyclic, guarantee); {_SLICE_LOWER}"
 
 
-def _balls_in_bins_ends(m: Mechanism) -> str:
-    assert isinstance(m, BallsInBinsGaussian)
+def _balls_in_bins_ends(m: Any) -> str:
     upper = random_allocation.upper_label(m.noise_multiplier, m.steps_per_epoch)
     return f"balls-in-bins batches: upper end {upper.removeprefix('upper ')}; {_SLICE_LOWER}"
 
