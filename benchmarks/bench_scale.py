@@ -55,14 +55,24 @@ def _spec(n_cells: int, name: str = "bench-scale", chunk_size: int | None = None
 
 
 # -- measured inputs ---------------------------------------------------------------------------------------------------
-def measure_inputs(spec_path: Path, lake: Path, *, groups: int = 3) -> dict[str, float]:
+def measure_inputs(spec_path: Path, lake: Path, *, workers: int = 1, sample_cells: int = 500) -> dict[str, float]:
     """Per-cell compute ``c`` (a sample of whole (sigma, q) groups through the chunk task's own code), per-cell
-    planning, and the Arrow IPC bytes a cell's rows take between worker and flow."""
+    planning, and the Arrow IPC bytes a cell's rows take between worker and flow.
+
+    The sample: at least 20 whole groups and at least ``sample_cells`` cells, drawn uniformly (a seeded
+    ``random.sample``) from the plan's groups. Groups are not equally costly (small q and small sigma need finer
+    steps), and the plan orders them by their JSON text, so an evenly strided pick lands on a few values of one axis:
+    the 10^4-cell grid's every-50th group saw 2 of its 20 sampling rates and overstated ``c`` by 26 %.
+
+    ``c_par_s_per_cell`` (``workers`` > 1): the same sample computed by ``workers`` spawned processes at once, after
+    a barrier, the way the pool's workers compute on one machine: what they cost each other (shared caches, memory
+    bandwidth, the host's scheduling of the virtual cores) is in it. On a cluster of separate machines ``c`` applies.
+    """
     import dataclasses
 
     from tasks.evaluate import ChunkResult, compute_chunk_table, write_chunk
     from tasks.lake import table_to_ipc
-    from tasks.plan import _sharing_key, build_plan
+    from tasks.plan import build_plan
     from tasks.spec import load_grid_spec
 
     spec = load_grid_spec(spec_path, force=True)
@@ -70,16 +80,10 @@ def measure_inputs(spec_path: Path, lake: Path, *, groups: int = 3) -> dict[str,
     plan = build_plan(spec, lake, workers=1)
     plan_s = time.perf_counter() - started
     n = len(plan.cell_ids)
-    # the plan sorts cells by (sigma, q) group (they share single steps): take `groups` whole groups spread over the grid
-    mechs = [m for c in plan.chunks for m in c.mechanisms]
-    by_group: dict[str, list[str]] = {}
-    for m in mechs:
-        by_group.setdefault(_sharing_key(m)[0], []).append(m)
-    keys = list(by_group)
-    picks = [by_group[keys[i]] for i in range(0, len(keys), max(1, len(keys) // groups))][:groups]
-    warm = dataclasses.replace(plan.chunks[0], mechanisms=tuple(by_group[keys[1]][:1]))
+    picked, spare = sample_groups([m for c in plan.chunks for m in c.mechanisms], sample_cells)
+    warm = dataclasses.replace(plan.chunks[0], mechanisms=(spare,))
     compute_chunk_table(warm, "bench")  # first call: imports and caches, not per-cell work
-    sample = dataclasses.replace(plan.chunks[0], mechanisms=tuple(m for p in picks for m in p))
+    sample = dataclasses.replace(plan.chunks[0], mechanisms=tuple(m for group in picked for m in group))
     started, cpu0 = time.perf_counter(), time.process_time()
     table = compute_chunk_table(sample, "bench")
     c = (time.perf_counter() - started) / sample.size
@@ -88,7 +92,7 @@ def measure_inputs(spec_path: Path, lake: Path, *, groups: int = 3) -> dict[str,
     started = time.perf_counter()  # what the flow does with each chunk's rows: decode, check, write the Parquet file
     write_chunk(lake.parent / "inputs-lake", sample, ChunkResult(ipc, 0.0))
     write = (time.perf_counter() - started) / sample.size
-    return {
+    out = {
         "cells": n,
         "c_s_per_cell": c,
         "c_cpu_s_per_cell": c_cpu,
@@ -96,7 +100,50 @@ def measure_inputs(spec_path: Path, lake: Path, *, groups: int = 3) -> dict[str,
         "ipc_bytes_per_cell": len(ipc) / sample.size,
         "write_s_per_cell": write,
         "sample_cells": sample.size,
+        "sample_groups": len(picked),
     }
+    if workers > 1:
+        out["c_par_s_per_cell"] = concurrent_c(sample, warm, workers)
+    return out
+
+
+def sample_groups(mechanisms: list[str], sample_cells: int, seed: int = 0) -> tuple[list[list[str]], str]:
+    """Whole (sigma, q) groups of a plan's cells (``tasks.plan._sharing_key``), drawn uniformly with a fixed seed: at
+    least 20 groups and at least ``sample_cells`` cells; and one cell of a group outside the sample (the warm-up)."""
+    import random
+
+    from tasks.plan import _sharing_key
+
+    by_group: dict[str, list[str]] = {}
+    for m in mechanisms:
+        by_group.setdefault(_sharing_key(m)[0], []).append(m)
+    keys = list(by_group)
+    size = max(1, len(mechanisms) // len(keys))
+    picked = random.Random(seed).sample(keys, min(len(keys), max(20, math.ceil(sample_cells / size))))
+    spare = [k for k in keys if k not in set(picked)] or keys
+    return [by_group[k] for k in picked], by_group[spare[0]][0]
+
+
+def _timed_chunk(chunk: Any, warm: Any, barrier: Any) -> float:
+    from tasks.evaluate import compute_chunk_table
+
+    compute_chunk_table(warm, "bench")
+    barrier.wait()
+    started = time.perf_counter()
+    compute_chunk_table(chunk, "bench")
+    return time.perf_counter() - started
+
+
+def concurrent_c(chunk: Any, warm: Any, workers: int) -> float:
+    """Seconds per cell when ``workers`` spawned processes compute ``chunk`` at the same time (mean over them)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager, ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        barrier = manager.Barrier(workers)
+        walls = [f.result() for f in [pool.submit(_timed_chunk, chunk, warm, barrier) for _ in range(workers)]]
+    return statistics.mean(walls) / chunk.size
 
 
 # -- one sweep, watched --------------------------------------------------------------------------------------------------
@@ -301,21 +348,27 @@ def auto_chunk(n: int, workers: int) -> int:
 def predict(n: int, workers: int, cal: dict[str, float], inputs: dict[str, float]) -> dict[str, float]:
     """The wall of a ``gdp sweep`` of ``n`` new cells on ``workers`` workers (PIPELINE.md, "Scale").
 
-    Chunk size ``k`` (auto), ``m = ceil(n / k)`` chunks handed to N workers in ``ceil(m / N)`` waves. The early
-    workers start at ``warm`` (launch -> a worker has its imports; the CLI's plan, ``plan * n``, comes first) and
-    each computes one first-wave chunk before its task arrives; the tasks are submitted at ``submit`` (the API
+    Chunk size ``k`` (auto), ``m = ceil(n / k)`` chunks handed to N workers in ``ceil(m / N)`` waves, each chunk
+    costing ``k * c`` (``c``: one worker alone; with N > 1 workers on one machine, ``c_par``, measured with N at
+    once). The early workers start at ``warm`` (launch -> a worker has its imports; the CLI's plan, ``plan * n``,
+    comes first); a one-worker pool computes the first chunk before its task arrives; the tasks are submitted at ``submit`` (the API
     server, the flow run, the CLI's and the flow's plans). Every task costs ``gap`` on its worker; the flow writes
     each chunk while the next compute, so only the last write (``write * k``) is on the critical path; then the
     report is published (``publish0 + r * n``) and the command exits (``tail``)::
 
-        first = max(warm + plan * n + k * c, submit + 2 * plan * n) + gap
+        first = max(warm + plan * n + k * c, submit + 2 * plan * n) + gap      (N = 1)
+        first = max(warm + plan * n, submit + 2 * plan * n) + k * c + gap      (N > 1)
         wall  = first + (waves - 1) * (k * c + gap) + write * k + publish0 + r * n + tail
     """
     k = auto_chunk(n, workers)
     m = math.ceil(n / k)
     waves = math.ceil(m / workers)
-    c, plan = inputs["c_s_per_cell"], inputs["plan_s_per_cell"]
-    first = max(cal["warm_s"] + plan * n + k * c, cal["submit_s"] + 2 * plan * n) + cal["task_gap_s"]
+    c = inputs["c_par_s_per_cell"] if workers > 1 and "c_par_s_per_cell" in inputs else inputs["c_s_per_cell"]
+    plan = inputs["plan_s_per_cell"]
+    if workers == 1:  # the one-worker pool computes the first chunk while the server boots (flows.runners)
+        first = max(cal["warm_s"] + plan * n + k * c, cal["submit_s"] + 2 * plan * n) + cal["task_gap_s"]
+    else:  # several workers wait for their tasks
+        first = max(cal["warm_s"] + plan * n, cal["submit_s"] + 2 * plan * n) + k * c + cal["task_gap_s"]
     compute = first + (waves - 1) * (k * c + cal["task_gap_s"])
     publish = cal["publish0_s"] + cal["publish_s_per_row"] * n
     wall = compute + inputs["write_s_per_cell"] * k + publish + cal["tail_s"]
@@ -335,7 +388,7 @@ def calibrate(tmp: Path) -> dict[str, Any]:
     spec = tmp / "calibration.yaml"
     spec.write_text(_spec(200, name="bench-scale-cal", chunk_size=10, n_sigma=5))
     lake, report, trace = _fresh(tmp, "cal")
-    inputs = measure_inputs(spec, lake, groups=2)
+    inputs = measure_inputs(spec, lake)
     run = sweep(spec, 1, lake, report, trace)
     st = phase_stats(run["phases"])
     n, plan = inputs["cells"], inputs["plan_s_per_cell"]
@@ -368,7 +421,7 @@ def measure(points: tuple[tuple[int, int], ...] = DEFAULT_POINTS, cal: dict[str,
             spec = tmp / f"scale-{n}.yaml"
             spec.write_text(_spec(n))
             lake, report, trace = _fresh(tmp, f"p{n}x{workers}")
-            inputs = measure_inputs(spec, lake, groups=10)
+            inputs = measure_inputs(spec, lake, workers=workers)
             load_before = os.getloadavg()[0]
             run = sweep(spec, workers, lake, report, trace)
             st = phase_stats(run["phases"])

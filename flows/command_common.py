@@ -74,10 +74,12 @@ def _preflight(args: argparse.Namespace, *, prefect: bool = True, object_store: 
     """Fail fast, naming the folder, when the lake, the report's folder or PREFECT_HOME cannot be written - before
     Prefect's server starts (a read-only PREFECT_HOME used to time out after 60 s, a read-only lake after ~29 s).
     ``object_store``: the command accepts ``s3://`` addresses (tasks.object_store), checked here with one request."""
+    from tasks.duckdb_access import publish_memory_limit
     from tasks.lake import default_lake, default_report
     from tasks.object_store import check_store, is_url, shown
     from tasks.publish import check_writable
 
+    publish_memory_limit()  # $GDP_PUBLISH_MEMORY_LIMIT, read when the lake is compacted: one line naming it
     lake = getattr(args, "lake", None)
     for option, value in (("--lake", lake), ("--report", args.report)):
         if is_url(value) and not object_store:

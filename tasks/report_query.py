@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gdpcore._validation import bounded_repr
-from tasks.duckdb_access import confine, sql_literal
+from tasks.duckdb_access import confine, memory_bytes, sql_literal
 
 __all__ = [
     "SQL_MEMORY_LIMIT",
@@ -96,24 +96,12 @@ def read_only_statement(sql: str, con: Any = None) -> str:
 SQL_TIMEOUT_SECONDS = 60.0
 SQL_MEMORY_LIMIT = "1GB"
 SQL_THREADS = 2
-_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)\s*$", re.IGNORECASE)
-_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
-_UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 # What the query's process may allocate beyond --memory-limit (address space, see limit_address_space): DuckDB's
 # own limit covers its buffer pool, not large vectors (list(range(1e9)) asked for one 8 GiB block past it) nor the
 # result rows as Python objects and the formatted output; those share this allowance.
 SQL_PROCESS_SLACK = 128 * 2**20
 SQL_KILL_GRACE_SECONDS = 2.0  # after --timeout, the time DuckDB's interrupt has before the process is killed
 SQL_STARTUP_SECONDS = 30.0  # interpreter start + opening the report, before the --timeout clock starts
-
-
-def memory_bytes(memory_limit: str) -> int:
-    """``memory_limit`` (``512MB``, ``2GiB``) in bytes, read as DuckDB reads it (KB/MB/GB are powers of 1000,
-    KiB/MiB/GiB powers of 1024); ValueError naming ``--memory-limit`` otherwise."""
-    m = _MEMORY.match(memory_limit) if isinstance(memory_limit, str) else None
-    if m is None:
-        raise ValueError(f"--memory-limit must look like 512MB or 2GB, got {bounded_repr(memory_limit)}")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
 def check_query_limits(timeout: Any = None, memory_limit: Any = None, threads: Any = None) -> None:

@@ -119,3 +119,24 @@ def test_cli_rate_row_is_cells_over_seconds():
     m = {"cells": 10_000, "analyze_grid_s": 40.0, "sweep_s": 50.0, "load_average": 1.0}
     assert bench_cli._rate_row("x", m) == "| x | 250 (40.0 s) | 200 (50.0 s) | 20 % | 1.0 |"
     assert bench_cli._rate_row("y", {"cells": 10_000}) == "| y | - | - | - | - |"
+
+
+def test_scale_sample_spreads_over_both_axes(tmp_path):
+    # The scale benchmark's per-cell compute comes from a sample of whole (sigma, q) groups; the plan orders groups by
+    # their JSON text, so an evenly strided pick saw 2 of the 20 sampling rates. A uniform draw sees most of both axes.
+    import json
+
+    from benchmarks import bench_scale as bs
+    from tasks.plan import build_plan
+    from tasks.spec import load_grid_spec
+
+    spec_path = tmp_path / "scale.yaml"
+    spec_path.write_text(bs._spec(10_000))
+    plan = build_plan(load_grid_spec(spec_path, force=True), tmp_path / "lake", workers=1)
+    mechs = [m for c in plan.chunks for m in c.mechanisms]
+    picked, spare = bs.sample_groups(mechs, 500)
+    cells = [json.loads(m) for group in picked for m in group]
+    assert len(picked) >= 20 and len(cells) >= 500
+    assert all(len(group) == 20 for group in picked)  # whole groups: 20 step counts each at 10^4 cells
+    assert len({c["sampling_rate"] for c in cells}) >= 10 and len({c["noise_multiplier"] for c in cells}) >= 10
+    assert spare not in {m for group in picked for m in group}
