@@ -9,12 +9,13 @@ and the wall the cost model (:func:`predict`, PIPELINE.md "Scale") predicts for 
 The model's inputs are measured in the same run, so it stays valid when the engine gets faster:
 
 * ``c``: seconds per cell of the chunk task's own work (:func:`tasks.evaluate.compute_chunk_table`) on a sample of
-  whole (sigma, q) groups of that point's grid, in this process, under the load of the moment;
+  whole (sigma, q) groups of that point's grid (:func:`sample_groups`), in this process, under the load of the
+  moment; with N > 1 workers also ``c_par``, the same sample computed by N processes at once (:func:`concurrent_c`);
 * ``plan``: seconds per cell of :func:`tasks.plan.build_plan` on that grid (enumeration and content hashes);
-* the calibration sweep (200 cells in chunks of 10, one worker): the fixed start (launch to the first chunk minus
-  planning), the per-task overhead (a worker's gap between two chunk tasks) and the publish time of a small lake;
-  with the 10^3-cell point's publish time, the publish cost per row. Those two runs are the model's calibration;
-  every other point is a prediction.
+* the calibration sweeps (200 cells in chunks of 10, one per number of workers measured): the fixed start (launch to
+  the workers warm and to the tasks' submission, minus planning), the per-task overhead (a worker's gap between two
+  chunk tasks) and the tail; publishing ``publish0 + r * rows`` from the calibration lake and a 25x copy of it
+  (:func:`publish_terms`). Those are the model's calibration; every measured point is a prediction.
 
     python -m benchmarks.bench_scale [--points 1000x1,1000x2,10000x1,10000x2,100000x2]
 """
@@ -432,6 +433,31 @@ def calibrate(tmp: Path, workers: int = 1) -> dict[str, Any]:
     }
 
 
+def publish_terms(lake: Path, tmp: Path, copies: int = 25) -> dict[str, float]:
+    """Publish seconds as ``publish0 + r * rows``, measured on the calibration lake and on a copy of it holding its
+    staging and member files ``copies`` times under other spec names (``copies`` x its rows: publishing reads and
+    writes rows, whatever their values). Both publishes in this process (:func:`tasks.publish.publish_lake`), each
+    into a fresh report. Two small sweeps' publish phases (200 and 1,000 rows) differ by less than their jitter (1-2 s
+    on a busy machine), which made ``r`` from them wrong by 10x."""
+    import shutil
+
+    from tasks.publish import publish_lake
+
+    times, rows = [], []
+    for n_copies in (1, copies):  # fresh lakes: a lake already published would reuse its snapshot
+        copy = tmp / "publish-rate" / f"lake{n_copies}"
+        for sub in ("staging", "members"):
+            for spec_dir in (lake / sub).glob("spec=*"):
+                for k in range(n_copies):
+                    shutil.copytree(spec_dir, copy / sub / f"{spec_dir.name}-copy{k}")
+        started = time.perf_counter()
+        result = publish_lake(copy, tmp / "publish-rate" / f"report{n_copies}.duckdb")
+        times.append(time.perf_counter() - started)
+        rows.append(result.counts["cells"])
+    rate = max(0.0, (times[1] - times[0]) / (rows[1] - rows[0]))
+    return {"publish0_s": times[0] - rate * rows[0], "publish_s_per_row": rate, "publish_rows": rows[1]}
+
+
 def start_terms(cal: dict[str, Any], workers: int) -> dict[str, float]:
     """The start terms (warm, submit, task gap, tail) calibrated with ``workers`` workers, else with one."""
     return cal.get("by_workers", {}).get(str(workers), cal)
@@ -442,15 +468,14 @@ def measure(points: tuple[tuple[int, int], ...] = DEFAULT_POINTS, cal: dict[str,
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp_name:
         tmp = Path(tmp_name)
-        first = cal is None
         if cal is None:
             cal = calibrate(tmp)
             print(json.dumps({k: v for k, v in cal.items() if k != "stats"}, default=str), flush=True)
             cal["by_workers"] = {"1": {k: v for k, v in cal.items() if k != "inputs"}}
+            cal.update(publish_terms(tmp / "cal1" / "lake", tmp))
             for w in sorted({w for _, w in points} - {1}):
                 cal["by_workers"][str(w)] = calibrate(tmp, w)
                 print(json.dumps({k: v for k, v in cal["by_workers"][str(w)].items() if k != "stats"}), flush=True)
-        cal_n = cal["cells"]
         for n, workers in points:
             spec = tmp / f"scale-{n}.yaml"
             spec.write_text(_spec(n))
@@ -460,9 +485,6 @@ def measure(points: tuple[tuple[int, int], ...] = DEFAULT_POINTS, cal: dict[str,
             run = sweep(spec, workers, lake, report, trace)
             st = phase_stats(run["phases"])
             sql_s, sql_out = sql_all_rows(report)
-            if "publish_s_per_row" not in cal:  # the first point (10^3 cells) completes the calibration
-                cal["publish_s_per_row"] = max(0.0, (st["publish_s"] - cal["publish_small_s"]) / (n - cal_n))
-                cal["publish0_s"] = cal["publish_small_s"] - cal["publish_s_per_row"] * cal_n
             pred = predict(n, workers, cal, inputs)
             staging, curated = _du(lake / "staging"), _du(lake / "curated")
             results.append(
@@ -483,7 +505,6 @@ def measure(points: tuple[tuple[int, int], ...] = DEFAULT_POINTS, cal: dict[str,
                     "sql": sql_out,
                     "load_before": load_before,
                     "load_after": os.getloadavg()[0],
-                    "calibration": first and n == points[0][0] and workers == points[0][1],
                 }
             )
             print(json.dumps(_brief(results[-1])), flush=True)
@@ -530,7 +551,7 @@ def render(m: dict[str, Any]) -> str:
         lines.append(
             f"| {r['cells']:,} | {r['workers']} | {p['chunks']} x {p['chunk_size']} | "
             f"{1000 * r['inputs']['c_s_per_cell']:.2f} | {r['wall_s']:.1f} | {p['wall_s']:.1f} | "
-            f"{100 * err:+.0f} %{' (calibration)' if r['calibration'] else ''} | {r['cells'] / r['wall_s']:.0f} | "
+            f"{100 * err:+.0f} % | {r['cells'] / r['wall_s']:.0f} | "
             f"{r['stats']['publish_s']:.2f} | {r['lake_bytes'] / 1e6:.1f} | {r['inputs']['ipc_bytes_per_cell']:.0f} | "
             f"{r['rss']['flow'] >> 20} / {', '.join(str(w >> 20) for w in r['rss']['workers'])} | {r['sql_s']:.1f} | "
             f"{r['load_before']:.1f} / {r['load_after']:.1f} |"
@@ -555,7 +576,8 @@ def render(m: dict[str, Any]) -> str:
         f"Calibration ({c['cells']} cells in chunks of 10, one worker, {c['wall_s']:.1f} s): a worker warm at "
         f"{c['warm_s']:.2f} s, tasks submitted at {c['submit_s']:.2f} s (planning excluded), per-task gap "
         f"{c['task_gap_s']:.3f} s, tail {c['tail_s']:.2f} s (last chunk to exit, publishing excluded), publish "
-        f"{c['publish0_s']:.2f} s + {1e6 * c['publish_s_per_row']:.1f} us/row.",
+        f"{c['publish0_s']:.2f} s + {1e6 * c['publish_s_per_row']:.1f} us/row (measured on the calibration lake and "
+        f"on a {c.get('publish_rows', 0):,}-row copy of it).",
     ]
     for w, cw in sorted(c.get("by_workers", {}).items()):
         if w != "1":
