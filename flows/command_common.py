@@ -85,7 +85,7 @@ def _preflight(args: argparse.Namespace, *, prefect: bool = True, object_store: 
         if is_url(value) and not object_store:
             raise ValueError(
                 f"{option} {shown(str(value))}: this command needs a local path (object storage is supported by "
-                "gdp sweep, publish, sql and export)"
+                "gdp sweep, regret-map, publish, sql, export and plot)"
             )
     if is_url(lake):
         check_store(str(lake), "--lake")  # URL, credentials, endpoint and bucket: one line naming the setting

@@ -175,19 +175,24 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
+    """The PNG goes to ``--out``, else under ``plots/`` next to a local report, or under ``./plots/`` (the current
+    folder) for a report on object storage (read as ``gdp sql`` reads it; flows/regret_map.py says why the PNG is
+    not uploaded beside it)."""
     from tasks.lake import default_report
-    from tasks.object_store import is_url
-    from tasks.plots import heatmap_filename, plot_curve, plot_heatmap
+    from tasks.object_store import check_store, is_url
+    from tasks.plots import heatmap_filename, plot_curve, plot_heatmap, report_version
 
     report = args.report or str(default_report())
-    if is_url(report):
-        raise ValueError(f"--report {report}: gdp plot writes next to a local report; run gdp export first")
-    out_dir = Path(report).resolve().parent / "plots"
+    remote = is_url(report)
+    if remote:
+        check_store(report, "--report", is_report=True)  # URL, credentials, endpoint, bucket: one line
+    out_dir = Path("plots").resolve() if remote else Path(report).resolve().parent / "plots"
     if args.what == "curve":
         if not args.cell:
             raise ValueError('gdp plot curve needs --cell CELL_ID (see: gdp sql "SELECT cell_id FROM cells")')
         out = args.out or str(out_dir / f"curve_{args.cell}.png")
-        info = plot_curve(report, args.cell, out=out, spec=args.spec, overwrite=args.overwrite or not args.out)
+        with report_version(report) as source:  # its three queries read one version of an s3:// report
+            info = plot_curve(source, args.cell, out=out, spec=args.spec, overwrite=args.overwrite or not args.out)
     else:
         if not (args.spec and args.x and args.y):
             raise ValueError("gdp plot heatmap needs --spec NAME --x AXIS --y AXIS")
@@ -213,6 +218,11 @@ def _plot(args: argparse.Namespace) -> int:
             overwrite=args.overwrite or not args.out,
         )
     print(info["path"])
+    if remote and not args.out:
+        print(  # stderr: stdout stays the PNG's path alone, for scripts
+            f"(the report is on object storage: the PNG is written under {out_dir}, not beside it; --out FILE)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -273,7 +283,11 @@ def _plot_args(p: argparse.ArgumentParser) -> None:
         choices=("max", "min", "mean"),
         help="how to reduce axes that are neither plotted nor fixed",
     )
-    p.add_argument("--out", help="PNG path (default: next to the report, under plots/, named after the plot)")
+    p.add_argument(
+        "--out",
+        help="PNG path (default: under plots/ next to the report, or under ./plots/ for an s3:// report, named after "
+        "the plot)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     _add_store_args(p, lake=False)
 

@@ -83,11 +83,19 @@ def _regret_map(args: argparse.Namespace) -> int:
 
     spec = load_grid_spec(args.spec, force=args.force)
     _check_workers(args)
-    _preflight(args)
+    _preflight(args, object_store=True)  # an s3:// lake and report as for gdp sweep; the PNGs stay local
+    from tasks.lake import default_report
+    from tasks.object_store import is_url
+    from tasks.publish import check_writable
+
+    report = args.report or str(default_report())
+    plots = getattr(args, "plots", None)
     _prefect_env(args.verbose)  # before the first Prefect import
-    from flows.regret_map import choose_axes
+    from flows.regret_map import choose_axes, plots_folder
 
     choose_axes(spec, args.x, args.y)  # bad axes fail before any work
+    folder = plots_folder(report, spec.name, plots)
+    check_writable(folder, "--plots folder" if plots else "plots folder")
     _start_api()  # boots while the flow is imported and its task runner built
     from flows.regret_map import regret_map
 
@@ -100,14 +108,19 @@ def _regret_map(args: argparse.Namespace) -> int:
         force=args.force,
         progress=not args.no_progress,
         workers=args.workers,
+        plots=str(folder),
     )
     print(f"regret map {spec.name}: {result.sweep.cells} cells, axes {result.y} vs {result.x}")
+    if is_url(report) and not plots:
+        print(
+            f"plots: {folder}   (the report is on object storage: the PNGs are written here, not beside it; --plots DIR)"
+        )
     for metric, path in result.heatmaps.items():
         print(f"  {metric:<10} {path}")
     if result.curve:
         print(f"  curve      {result.curve}   (worst-regret cell {result.worst_cell})")
     if result.sweep.report:  # None only for a sweep that did not publish (regret_map always publishes)
-        print(f"report: {Path(result.sweep.report).resolve()}")
+        print(f"report: {_shown(result.sweep.report)}")
     return 0
 
 
@@ -207,6 +220,7 @@ def _demo(args: argparse.Namespace) -> int:
         report=args.report,
         x=None,
         y=None,
+        plots=None,
     )
     _regret_map(ns)
     report = args.report or str(default_report())
@@ -229,6 +243,12 @@ def _regret_args(p: argparse.ArgumentParser) -> None:
     _add_run_args(p)
     p.add_argument("--x", help="heat-map x axis (a grid key; default: spec plot.x or the first varying key)")
     p.add_argument("--y", help="heat-map y axis (a grid key; default: spec plot.y or the second varying key)")
+    p.add_argument(
+        "--plots",
+        metavar="DIR",
+        help="folder for the PNGs (default: plots/<spec>/ next to a local report; ./plots/<spec>/ when the report "
+        "is on object storage)",
+    )
 
 
 def _publish_args(p: argparse.ArgumentParser) -> None:

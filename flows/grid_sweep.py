@@ -21,7 +21,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 from prefect.utilities.annotations import quote
 
-from flows.chunks import collect_chunks
+from flows.chunks import collect_chunks, persisted_problem
 from flows.naming import run_name
 from flows.progress import ProgressBar
 from flows.publish import publish_report
@@ -133,11 +133,13 @@ def run_sweep(
     publish: bool = True,
     progress: bool = False,
     workers: int | None = None,
+    on_chunk: Callable[[str], None] | None = None,
 ) -> SweepSummary:
     """The body of :func:`grid_sweep`, callable from any flow (its tasks run on that flow's task runner).
 
     One sweep per (lake, spec) at a time (:func:`tasks.locks.spec_lock`): a second sweep of the same spec waits, then
-    plans against the finished lake and computes nothing twice."""
+    plans against the finished lake and computes nothing twice. ``on_chunk(path relative to the lake)`` runs for
+    each chunk file once it is written and verified (a lake on object storage pushes it there and then)."""
     logger = get_run_logger()
     lake = str(lake or default_lake())
     report = str(report or default_report())
@@ -145,20 +147,35 @@ def run_sweep(
         return _run_sweep_remote(spec, lake, report, publish=publish, progress=progress, workers=workers)
     check_writable(Path(lake), "lake")
     with spec_lock(Path(lake), spec.name, on_wait=logger.warning):
-        return _run_sweep_locked(spec, lake, report, publish=publish, progress=progress, workers=workers)
+        return _run_sweep_locked(
+            spec, lake, report, publish=publish, progress=progress, workers=workers, on_chunk=on_chunk
+        )
 
 
 def _run_sweep_remote(
     spec: GridSpec, lake: str, report: str, *, publish: bool, progress: bool, workers: int | None
 ) -> SweepSummary:
-    from tasks.object_store import lake_mirror
+    from tasks.lake import remove_spec_temporaries
+    from tasks.object_store import lake_mirror, push_file
 
+    logger = get_run_logger()
     failed: RuntimeError | None = None
     with lake_mirror(lake, spec.name) as local:  # pushes what the sweep wrote, also when it failed
+
+        def push(rel: str) -> None:
+            """Each verified chunk goes to the store at once (a SIGKILL later loses only the chunks in flight)."""
+            try:
+                push_file(lake, local, rel)
+            except ValueError as exc:  # the store is unreachable for now: the mirror's final push retries, or fails
+                logger.warning("chunk %s not pushed yet (%s); the push at the end of the sweep retries it", rel, exc)
+
         try:
-            summary = run_sweep(spec, lake=str(local), report=report, publish=False, progress=progress, workers=workers)
+            summary = run_sweep(
+                spec, lake=str(local), report=report, publish=False, progress=progress, workers=workers, on_chunk=push
+            )
         except RuntimeError as exc:  # failed chunks: publish the rest, then fail (as run_sweep does)
             failed = exc
+        remove_spec_temporaries(local, spec.name)  # what a SIGKILLed sweep left in this mirror (never pushed)
     if publish:
         publish_report(lake=lake, report=report)
     if failed is not None:
@@ -167,7 +184,14 @@ def _run_sweep_remote(
 
 
 def _run_sweep_locked(
-    spec: GridSpec, lake: str, report: str, *, publish: bool, progress: bool, workers: int | None
+    spec: GridSpec,
+    lake: str,
+    report: str,
+    *,
+    publish: bool,
+    progress: bool,
+    workers: int | None,
+    on_chunk: Callable[[str], None] | None = None,
 ) -> SweepSummary:
     logger = get_run_logger()
     started = dt.datetime.now(dt.UTC)
@@ -199,6 +223,7 @@ def _run_sweep_locked(
         progress=progress,
         artifact_key=_key("sweep-progress", spec.name),
         while_computing=members,
+        on_chunk=on_chunk,
     )
     if not recorded:
         members()
@@ -238,19 +263,28 @@ def evaluate_chunks(
     progress: bool = False,
     artifact_key: str | None = None,
     while_computing: Callable[[], None] | None = None,
+    on_chunk: Callable[[str], None] | None = None,
 ) -> tuple[list[ChunkManifest], list[str]]:
     """Submit one task per chunk; as each finishes, write its rows into the lake here, in the flow process, and
     keep its manifest once the file is verified (:func:`flows.chunks.collect_chunks`): the workers never touch the
-    lake, so they need not see its folder."""
+    lake, so they need not see its folder. ``on_chunk`` gets each chunk's path (relative to the lake) once its file
+    passes the same check (:func:`flows.chunks.persisted_problem`)."""
     if not chunks:
         return [], []
     phase("evaluate-chunks")
     bar = ProgressBar(sum(c.size for c in chunks), enabled=progress, artifact_key=artifact_key)
+
+    def write(chunk: Chunk, result: Any) -> ChunkManifest:
+        manifest = write_chunk(Path(lake), chunk, result)
+        if on_chunk is not None and persisted_problem(lake, manifest.path, _expected(lake, chunk), chunk.size) is None:
+            on_chunk(manifest.path)
+        return manifest
+
     return collect_chunks(
         evaluate_chunk,
         chunks,
         lake,
-        write=lambda c, r: write_chunk(Path(lake), c, r),
+        write=write,
         expected_path=lambda c: _expected(lake, c),
         path_of=lambda m: m.path,
         bar=bar,

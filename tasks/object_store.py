@@ -42,9 +42,15 @@ make a PUT conditional - RFC 9110 section 13.1, as S3 implements them):
   ``_SUCCESS`` with ``If-Match`` (which fails once a collector deleted it: the publisher rebuilds) and checks that it
   still exists after installing its report (else it publishes again). A reader holding a report keeps its files for
   at least the grace period.
-* Crash and resume: a killed sweep leaves complete chunks in the mirror (pushed by the next sweep or publish on that
-  machine) and nothing partial in the store (a PUT is all or nothing); on another machine the missing chunks are
-  recomputed. A killed publish leaves at most an incomplete snapshot (never read; removed after the grace period).
+* Crash and resume: each chunk is pushed as soon as the sweep has written and verified it (:func:`push_file`), so
+  a sweep killed with SIGKILL (no ``finally`` runs) has every chunk finished before its last push on the store; a
+  chunk written but not yet pushed stays complete in the mirror (pushed by the next sweep or publish on that
+  machine; on another machine its cells are recomputed). Nothing partial reaches the store (a single PUT is all or
+  nothing), and what is there anyway is harmless: an object that is not valid Parquet is moved to ``_quarantine/``
+  when a mirror pulls it, and a chunk stored twice under two keys is counted once (the planner counts cells, the
+  publish keeps one row per (spec, cell)). ``tests/pipeline/test_s3_resume.py`` kills a sweep and resumes it from
+  the same and from an empty mirror. A killed publish leaves at most an incomplete snapshot (never read; removed
+  after the grace period).
 
 Reading a report on object storage
     DuckDB's ``httpfs`` extension is not used (it is downloaded at run time, and report connections load no
@@ -85,6 +91,7 @@ __all__ = [
     "parse_url",
     "put_if_absent",
     "put_if_match",
+    "push_file",
     "shown",
     "sync",
 ]
@@ -397,6 +404,19 @@ def _push(url: StoreUrl, rel: str, path: Path, remote: Obj | None, what: str) ->
             return
         remote = head(url.child(rel), what)
     raise ValueError(f"{what} {url}: {rel} kept changing under concurrent writers; run again")
+
+
+def push_file(location: str, local: Path, rel: str) -> None:
+    """Upload one immutable file of the mirror now (``If-None-Match: *``), as soon as the sweep has written and
+    verified it: a chunk reaches the store while the sweep goes on, so a sweep killed later (SIGKILL runs no
+    ``finally``) loses at most the chunks in flight, and a resume on any machine finds the pushed ones. A damaged
+    file is never uploaded; the members file is not pushed here (:func:`sync` does, under ``If-Match``)."""
+    if _MUTABLE.search(rel):
+        raise ValueError(f"push_file: {bounded_repr(rel)} is the mutable members file (sync pushes it)")
+    from tasks.lake import safe_join
+
+    url = parse_url(location, "--lake")
+    _push(url, rel, safe_join(local, *rel.split("/")), None, "--lake")
 
 
 def _local_files(local: Path, prefix: str) -> dict[str, Path]:

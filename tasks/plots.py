@@ -6,19 +6,24 @@ One curve convention everywhere (sweeps and privacy cards, :func:`tradeoff_figur
 FPR, on a linear panel and a log-log panel (the low-FPR region where membership inference matters); the diagonal is
 random guessing. Default file names encode everything that defines a plot (:func:`heatmap_filename`), so two
 different plots never share a file, and an explicit ``out`` that exists is not overwritten unless asked.
+
+A report on object storage (``s3://...``) is read the way ``gdp sql`` reads it (:func:`tasks.report_query.local_report`:
+the small report file downloaded, its snapshot read through s3fs); :func:`report_version` lets several plots share
+one download, so they all show the same version of the report. The PNGs themselves are always local files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from tasks.report_query import query_report
 from tasks.schema import COMPLETE_CELLS_SQL
 
-__all__ = ["METRICS", "heatmap_filename", "plot_curve", "plot_heatmap", "tradeoff_figure"]
+__all__ = ["METRICS", "heatmap_filename", "plot_curve", "plot_heatmap", "report_version", "tradeoff_figure"]
 
 METRICS = ("mu", "gdp_regret", "advantage", "bayes_security")
 _AXES = (
@@ -40,6 +45,26 @@ _AXES = (
     "steps_per_epoch",
     "epochs",
 )
+
+
+@contextlib.contextmanager
+def report_version(report: str | Path) -> Iterator[str]:
+    """The report file every plot inside the ``with`` block reads: ``report`` itself when local; for an ``s3://``
+    report one private downloaded copy (removed afterwards), so the plots of one command show one version of it
+    even while another machine publishes. A message naming the copy names the URL instead."""
+    from tasks.object_store import is_url
+    from tasks.report_query import local_report
+
+    if not is_url(str(report)):
+        yield str(report)
+        return
+    with local_report(report) as path:
+        try:
+            yield str(path)
+        except ValueError as exc:
+            if str(path) not in str(exc):
+                raise
+            raise ValueError(str(exc).replace(str(path), str(report))) from None
 
 
 def _pyplot():

@@ -9,93 +9,20 @@ checked never to appear in the store, the report, or any output.
 from __future__ import annotations
 
 import math
-import os
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
+
+from tests.pipeline.conftest import KEY_ID, SECRET
+from tests.pipeline.conftest import aws_env as _aws_env
+from tests.pipeline.conftest import free_port as _free_port
+from tests.pipeline.conftest import run_gdp as _gdp
+from tests.pipeline.conftest import s3_env as _env
 
 pytest.importorskip("s3fs", reason="the s3 extra (s3fs) is not installed: pip install -e '.[s3]'")
 pytest.importorskip("moto", reason="the test extra's moto[server] is not installed")
 
-ROOT = Path(__file__).resolve().parents[2]
-KEY_ID = "AKIDgdpaudit0test42"
-SECRET = "s3cr3t-gdp-audit-never-shown-0042"
-
 pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(900)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("moto server did not start") from None
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-def _aws_env(endpoint: str) -> dict[str, str]:
-    return {
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": KEY_ID,
-        "AWS_SECRET_ACCESS_KEY": SECRET,
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-
-
-@pytest.fixture
-def s3(s3_server, monkeypatch, tmp_path):
-    """A fresh bucket; the AWS variables (and nothing else) point this process at the server."""
-    import uuid
-
-    from tasks import object_store
-
-    for k, v in _aws_env(s3_server).items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.setenv("GDP_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(object_store, "_CLIENT", None)
-    bucket = f"gdp-{uuid.uuid4().hex[:10]}"
-    object_store._client().create_bucket(Bucket=bucket)
-    return bucket
-
-
-def _env(extra: dict[str, str], *, drop: tuple[str, ...] = ()) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k not in drop}
-    env.update(PYTHONPATH=str(ROOT), AWS_EC2_METADATA_DISABLED="true", **extra)
-    env.pop("PYTHONWARNINGS", None)
-    return env
-
-
-def _gdp(*argv: str, cwd: Path, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *argv], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout
-    )
 
 
 def _all_objects(bucket: str) -> dict[str, bytes]:
