@@ -16,10 +16,12 @@ Modules, one concern each:
   measured error law says so. Calibration walks every fourth rung.
 * :mod:`~gdpcore.engine.gap` - **the certified gap** (:func:`certified_gap`): the largest of the relative epsilon gaps
   at ``deltas``, the relative mu gap and the relative advantage gap between the two ends, by one relative-difference
-  policy (:func:`relative_gap`; epsilons and advantages below 1e-3 and mus below ``MU_GAP_FLOOR`` = 0.2 compared
-  absolutely, the doubling comparison included; the module says why those numbers). Both ends are proven bounds, so the gap is a certified bracket width, not an
-  estimate. With ``discretization=None`` the step is refined until it is at most ``tolerance`` (0.1% for one report,
-  1% per cell of a batch).
+  policy (:func:`relative_gap`; epsilons and advantages below ``GAP_FLOOR`` = 0.01 and mus below ``MU_GAP_FLOOR`` =
+  0.2 compared absolutely, the doubling comparison included). Below 0.01 an epsilon bracket's absolute width is what
+  bounds e^eps, the factor in every attack bound TPR <= e^eps FPR + delta, so it is held to ``tolerance`` x 0.01
+  absolute (e^eps to 1e-4 per cell of a batch); the module gives the measurements behind both numbers. Both ends
+  are proven bounds, so the gap is a certified bracket width, not an estimate. With ``discretization=None`` the step
+  is refined until it is at most ``tolerance`` (0.1% for one report, 1% per cell of a batch).
 * :mod:`~gdpcore.engine.twin` - **the twin** (:func:`optimistic_curve`): privacy buckets rounded down
   (dp_accounting's ``pessimistic_estimate=False`` construction) read as a post-processed mechanism, whose every test
   is a test on the mechanism: the twin is the curve through the error rates of all tests on the composed bucket
@@ -69,6 +71,7 @@ from gdpcore.engine.gap import (
     DEFAULT_GRID_TOLERANCE,
     DEFAULT_TOLERANCE,
     ERROR_TARGET_RATIO,
+    GAP_FLOOR,
     MU_GAP_FLOOR,
     certified_gap,
     optimistic_epsilon,
@@ -89,6 +92,7 @@ __all__ = [
     "DEFAULT_TIME_BUDGET",
     "DEFAULT_TOLERANCE",
     "ERROR_TARGET_RATIO",
+    "GAP_FLOOR",
     "GENERIC_START",
     "LADDER_FINEST",
     "LADDER_TOP",

@@ -28,9 +28,40 @@ ERROR_TARGET_RATIO = 0.2
 fraction of the tolerance; the twin takes up the rest of the gap."""
 
 
-_GAP_FLOOR = 1e-3
-"""Epsilons and advantages below this are compared absolutely by :func:`relative_gap` (relative gaps there are
-meaningless and harmless)."""
+GAP_FLOOR = 1e-2
+"""Epsilons and advantages below this are compared absolutely: an epsilon or advantage bracket is within tolerance
+``tol`` when its width is at most ``tol`` x max(value, 0.01), i.e. 1e-4 absolute at a batch's 1% and 1e-5 at a
+report's 0.1%. :func:`relative_gap`, :func:`certified_gap` and the doubling comparison (:func:`_relative_change`) all
+read this one constant. Both ends stay proven bounds; only what counts as met changes.
+
+Why absolute below a floor: what an attacker can do is bounded through e^eps (TPR <= e^eps FPR + delta), and an
+epsilon bracket [lo, up] leaves e^eps uncertain by the factor e^(up - lo), i.e. by the *absolute* width. A relative
+epsilon bracket asks a cell with epsilon 0.003 for an e^eps accurate to 3e-5 where a cell with epsilon 1 gets 1e-2.
+The advantage (TPR - FPR, Bayes security 1 - advantage) is itself an absolute attack bound: its width moves any
+attack's success bound by that width, the same scale as e^eps FPR moves with an absolute epsilon width. Below 0.01
+the brackets stay within ``tol`` x 0.01 absolute: e^eps known to 1e-4 (batch), 100x finer than at epsilon 1.
+
+Why 0.01, measured on the mixed grid's --quick subset (benchmarks/bench_grid.py: 36 cells, sigma 0.5-3,
+q 1e-4-0.2, T 10-1e5), floor candidates interleaved per cell in one process, CPU seconds (docs/engine-measurements.md
+has the table):
+
+* 1e-3 (before) -> 0.01: total 10.0x -> 10.9x dp_accounting's per-point time, all 36 cells ok, none below
+  dp_accounting's optimistic epsilon; the gain is on small-q cells whose *advantage* (4e-4 - 1e-3) bound the gap:
+  sigma 0.5, q 1e-4, T 10 (epsilon 0.039, advantage 4.0e-4) 0.20 s -> 0.11 s (262,658 -> 65,671 atoms). Largest
+  change of a reported upper end: epsilon(1e-5) +3.0e-5 absolute (e^eps +3.0e-5; relative +8% only on epsilon
+  1.1e-4, sigma 3, q 1e-4, T 10), mu +2.8e-6 absolute, advantage +1.9e-5 absolute. On the whole mixed grid (82
+  cells): 10.9x -> 11.9x, cells slower than dp_accounting 6 -> 5, 82/82 ok, epsilon(1e-5) upper ends +3.8e-5 at most.
+* 0.1: 12.3x, one cell slower than dp_accounting instead of three, but the sigma 3, q 1e-4, T 1e5 corner came out
+  tolerance_not_met (its pessimistic mu, read at FPR 1e-10, rose from 0.0109 to 0.0152 at the coarser step the
+  looser epsilon target allowed); it also contradicts tests/test_engine.py's policy test (epsilon 0.0101 compared
+  relatively).
+* 1: 16.2x, no cell slower, but epsilon(1e-5) upper ends move by up to 4.7e-3 absolute (2.45x on epsilon 1.1e-4)
+  and two tests against dp_accounting and prv_accountant that hold a 1% *relative* bracket at epsilon 0.13-0.2
+  (tests/test_pld.py, tests/test_grid.py) fail: epsilons of 0.1-1 are read, and compared with other accountants,
+  relatively.
+
+Epsilon floors alone (advantage kept at 1e-3) moved the total by at most 10.0x -> 10.6x: on the small-q cells the
+advantage's relative gap binds as often as epsilon's, hence one floor for both."""
 
 
 MU_GAP_FLOOR = 0.2
@@ -57,22 +88,24 @@ The allowance grows with the support: at T 1e5 that cell's ends are 2.7e-3 apart
 
 def _floors(size: int) -> np.ndarray:
     # The floor of each entry of a probe (Producer._probe: epsilons, the advantage, mu last).
-    floors = np.full(size, _GAP_FLOOR)
+    floors = np.full(size, GAP_FLOOR)
     if size:
         floors[-1] = MU_GAP_FLOOR
     return floors
 
 
 def relative_gap(
-    upper: np.ndarray | float, lower: np.ndarray | float, floor: np.ndarray | float = _GAP_FLOOR
+    upper: np.ndarray | float, lower: np.ndarray | float, floor: np.ndarray | float | None = None
 ) -> np.ndarray:
     """The one relative-difference policy of the engine, elementwise and signed: (upper - lower) / max(|upper|,
-    ``floor``). Values below ``floor`` are thereby compared absolutely (a relative gap of two tiny epsilons is
-    meaningless and harmless); where ``upper`` is infinite the gap is 0 if ``lower`` is too (both beyond e^700: as
+    ``floor``), ``floor`` ``GAP_FLOOR`` = 0.01 unless given. Values below ``floor`` are thereby compared absolutely
+    (below 0.01 an epsilon's absolute width is what bounds e^eps, see ``GAP_FLOOR``); where ``upper`` is infinite the gap is 0 if ``lower`` is too (both beyond e^700: as
     tight as float64 allows), +inf otherwise; NaN reads stay NaN. The certified gap reads it with upper and lower
     ends (clamped at 0), the doubling comparison with the finer and the coarser estimate (its absolute value)."""
     u = np.asarray(upper, dtype=float)
     lo = np.asarray(lower, dtype=float)
+    if floor is None:
+        floor = GAP_FLOOR
     with np.errstate(invalid="ignore"):
         gap = (u - lo) / np.maximum(np.abs(u), floor)
     return np.where(np.isinf(u), np.where(np.isinf(lo), 0.0, math.inf), gap)
@@ -92,17 +125,17 @@ def certified_gap(
     include_mu: bool = True,
 ) -> float:
     """max over the numbers a report states of (upper - lower) / upper: epsilon at each delta, mu, advantage
-    (epsilons and advantages below 1e-3 and mus below ``MU_GAP_FLOOR`` = 0.2 compared absolutely; 0 where both
+    (epsilons and advantages below ``GAP_FLOOR`` = 0.01 and mus below ``MU_GAP_FLOOR`` = 0.2 compared absolutely; 0 where both
     ends are +inf, i.e. beyond e^700). ``inf`` without an
     optimistic curve. ``include_mu=False`` leaves mu out (the engine asks whether mu alone is short)."""
     if optimistic is None:
         return math.inf
-    gaps = [_rel(pessimistic.advantage, optimistic.advantage, _GAP_FLOOR)]
+    gaps = [_rel(pessimistic.advantage, optimistic.advantage, GAP_FLOOR)]
     if deltas.size:
         eu = np.atleast_1d(pessimistic.epsilon_at(deltas))
         # Both ends beyond the last line (e^eps overflows past 700): [700, inf] is as tight as float64 allows.
         el = np.atleast_1d(optimistic.epsilon_at(deltas)).astype(float)
-        gaps += [_rel(float(u), float(v), _GAP_FLOOR) for u, v in zip(eu, el, strict=True)]
+        gaps += [_rel(float(u), float(v), GAP_FLOOR) for u, v in zip(eu, el, strict=True)]
     if include_mu:
         mu_u = pessimistic.mu(alpha_min=alpha_min)[0]
         mu_l = optimistic.mu(alpha_min=alpha_min)[0]
