@@ -217,13 +217,13 @@ def _power(
         transform = ext.astype(np.complex128)
         powered = _int_power(transform, steps)
         # Where |X_k|^(T-1) is not negligible the power is taken in extended precision and rounded once.
-        mag = np.abs(transform)
         l1 = float(np.sum(np.abs(single.probs)))
-        keep = _kept(mag, steps, l1)
+        unit_mag = _unit_moduli(transform, l1)
+        keep = _kept(unit_mag, steps)
         if keep.any():
             powered[keep] = _int_power(ext[keep], steps).astype(np.complex128)
         conv = sp_fft.irfft(powered, n)
-        bound = _power_roundoff(single.probs, transform, steps, n, extended_power=keep, mag=mag, l1=l1)
+        bound = _power_roundoff(single.probs, transform, steps, n, extended_power=keep, unit_mag=unit_mag, l1=l1)
     if 0 <= lo and hi < n:
         out = conv[lo : hi + 1].copy()  # no wrap-around: the window as a slice (the same values, no index array)
     else:
@@ -231,10 +231,19 @@ def _power(
     return lo, out, bound
 
 
-def _kept(mag: np.ndarray, steps: int, l1: float = 1.0) -> np.ndarray:
+def _kept(unit_mag: np.ndarray, steps: int) -> np.ndarray:
     """Coefficients whose (|X_k| / ||x||_1 + slack)^(T-1) may exceed e^-60 (the others contribute at most
-    n e^-60 T ||x||_1^T, see :func:`_power_roundoff`)."""
-    return mag / max(l1, 1e-300) + 1e-12 > math.exp(-60.0 / max(steps - 1, 1))
+    n e^-60 T ||x||_1^T, see :func:`_power_roundoff`); ``unit_mag`` is |X_k| / ||x||_1 (:func:`_unit_moduli`)."""
+    return unit_mag + 1e-12 > math.exp(-60.0 / max(steps - 1, 1))
+
+
+def _unit_moduli(transform: np.ndarray, l1: float) -> np.ndarray:
+    """|X_k| / ||x||_1 (|X_k| where the input is all zeros): the moduli the round-off bound and the extended-power
+    mask both read, computed once."""
+    mag = np.abs(transform)
+    if l1 > 0.0 and l1 != 1.0:
+        mag /= l1
+    return mag
 
 
 _U = float(np.finfo(float).eps) / 2.0
@@ -269,7 +278,7 @@ def _power_roundoff(
     n: int,
     *,
     extended_power: np.ndarray | None = None,
-    mag: np.ndarray | None = None,
+    unit_mag: np.ndarray | None = None,
     l1: float | None = None,
 ) -> float:
     """Per-atom bound on the round-off of ``irfft(rfft(probs, n) ** steps)`` (see :func:`_power`).
@@ -291,20 +300,18 @@ def _power_roundoff(
     and scaled by ``||p||_1^T``. Taken as it stands, the e^-60 cut-off of the dropped coefficients (absolute, for a
     unit mass) was 1.7e-22 per atom there, above the composed masses the tail reads, and made the twin 3.5% low.
 
-    Cost: the moduli ``mag`` (= |transform|) and ``l1`` (= ||p||_1) may be passed when the caller has them; the
+    Cost: ``l1`` (= ||p||_1) and ``unit_mag`` (= |transform| / ||p||_1, :func:`_unit_moduli`) may be passed when
+    the caller has them; the
     coefficients that cannot pass the e^-60 cut-off (|X_k| / ||p||_1 below it less the largest 2 e_k) are dropped
     before anything else is computed, so a long composition, whose kept band is a few % of the spectrum, does its
     per-coefficient work on that band only."""
     if l1 is None:
         l1 = float(np.sum(np.abs(probs)))
-    if mag is None:
-        mag = np.abs(transform)
+    mag = _unit_moduli(transform, l1) if unit_mag is None else unit_mag
     scale = 1.0
     if l1 > 0.0:
         with np.errstate(under="ignore"):
             scale = math.exp(max(steps, 1) * math.log(l1)) if steps * math.log(l1) < 700.0 else math.inf
-        if l1 != 1.0:
-            mag = mag / l1
     t = max(steps, 1)
     log_t = math.log2(max(t, 2))
     exp_err = 2.0 * math.sqrt(5.0) * log_t * _U
@@ -317,16 +324,22 @@ def _power_roundoff(
     m = mag[cand]
     e_fwd: np.ndarray | float
     exp_errs: np.ndarray | float
-    if extended_power is None:
+    ext = None if extended_power is None else extended_power[cand]
+    if ext is None:
         # One value for every coefficient: kept as a scalar (the same products as a constant array, no gathers).
         e_fwd = _fft_error(n)
         exp_errs = exp_err
+    elif ext.all():
+        # Every candidate was powered in extended precision (the mask's slack, 1e-12, exceeds 2 e_max): scalars.
+        e_fwd = e_ext
+        exp_errs = _U + 2.0 * math.sqrt(5.0) * log_t * _U_EXT
     else:
-        ext = extended_power[cand]
         e_fwd = np.where(ext, e_ext, _U * m * (1.0 + 2.0 * _U) + e_ext)
         # Extended power, rounded once: u |Y| plus the extended products' error.
         exp_errs = np.where(ext, _U + 2.0 * math.sqrt(5.0) * log_t * _U_EXT, exp_err)
-    up = np.minimum(m + 2.0 * e_fwd, 1.0 + 2.0 * e_fwd)
+    # min(|X| + 2 e, 1 + 2 e), as min(|X|, 1) + 2 e: the same floating-point values (addition is monotonic)
+    up = np.minimum(m, 1.0)
+    up += 2.0 * e_fwd
     keep = up > threshold
     if not keep.all():
         up = up[keep]
@@ -341,7 +354,9 @@ def _power_roundoff(
     else:
         prop = t * e_fwd * float(np.sum(powered_m1)) + exp_errs * float(np.sum(powered))
     total_pow = 2.0 * (float(np.sum(powered)) + rest)
-    return (2.0 * (prop + rest) + (_fft_error(n) + _U) * total_pow) / n * scale
+    # The bound's own evaluation (sums of positive terms, a few roundings each: relative error below
+    # (log2(n) + 20) u) is covered by the factor 1 + 1e-12.
+    return (2.0 * (prop + rest) + (_fft_error(n) + _U) * total_pow) / n * scale * (1.0 + 1e-12)
 
 
 def fft_bytes(length: int) -> int:
