@@ -29,48 +29,95 @@ def _chernoff_orders(n: int, step: float) -> np.ndarray:
     return np.concatenate([pos_orders, -pos_orders])
 
 
+_LOG_MGF_BLOCK = 1 << 15
+"""Elements per block of :func:`_log_mgf`'s (orders x support) array (256 KiB, cache-resident): every order in one
+pass of numpy calls on small supports, one order at a time on large ones. A loop over the 30 orders cost ~5 us of
+interpreter overhead per order at n ~ 1e3 (12% of the CPU time of small grid cells, sigma 0.5-3, T 10-3000, n <
+1e4; 9% with the single pass)."""
+
+
+_EXP_SAFE = 600.0
+"""Largest |t| i_max + |max log p| for which log E[e^{t i}] is summed without a max shift: every exponent
+log p_i + t i is then at most 600 (no overflow) and the largest term at least e^-600 (no underflow of the sum)."""
+
+
 def _log_mgf(probs: np.ndarray, orders: np.ndarray) -> np.ndarray:
-    """log E[e^{t i}] of the index under ``probs`` at each order t (max-shifted, no overflow)."""
+    """Upper bounds on log E[e^{t i}] of the index under ``probs`` at each order t.
+
+    Orders with |t| i_max + |max log p| <= ``_EXP_SAFE`` are summed directly, the others max-shifted (no overflow).
+    Each value is the computed log-sum-exp plus an allowance for its own floating-point error, so it is never below
+    the exact log-MGF: with X = |t| i_max + |min log p| bounding every exponent, each computed exponent is within
+    ~2 u X, its exp within ~u relative, the pairwise sum within log2(n) u relative and the final log and addition
+    within u |K|; ``8 u (1 + X + |K|) + 2 u log2(n)`` covers that with a factor 2 to spare (tests/test_pld_chernoff.py
+    checks it against 50-digit sums; without the allowance the computed value fell below the exact one there)."""
     pos = probs > 0
     logp = np.log(probs[pos])
     ip = np.flatnonzero(pos).astype(float)
     out = np.empty(orders.size)
-    for k, t in enumerate(orders):
-        x = ip * t
-        x += logp
-        m = x.max()
-        np.subtract(x, m, out=x)
-        np.exp(x, out=x)
-        out[k] = m + math.log(x.sum())
+    i_max = ip[-1] if ip.size else 0.0
+    direct = np.abs(orders) * i_max + (abs(float(logp.max())) if logp.size else 0.0) <= _EXP_SAFE
+    rows = max(1, _LOG_MGF_BLOCK // max(ip.size, 1))
+    for sel, shift in ((np.flatnonzero(direct), False), (np.flatnonzero(~direct), True)):
+        for a in range(0, sel.size, rows):
+            idx = sel[a : a + rows]
+            x = np.multiply.outer(orders[idx], ip)
+            x += logp
+            if shift:
+                m = x.max(axis=1)
+                x -= m[:, None]
+                np.exp(x, out=x)
+                out[idx] = m + np.log(x.sum(axis=1))
+            else:
+                np.exp(x, out=x)
+                out[idx] = np.log(x.sum(axis=1))
+    spread = np.abs(orders) * i_max + (float(-logp.min()) if logp.size else 0.0)
+    out += 8.0 * _U * (1.0 + spread + np.abs(out)) + 2.0 * _U * math.log2(max(ip.size, 2))
+    return out
+
+
+def _chernoff_log_mgf(single: LossPMF) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(positive orders, their log-MGF bounds, negative orders, theirs) of the single step (see
+    :func:`_chernoff_window`); a deterministic function of the PMF, kept in its cache."""
+
+    def compute() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        orders = _chernoff_orders(single.probs.size, single.step)
+        k = _log_mgf(single.probs, orders)
+        ok = np.isfinite(k)
+        up, down = ok & (orders > 0), ok & (orders < 0)
+        return orders[up], k[up], orders[down], k[down]
+
+    out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = single.cached("chernoff_log_mgf", compute)
     return out
 
 
 def _chernoff_window(single: LossPMF, steps: int, tail: float) -> tuple[int, int]:
     """Index range (in units of the single-step array) holding all but ``tail`` of the T-fold convolution.
 
-    Chernoff: P(S_T >= a) <= E[e^{t S_1}]^T e^{-t a} for every t > 0 (and t < 0 for the lower tail), so any set of
-    orders gives a valid window. dp_accounting's orders (|t| <= 20 / n, ``common.compute_self_convolve_bounds``) are
-    subsampled (|t| n in {1, 2, 4, 8, 14, 20}) and orders fixed in *loss* units (|t| / step in 2^-3 .. 2^8) added:
-    those stay sharp when the single-step support n is much wider than the composed spread, which shrinks the FFT
-    about 2x on DP-SGD grids. The single-step log-MGFs do not depend on T: computed once per PMF and cached.
-    """
-    probs = single.probs
-    n = probs.size
+    Chernoff: for the T-fold sum S_T of indices, P(S_T >= a) <= E[e^{t S_1}]^T e^{-t a} for *every* t > 0, and
+    P(S_T <= b) <= E[e^{t S_1}]^T e^{-t b} for every t < 0. With a = (T K(t) + log(2 / tail)) / t each tail holds at
+    most tail / 2, whatever t is: a worse order only widens the window, it can never cut mass beyond ``tail``, and
+    K(t) is taken from above (:func:`_log_mgf` adds its own round-off allowance). The window is the best over a fixed
+    set of orders: dp_accounting's (|t| <= 20 / n, ``common.compute_self_convolve_bounds``) subsampled (|t| n in {1,
+    2, 4, 8, 14, 20}) plus orders fixed in *loss* units (|t| / step in 2^-3 .. 2^8): those stay sharp when the
+    single-step support n is much wider than the composed spread, which shrinks the FFT about 2x on DP-SGD grids.
+    The single-step log-MGFs do not depend on T or the tail: computed once per PMF, in one vectorised pass, and
+    cached (:func:`_chernoff_log_mgf`)."""
+    n = single.probs.size
     hi = (n - 1) * steps
     lo = 0
     if steps == 1 or n == 1:
         return lo, hi
-    orders = _chernoff_orders(n, single.step)
-    log_mgf = single.cached("chernoff_log_mgf", lambda: _log_mgf(probs, orders))
+    t_up, k_up, t_down, k_down = _chernoff_log_mgf(single)
+    c = math.log(2.0 / tail)
     with np.errstate(over="ignore", invalid="ignore"):
-        bounds = (steps * log_mgf + math.log(2.0 / tail)) / orders
-    ok = np.isfinite(bounds)
-    up = bounds[(orders > 0) & ok]
-    down = bounds[(orders < 0) & ok]
-    if up.size:
-        hi = min(hi, math.ceil(up.min()))
-    if down.size:
-        lo = max(lo, math.floor(down.max()))
+        if t_up.size:
+            up = float(np.fmin.reduce((steps * k_up + c) / t_up))
+            if math.isfinite(up):
+                hi = min(hi, math.ceil(up))
+        if t_down.size:
+            down = float(np.fmax.reduce((steps * k_down + c) / t_down))
+            if math.isfinite(down):
+                lo = max(lo, math.floor(down))
     return lo, hi
 
 
@@ -172,11 +219,13 @@ def _power(
         transform = ext.astype(np.complex128)
         powered = _int_power(transform, steps)
         # Where |X_k|^(T-1) is not negligible the power is taken in extended precision and rounded once.
-        keep = _kept(np.abs(transform), steps, float(np.sum(np.abs(single.probs))))
+        l1 = float(np.sum(np.abs(single.probs)))
+        unit_mag = _unit_moduli(transform, l1)
+        keep = _kept(unit_mag, steps)
         if keep.any():
             powered[keep] = _int_power(ext[keep], steps).astype(np.complex128)
         conv = sp_fft.irfft(powered, n)
-        bound = _power_roundoff(single.probs, transform, steps, n, extended_power=keep)
+        bound = _power_roundoff(single.probs, transform, steps, n, extended_power=keep, unit_mag=unit_mag, l1=l1)
     if 0 <= lo and hi < n:
         out = conv[lo : hi + 1].copy()  # no wrap-around: the window as a slice (the same values, no index array)
     else:
@@ -184,10 +233,19 @@ def _power(
     return lo, out, bound
 
 
-def _kept(mag: np.ndarray, steps: int, l1: float = 1.0) -> np.ndarray:
+def _kept(unit_mag: np.ndarray, steps: int) -> np.ndarray:
     """Coefficients whose (|X_k| / ||x||_1 + slack)^(T-1) may exceed e^-60 (the others contribute at most
-    n e^-60 T ||x||_1^T, see :func:`_power_roundoff`)."""
-    return mag / max(l1, 1e-300) + 1e-12 > math.exp(-60.0 / max(steps - 1, 1))
+    n e^-60 T ||x||_1^T, see :func:`_power_roundoff`); ``unit_mag`` is |X_k| / ||x||_1 (:func:`_unit_moduli`)."""
+    return unit_mag + 1e-12 > math.exp(-60.0 / max(steps - 1, 1))
+
+
+def _unit_moduli(transform: np.ndarray, l1: float) -> np.ndarray:
+    """|X_k| / ||x||_1 (|X_k| where the input is all zeros): the moduli the round-off bound and the extended-power
+    mask both read, computed once."""
+    mag = np.abs(transform)
+    if l1 > 0.0 and l1 != 1.0:
+        mag /= l1
+    return mag
 
 
 _U = float(np.finfo(float).eps) / 2.0
@@ -222,7 +280,8 @@ def _power_roundoff(
     n: int,
     *,
     extended_power: np.ndarray | None = None,
-    unit: bool = False,
+    unit_mag: np.ndarray | None = None,
+    l1: float | None = None,
 ) -> float:
     """Per-atom bound on the round-off of ``irfft(rfft(probs, n) ** steps)`` (see :func:`_power`).
 
@@ -241,42 +300,65 @@ def _power_roundoff(
     The bound is homogeneous: for a sub-probability input (the bucket Q-weights of the twin, whose T-th power has
     total mass (sum w)^T, 4e-17 on sigma 0.6, q 0.04, T 1e4 at step 8e-3) it is computed on ``probs / ||p||_1``
     and scaled by ``||p||_1^T``. Taken as it stands, the e^-60 cut-off of the dropped coefficients (absolute, for a
-    unit mass) was 1.7e-22 per atom there, above the composed masses the tail reads, and made the twin 3.5% low."""
-    l1 = 1.0 if unit else float(np.sum(np.abs(probs)))
-    if not unit and l1 > 0.0:
+    unit mass) was 1.7e-22 per atom there, above the composed masses the tail reads, and made the twin 3.5% low.
+
+    Cost: ``l1`` (= ||p||_1) and ``unit_mag`` (= |transform| / ||p||_1, :func:`_unit_moduli`) may be passed when
+    the caller has them; the
+    coefficients that cannot pass the e^-60 cut-off (|X_k| / ||p||_1 below it less the largest 2 e_k) are dropped
+    before anything else is computed, so a long composition, whose kept band is a few % of the spectrum, does its
+    per-coefficient work on that band only."""
+    if l1 is None:
+        l1 = float(np.sum(np.abs(probs)))
+    mag = _unit_moduli(transform, l1) if unit_mag is None else unit_mag
+    scale = 1.0
+    if l1 > 0.0:
         with np.errstate(under="ignore"):
             scale = math.exp(max(steps, 1) * math.log(l1)) if steps * math.log(l1) < 700.0 else math.inf
-        # With ``unit`` only the transform is read (probs / l1 would be a wasted copy).
-        inner = _power_roundoff(probs, transform / l1, steps, n, extended_power=extended_power, unit=True)
-        return inner * scale
-    l1 = 1.0
-    mag = transform.real**2
-    mag += transform.imag**2
-    np.sqrt(mag, out=mag)
     t = max(steps, 1)
     log_t = math.log2(max(t, 2))
     exp_err = 2.0 * math.sqrt(5.0) * log_t * _U
+    threshold = math.exp(-60.0 / max(t - 1, 1))
+    e_ext = _FFT_ERROR_PER_LEVEL * math.log2(max(n, 2)) * _U_EXT
+    # The largest forward error of any coefficient (|X_k| <= ||p||_1 = 1 up to rounding): a coefficient with
+    # mag + 2 e_max <= threshold is dropped whatever its own e_k.
+    e_max = _fft_error(n) if extended_power is None else _U * 1.01 * (1.0 + 2.0 * _U) + e_ext
+    cand = np.flatnonzero(mag > threshold - 2.0 * e_max)
+    m = mag[cand]
     e_fwd: np.ndarray | float
     exp_errs: np.ndarray | float
-    if extended_power is None:
+    ext = None if extended_power is None else extended_power[cand]
+    if ext is None:
         # One value for every coefficient: kept as a scalar (the same products as a constant array, no gathers).
-        e_fwd = _fft_error(n) * l1
+        e_fwd = _fft_error(n)
         exp_errs = exp_err
+    elif ext.all():
+        # Every candidate was powered in extended precision (the mask's slack, 1e-12, exceeds 2 e_max): scalars.
+        e_fwd = e_ext
+        exp_errs = _U + 2.0 * math.sqrt(5.0) * log_t * _U_EXT
     else:
-        e_ext = _FFT_ERROR_PER_LEVEL * math.log2(max(n, 2)) * _U_EXT * l1
-        e_fwd = np.where(extended_power, e_ext, _U * mag * (1.0 + 2.0 * _U) + e_ext)
+        e_fwd = np.where(ext, e_ext, _U * m * (1.0 + 2.0 * _U) + e_ext)
         # Extended power, rounded once: u |Y| plus the extended products' error.
-        exp_errs = np.where(extended_power, _U + 2.0 * math.sqrt(5.0) * log_t * _U_EXT, exp_err)
-    up = np.minimum(mag + 2.0 * e_fwd, 1.0 + 2.0 * e_fwd)
-    keep = up > math.exp(-60.0 / max(t - 1, 1))
+        exp_errs = np.where(ext, _U + 2.0 * math.sqrt(5.0) * log_t * _U_EXT, exp_err)
+    # min(|X| + 2 e, 1 + 2 e), as min(|X|, 1) + 2 e: the same floating-point values (addition is monotonic)
+    up = np.minimum(m, 1.0)
+    up += 2.0 * e_fwd
+    keep = up > threshold
+    if not keep.all():
+        up = up[keep]
+        e_fwd = e_fwd[keep] if isinstance(e_fwd, np.ndarray) else e_fwd
+        exp_errs = exp_errs[keep] if isinstance(exp_errs, np.ndarray) else exp_errs
     with np.errstate(under="ignore", over="ignore", divide="ignore"):
-        powered_m1 = np.exp((t - 1) * np.log(up[keep]))
-    rest = (mag.size - int(np.count_nonzero(keep))) * math.exp(-60.0) * (t + 1) * (1.0 + 2.0 * _U)
-    e_kept = e_fwd[keep] if isinstance(e_fwd, np.ndarray) else e_fwd
-    x_kept = exp_errs[keep] if isinstance(exp_errs, np.ndarray) else exp_errs
-    prop = float(np.sum(powered_m1 * (t * e_kept + x_kept * up[keep])))
-    total_pow = 2.0 * (float(np.sum(powered_m1 * up[keep])) + rest)
-    return (2.0 * (prop + rest) + (_fft_error(n) + _U) * total_pow) / n
+        powered_m1 = np.exp((t - 1) * np.log(up))
+    rest = (mag.size - up.size) * math.exp(-60.0) * (t + 1) * (1.0 + 2.0 * _U)
+    powered = powered_m1 * up
+    if isinstance(e_fwd, np.ndarray) or isinstance(exp_errs, np.ndarray):
+        prop = float(np.sum(powered_m1 * (t * e_fwd + exp_errs * up)))
+    else:
+        prop = t * e_fwd * float(np.sum(powered_m1)) + exp_errs * float(np.sum(powered))
+    total_pow = 2.0 * (float(np.sum(powered)) + rest)
+    # The bound's own evaluation (sums of positive terms, a few roundings each: relative error below
+    # (log2(n) + 20) u) is covered by the factor 1 + 1e-12.
+    return (2.0 * (prop + rest) + (_fft_error(n) + _U) * total_pow) / n * scale * (1.0 + 1e-12)
 
 
 def fft_bytes(length: int) -> int:

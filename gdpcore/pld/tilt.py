@@ -62,11 +62,14 @@ def _log_support(single: LossPMF) -> tuple[np.ndarray, np.ndarray]:
 
 def _tilted_log_mgf(single: LossPMF, theta: float) -> tuple[float, float]:
     logp, losses = _log_support(single)
-    x = logp + theta * losses
+    x = losses * theta  # in place from here on: one working array (the same operations, the same values)
+    x += logp
     m = float(x.max())
-    w = np.exp(x - m)
-    total = float(w.sum())
-    return m + math.log(total), float(np.sum(w * losses)) / total
+    x -= m
+    np.exp(x, out=x)
+    total = float(x.sum())
+    x *= losses
+    return m + math.log(total), float(x.sum()) / total
 
 
 _TILT_BISECTIONS = 6  # theta to 2^-6 of its bracket (~1.6%): any theta is exact, it only has to be near the target
