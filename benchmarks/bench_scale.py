@@ -551,9 +551,11 @@ def render(m: dict[str, Any]) -> str:
         "## Scale: DP-SGD regret maps of 10^3 - 10^5 cells, measured and modelled",
         "",
         "`python -m benchmarks.bench_scale`: one `gdp sweep` (process runner) per point on a fresh lake, then `gdp sql` "
-        'over every row of `cells` and `curves`. Predicted = the cost model of PIPELINE.md ("Scale") with per-cell '
-        "compute `c` and planning measured in the same run on that point's grid; calibration = a 200-cell sweep in "
-        "chunks of 10 (start, per-task gap, small publish) and the first point (publish per row).",
+        'over every row of `cells` and `curves`. Predicted = the cost model of PIPELINE.md ("Scale", '
+        "`bench_scale.predict`) with per-cell compute `c` (one worker; `c_par`, N processes at once, for N > 1) and "
+        "planning measured in the same run on a Latin sample of that point's (sigma, q) groups, just before its sweep; "
+        "start, per-task gap and tail calibrated on a 200-cell sweep in chunks of 10 per number of workers, publishing "
+        "on that lake and a 25x copy of its cells. No measured point enters the model.",
         "",
         "| cells | workers | chunks x size | c ms/cell | wall s | predicted s | error | cells/s | publish s | "
         "lake MB | IPC B/cell | peak RSS flow / workers MiB | `gdp sql` all rows s | load before / after |",
