@@ -33,3 +33,19 @@ def dp_accounting_pld(mechanism: Mechanism, *, step: float, pessimistic: bool) -
         return kinds.pld(mechanism, step=step, pessimistic=pessimistic)
     one = dataclasses.replace(mechanism, **{name: 1})
     return _repeat(kinds.pld(one, step=step, pessimistic=pessimistic), int(getattr(mechanism, name)))
+
+
+def poisson_gaussian_pld(
+    sigma: float, q: float, steps: int, step: float, *, pessimistic: bool = True
+) -> pld_lib.PrivacyLossDistribution:
+    """dp_accounting's PLD of ``steps`` Poisson-subsampled Gaussian steps, straight from its own constructor
+    (``from_gaussian_mechanism``, connect-the-dots on the pessimistic side, privacy buckets rounded down on the
+    optimistic one), independent of gdpcore's kind layer."""
+    single = pld_lib.from_gaussian_mechanism(
+        sigma,
+        sampling_prob=q,
+        value_discretization_interval=step,
+        pessimistic_estimate=pessimistic,
+        use_connect_dots=pessimistic,
+    )
+    return single.self_compose(steps)

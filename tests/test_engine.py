@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 from dp_accounting import dp_event, rdp
+from pld_oracle import poisson_gaussian_pld  # dp_accounting's own constructor (tests/pld_oracle.py)
 
 import gdpcore as g
 from gdpcore import engine
@@ -156,16 +157,13 @@ def test_advantage_point_narrows_the_twins_binding_gap():
     0.040976 with the curve's residual shift alone (2.41% below dp_accounting's upper bound 0.041989 at step 1.25e-5;
     certified gap 2.45%), 0.041365 with a residual shift at a tail of its own (1.49%), 0.041982 now (0.02%; the
     certified gap, 0.49%, is now set by epsilon(1e-5))."""
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
     m = SG(noise_multiplier=0.8, sampling_rate=1e-3, steps=3000)
     deltas = np.array([1e-5, 1e-6, 1e-9])
     producer = engine.Producer(deltas=deltas, alpha_min=1e-10, tolerance=1e-2)
     opt = producer.curve_at(m, 1.25e-4, side="optimistic")
     pess = producer.curve_at(m, 1.25e-4, side="pessimistic")
     # Independent truth: dp_accounting's connect-the-dots PLD at a 10x finer step, an upper bound on delta(0).
-    upper = pld_lib.from_gaussian_mechanism(0.8, sampling_prob=1e-3, value_discretization_interval=1.25e-5)
-    truth_upper = float(upper.self_compose(3000).get_delta_for_epsilon(0.0))
+    truth_upper = float(poisson_gaussian_pld(0.8, 1e-3, 3000, 1.25e-5).get_delta_for_epsilon(0.0))
     assert opt.advantage <= truth_upper
     assert (truth_upper - opt.advantage) / truth_upper < 1e-3
     assert engine.certified_gap(pess, opt, deltas=deltas, alpha_min=1e-10) < 1e-2
@@ -177,22 +175,13 @@ def test_a_batch_borrows_its_groups_error_law_and_stays_within_its_tolerance():
     # borrow them. Every cell's certified gap must still be within the grid tolerance, and its brackets must hold
     # dp_accounting's connect-the-dots value at step 1e-4 (an upper bound) from below and its privacy buckets at the
     # same step (a lower bound) from above.
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
     sigma, q, deltas = 1.0, 0.01, [1e-5, 1e-9]
     cells = [SG(noise_multiplier=sigma, sampling_rate=q, steps=t) for t in (3000, 1000, 100)]
     reports = g.analyze_grid(cells, deltas=deltas)
     for m, r in zip(cells, reports, strict=True):
         assert r.status == "ok" and r.certified_gap <= engine.DEFAULT_GRID_TOLERANCE
-        upper = pld_lib.from_gaussian_mechanism(sigma, sampling_prob=q, value_discretization_interval=1e-4)
-        lower = pld_lib.from_gaussian_mechanism(
-            sigma,
-            sampling_prob=q,
-            value_discretization_interval=1e-4,
-            pessimistic_estimate=False,
-            use_connect_dots=False,
-        )
-        up, lo = upper.self_compose(m.steps), lower.self_compose(m.steps)
+        up = poisson_gaussian_pld(sigma, q, m.steps, 1e-4, pessimistic=True)
+        lo = poisson_gaussian_pld(sigma, q, m.steps, 1e-4, pessimistic=False)
         for d in deltas:
             assert lo.get_epsilon_for_delta(d) <= float(r.epsilon(d)) * (1 + 1e-9)
             assert float(r.epsilon(d, side="optimistic")) <= up.get_epsilon_for_delta(d) * (1 + 1e-9)
@@ -234,19 +223,6 @@ def test_engine_label_names_the_code_that_composed_the_curves(mechanism, kwargs,
 # -- small sampling rates (q = 1e-4 .. 3e-4) and the mu floor of the certified gap ------------------------------------
 
 
-def _dp_accounting_epsilon(sigma: float, q: float, T: int, vdi: float, *, pessimistic: bool, delta: float) -> float:
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
-    single = pld_lib.from_gaussian_mechanism(
-        sigma,
-        sampling_prob=q,
-        value_discretization_interval=vdi,
-        pessimistic_estimate=pessimistic,
-        use_connect_dots=pessimistic,
-    )
-    return float(single.self_compose(T).get_epsilon_for_delta(delta))
-
-
 @pytest.mark.parametrize(
     ("sigma", "q", "T"),
     [
@@ -271,8 +247,8 @@ def test_small_sampling_rate_cells_are_ok_and_bracket_dp_accounting_at_a_finer_s
         upper = float(rep.epsilon(delta))
         lower = float(rep.epsilon(delta, side="optimistic"))
         assert lower <= upper
-        assert upper >= _dp_accounting_epsilon(sigma, q, T, 2e-5, pessimistic=False, delta=delta)
-        assert lower <= _dp_accounting_epsilon(sigma, q, T, 2e-5, pessimistic=True, delta=delta)
+        assert upper >= poisson_gaussian_pld(sigma, q, T, 2e-5, pessimistic=False).get_epsilon_for_delta(delta)
+        assert lower <= poisson_gaussian_pld(sigma, q, T, 2e-5, pessimistic=True).get_epsilon_for_delta(delta)
     # The mu bracket is within the tolerance by the stated floor: 1% of max(mu, 0.2).
     assert 0.0 <= rep.mu - rep.mu_lower <= engine.DEFAULT_GRID_TOLERANCE * max(rep.mu, engine.MU_GAP_FLOOR)
 

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from pld_oracle import poisson_gaussian_pld  # dp_accounting's own constructor (tests/pld_oracle.py)
 
 import gdpcore as g
 from gdpcore import engine
@@ -73,17 +73,6 @@ def test_a_met_bracket_below_the_floor_bounds_e_to_the_eps():
     assert width / _rr_epsilon(eps_up, 1e-5) > 0.02
 
 
-def _dp_pld(sigma: float, q: float, steps: int, *, pessimistic: bool):
-    single = pld_lib.from_gaussian_mechanism(
-        sigma,
-        sampling_prob=q,
-        value_discretization_interval=1e-5,
-        pessimistic_estimate=pessimistic,
-        use_connect_dots=pessimistic,
-    )
-    return single.self_compose(steps)
-
-
 @pytest.mark.parametrize(
     ("sigma", "q", "steps"),
     [(3.0, 1e-4, 10), (2.3, 1.1e-4, 430), (1.5, 1e-4, 1000), (2.0, 1e-3, 10)],
@@ -97,8 +86,8 @@ def test_small_epsilon_cells_stay_between_dp_accountings_ends(sigma, q, steps):
     up = float(rep.epsilon(1e-5))
     lo = float(rep.epsilon(1e-5, side="optimistic"))
     assert up < engine.GAP_FLOOR
-    assert up >= _dp_pld(sigma, q, steps, pessimistic=False).get_epsilon_for_delta(1e-5)
-    assert lo <= _dp_pld(sigma, q, steps, pessimistic=True).get_epsilon_for_delta(1e-5)
+    assert up >= poisson_gaussian_pld(sigma, q, steps, 1e-5, pessimistic=False).get_epsilon_for_delta(1e-5)
+    assert lo <= poisson_gaussian_pld(sigma, q, steps, 1e-5, pessimistic=True).get_epsilon_for_delta(1e-5)
     tol = engine.DEFAULT_GRID_TOLERANCE
     assert 0.0 <= up - lo <= tol * engine.GAP_FLOOR * (1 + 1e-9)
     assert rep.certified_gap <= tol

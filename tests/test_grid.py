@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pyarrow as pa
 import pytest
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from pld_oracle import poisson_gaussian_pld  # dp_accounting's own constructor (tests/pld_oracle.py)
 
 import gdpcore as g
 from gdpcore.accounting import loss_pmfs
@@ -16,17 +16,6 @@ from tasks.grid_table import analyze_grid_tables as analyze_grid_with_curves
 
 DELTAS = [1e-5, 1e-6]
 FPRS = [0.0, 1e-4, 1e-2, 0.1]
-
-
-def _dp_pld(sigma, q, T, vdi, pessimistic=True):
-    single = pld_lib.from_gaussian_mechanism(
-        sigma,
-        sampling_prob=q,
-        value_discretization_interval=vdi,
-        pessimistic_estimate=pessimistic,
-        use_connect_dots=pessimistic,
-    )
-    return single.self_compose(T)
 
 
 # --- contract ----------------------------------------------------------------------------------------------------
@@ -106,8 +95,8 @@ def test_subsampled_gaussian_epsilon_against_dp_accounting():
     sigma, q, T = 1.0, 0.01, 300
     t = analyze_grid([g.SubsampledGaussian(noise_multiplier=sigma, sampling_rate=q, steps=T)], deltas=DELTAS, fprs=FPRS)
     eps = t.column("epsilon")[0].as_py()
-    pess = _dp_pld(sigma, q, T, 1e-4)
-    opt = _dp_pld(sigma, q, T, 1e-4, pessimistic=False)
+    pess = poisson_gaussian_pld(sigma, q, T, 1e-4)
+    opt = poisson_gaussian_pld(sigma, q, T, 1e-4, pessimistic=False)
     for d, e in zip(DELTAS, eps, strict=True):
         ref = pess.get_epsilon_for_delta(d)
         assert e == pytest.approx(ref, rel=5e-3)
@@ -123,8 +112,8 @@ def test_grid_engine_against_dp_accounting(sigma, q, T):
     assert t.column("engine")[0].as_py() == "gdpcore.pld"
     assert t.column("status")[0].as_py() == "ok"
     eps = t.column("epsilon")[0].as_py()
-    pess = _dp_pld(sigma, q, T, 1e-4)
-    opt = _dp_pld(sigma, q, T, 1e-4, pessimistic=False)
+    pess = poisson_gaussian_pld(sigma, q, T, 1e-4)
+    opt = poisson_gaussian_pld(sigma, q, T, 1e-4, pessimistic=False)
     for d, e in zip(DELTAS, eps, strict=True):
         assert e == pytest.approx(pess.get_epsilon_for_delta(d), rel=5e-3)
         assert e >= opt.get_epsilon_for_delta(d)
@@ -152,9 +141,9 @@ def test_small_per_step_loss_cell_against_dp_accounting_at_1e5():
     sigma, q, T = 2.0, 0.001, 10_000
     t = analyze_grid([SG(noise_multiplier=sigma, sampling_rate=q, steps=T)], deltas=[1e-5], fprs=[0.1])
     e = t.column("epsilon")[0].as_py()[0]
-    ref = _dp_pld(sigma, q, T, 1e-5).get_epsilon_for_delta(1e-5)
+    ref = poisson_gaussian_pld(sigma, q, T, 1e-5).get_epsilon_for_delta(1e-5)
     assert e == pytest.approx(ref, rel=5e-3)
-    opt_ref = _dp_pld(sigma, q, T, 1e-5, pessimistic=False).get_epsilon_for_delta(1e-5)
+    opt_ref = poisson_gaussian_pld(sigma, q, T, 1e-5, pessimistic=False).get_epsilon_for_delta(1e-5)
     assert e >= opt_ref
     # The certified bracket: its lower end is below the 1e-5 reference and, read as tests on a post-processed mechanism, far above
     # dp_accounting's own optimistic value (privacy buckets lose about T d / 2 = 0.05 here).
@@ -187,7 +176,7 @@ def test_over_budget_cell_gets_status_row_and_valid_rdp_fallback():
     assert t.column("status")[1].as_py() == "ok"  # the closed-form row is unaffected
     acc = rdp.RdpAccountant()
     acc.compose(dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), T))
-    pess = _dp_pld(sigma, q, T, 1e-4)
+    pess = poisson_gaussian_pld(sigma, q, T, 1e-4)
     for d, e in zip(DELTAS, t.column("epsilon")[0].as_py(), strict=True):
         # Valid (never below the tight PLD value) and close to dp_accounting's own RDP epsilon.
         assert e >= pess.get_epsilon_for_delta(d)
@@ -219,7 +208,7 @@ def test_engines_agree_and_curve_table_is_pessimistic():
         if m.kind == "laplace":
             exact_above = np.asarray(g.get_beta_from_laplace(scale=1.0, alpha=a))
         else:
-            opt = _dp_pld(m.noise_multiplier, m.sampling_rate, m.steps, 1e-4, pessimistic=False)
+            opt = poisson_gaussian_pld(m.noise_multiplier, m.sampling_rate, m.steps, 1e-4, pessimistic=False)
             exact_above = curve_from_loss_pmf(loss_pmfs(opt, pessimistic=False)[0]).fnr(a)
         assert np.all(b <= exact_above + 1e-9)
 
@@ -230,7 +219,7 @@ def test_large_epsilon_cells_against_dp_accounting_and_no_nan():
     t = analyze_grid(
         [SG(noise_multiplier=sigma, sampling_rate=q, steps=T)], deltas=DELTAS, fprs=FPRS, discretization=1e-3
     )
-    ref = _dp_pld(sigma, q, T, 1e-3)
+    ref = poisson_gaussian_pld(sigma, q, T, 1e-3)
     for d, e in zip(DELTAS, t.column("epsilon")[0].as_py(), strict=True):
         assert e == pytest.approx(ref.get_epsilon_for_delta(d), rel=1e-6)
     # Fixed step: the lower end is computed at the same step (no refinement) and the gap reported.
@@ -292,7 +281,7 @@ def test_schedules_of_dp_sgd_phases_share_single_steps_and_match_dp_accounting(m
     for i, t in enumerate((50, 200)):
         row = 0 if i == 0 else 2
         step = shared.column("discretization")[row].as_py() / 10
-        ref = _dp_pld(1.0, 0.02, t, step).compose(_dp_pld(2.0, 0.1, 20, step))
+        ref = poisson_gaussian_pld(1.0, 0.02, t, step).compose(poisson_gaussian_pld(2.0, 0.1, 20, step))
         upper = shared.column("epsilon")[row].as_py()
         lower = shared.column("epsilon_lower")[row].as_py()
         for d, lo, up in zip(DELTAS, lower, upper, strict=True):
