@@ -21,7 +21,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 from prefect.utilities.annotations import quote
 
-from flows.chunks import collect_chunks, persisted_problem
+from flows.chunks import collect_chunks
 from flows.naming import run_name
 from flows.progress import ProgressBar
 from flows.publish import publish_report
@@ -166,7 +166,7 @@ def _run_sweep_remote(
             """Each verified chunk goes to the store at once (a SIGKILL later loses only the chunks in flight)."""
             try:
                 push_file(lake, local, rel)
-            except ValueError as exc:  # the store is unreachable for now: the mirror's final push retries, or fails
+            except (OSError, ValueError) as exc:  # store unreachable for now: the final push retries, or fails
                 logger.warning("chunk %s not pushed yet (%s); the push at the end of the sweep retries it", rel, exc)
 
         try:
@@ -268,27 +268,21 @@ def evaluate_chunks(
     """Submit one task per chunk; as each finishes, write its rows into the lake here, in the flow process, and
     keep its manifest once the file is verified (:func:`flows.chunks.collect_chunks`): the workers never touch the
     lake, so they need not see its folder. ``on_chunk`` gets each chunk's path (relative to the lake) once its file
-    passes the same check (:func:`flows.chunks.persisted_problem`)."""
+    is verified."""
     if not chunks:
         return [], []
     phase("evaluate-chunks")
     bar = ProgressBar(sum(c.size for c in chunks), enabled=progress, artifact_key=artifact_key)
-
-    def write(chunk: Chunk, result: Any) -> ChunkManifest:
-        manifest = write_chunk(Path(lake), chunk, result)
-        if on_chunk is not None and persisted_problem(lake, manifest.path, _expected(lake, chunk), chunk.size) is None:
-            on_chunk(manifest.path)
-        return manifest
-
     return collect_chunks(
         evaluate_chunk,
         chunks,
         lake,
-        write=write,
+        write=lambda c, r: write_chunk(Path(lake), c, r),
         expected_path=lambda c: _expected(lake, c),
         path_of=lambda m: m.path,
         bar=bar,
         while_computing=while_computing,
+        on_persisted=None if on_chunk is None else (lambda m: on_chunk(m.path)),
     )
 
 
