@@ -95,7 +95,8 @@ def _worker_accounting(trace: Path) -> float:
 
 def measure(cells: int = 10_000, *, phases: bool = False) -> dict[str, Any]:
     import gdpcore
-    from tasks.evaluate import EvalSettings, _cell_result
+    from tasks.chunk_rows import _cell_result
+    from tasks.evaluate import EvalSettings
     from tasks.spec import load_grid_spec
 
     with tempfile.TemporaryDirectory() as tmp:

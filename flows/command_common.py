@@ -146,6 +146,12 @@ def _up_to_date(spec: Any, args: argparse.Namespace) -> Any:
     return plan if report_is_current(lake, report) else None
 
 
+def _spawn_workers(args: argparse.Namespace) -> None:
+    from flows.runners import spawn_workers_now
+
+    spawn_workers_now(args.runner, args.workers)
+
+
 def _start_api() -> None:
     from flows.runners import start_api_server
 

@@ -23,6 +23,7 @@ from flows.command_common import (
     _prefect_env,
     _preflight,
     _runner,
+    _spawn_workers,
     _start_api,
     _up_to_date,
 )
@@ -52,7 +53,8 @@ def _sweep(args: argparse.Namespace) -> int:
         )
         print(f"report: {Path(args.report or default_report()).resolve()}")
         return 0
-    _prefect_env(args.verbose)  # before the first Prefect import
+    _prefect_env(args.verbose)  # before the first Prefect import (and before the workers: they inherit it)
+    _spawn_workers(args)  # a process pool starts computing now, while Prefect is imported and its server boots
     _start_api()  # boots while the flow is imported and its task runner built
     phase("server-starting")
     from flows.grid_sweep import grid_sweep

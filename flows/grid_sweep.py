@@ -26,6 +26,7 @@ from flows.naming import run_name
 from flows.progress import ProgressBar
 from flows.publish import publish_report
 from flows.runners import default_workers, runner_from_env
+from flows.runners import release_workers as release_pool
 from tasks.evaluate import (
     Chunk,
     ChunkManifest,
@@ -122,7 +123,9 @@ def grid_sweep(
     """
     phase(f"flow-body api={_api_url()}")
     spec = load_grid_spec(spec_path, force=force)  # an invalid spec fails the run here, before anything is written
-    return run_sweep(spec, lake=lake, report=report, publish=publish, progress=progress, workers=workers)
+    return run_sweep(
+        spec, lake=lake, report=report, publish=publish, progress=progress, workers=workers, release_workers=True
+    )
 
 
 def run_sweep(
@@ -134,26 +137,38 @@ def run_sweep(
     progress: bool = False,
     workers: int | None = None,
     on_chunk: Callable[[str], None] | None = None,
+    release_workers: bool = False,
 ) -> SweepSummary:
     """The body of :func:`grid_sweep`, callable from any flow (its tasks run on that flow's task runner).
 
     One sweep per (lake, spec) at a time (:func:`tasks.locks.spec_lock`): a second sweep of the same spec waits, then
     plans against the finished lake and computes nothing twice. ``on_chunk(path relative to the lake)`` runs for
-    each chunk file once it is written and verified (a lake on object storage pushes it there and then)."""
+    each chunk file once it is written and verified (a lake on object storage pushes it there and then).
+    ``release_workers``: the calling flow submits no task after this sweep's chunks, so a process pool's workers
+    may exit as soon as the last chunk is in (:func:`flows.runners.release_workers`), while the report is published."""
     logger = get_run_logger()
     lake = str(lake or default_lake())
     report = str(report or default_report())
     if is_url(lake):  # object storage: sweep its local mirror, push, publish from the store (tasks.object_store)
-        return _run_sweep_remote(spec, lake, report, publish=publish, progress=progress, workers=workers)
+        return _run_sweep_remote(
+            spec, lake, report, publish=publish, progress=progress, workers=workers, release_workers=release_workers
+        )
     check_writable(Path(lake), "lake")
     with spec_lock(Path(lake), spec.name, on_wait=logger.warning):
         return _run_sweep_locked(
-            spec, lake, report, publish=publish, progress=progress, workers=workers, on_chunk=on_chunk
+            spec,
+            lake,
+            report,
+            publish=publish,
+            progress=progress,
+            workers=workers,
+            on_chunk=on_chunk,
+            release_workers=release_workers,
         )
 
 
 def _run_sweep_remote(
-    spec: GridSpec, lake: str, report: str, *, publish: bool, progress: bool, workers: int | None
+    spec: GridSpec, lake: str, report: str, *, publish: bool, progress: bool, workers: int | None, release_workers: bool
 ) -> SweepSummary:
     from tasks.lake import remove_spec_temporaries
     from tasks.object_store import lake_mirror, push_file
@@ -171,7 +186,14 @@ def _run_sweep_remote(
 
         try:
             summary = run_sweep(
-                spec, lake=str(local), report=report, publish=False, progress=progress, workers=workers, on_chunk=push
+                spec,
+                lake=str(local),
+                report=report,
+                publish=False,
+                progress=progress,
+                workers=workers,
+                on_chunk=push,
+                release_workers=release_workers,
             )
         except RuntimeError as exc:  # failed chunks: publish the rest, then fail (as run_sweep does)
             failed = exc
@@ -192,6 +214,7 @@ def _run_sweep_locked(
     progress: bool,
     workers: int | None,
     on_chunk: Callable[[str], None] | None = None,
+    release_workers: bool = False,
 ) -> SweepSummary:
     logger = get_run_logger()
     started = dt.datetime.now(dt.UTC)
@@ -225,6 +248,8 @@ def _run_sweep_locked(
         while_computing=members,
         on_chunk=on_chunk,
     )
+    if release_workers:
+        release_pool()  # no task follows the chunks: the workers exit while the run is recorded and published
     if not recorded:
         members()
     mus = [m.worst_mu for m in manifests if m.worst_mu is not None]

@@ -113,7 +113,9 @@ def regret_map(
     spec = load_grid_spec(spec_path, force=force)
     x, y, fixed, reduce = choose_axes(spec, x, y)  # bad axes fail here, before any work
     report = str(report or default_report())
-    sweep = run_sweep(spec, lake=lake, report=report, publish=True, progress=progress, workers=workers)
+    sweep = run_sweep(
+        spec, lake=lake, report=report, publish=True, progress=progress, workers=workers, release_workers=True
+    )
 
     folder = plots_folder(report, spec.name, plots)
     with report_version(report) as source:  # an s3:// report: one private copy read by every plot below

@@ -24,6 +24,8 @@ __all__ = [
     "make_task_runner",
     "runner_from_env",
     "share_api_with_workers",
+    "release_workers",
+    "spawn_workers_now",
     "start_workers",
     "start_api_server",
     "startup_timeout",
@@ -59,7 +61,7 @@ def make_task_runner(kind: str = "process", *, dask_address: str | None = None, 
 
         return ThreadPoolTaskRunner(max_workers=workers)
     if kind == "process":
-        return _process_pool_runner()(max_workers=workers, initializer=exit_with_parent, initargs=(os.getpid(),))
+        return _process_pool_runner()(max_workers=workers)  # each worker exits with this process: flows.pool_start
     try:
         from prefect_dask import DaskTaskRunner
     except ImportError:  # pragma: no cover - optional extra
@@ -83,8 +85,8 @@ def runner_from_env(
 
 
 def _process_pool_runner() -> type:
-    """Prefect's :class:`~prefect.task_runners.ProcessPoolTaskRunner`, able to start its workers before the flow does
-    (:func:`start_workers`)."""
+    """Prefect's :class:`~prefect.task_runners.ProcessPoolTaskRunner` whose pool is :mod:`flows.pool_start`'s: one
+    the CLI spawned before Prefect was imported, or a new one started the same way."""
     from prefect.task_runners import ProcessPoolTaskRunner
 
     class EarlyProcessPoolTaskRunner(ProcessPoolTaskRunner):
@@ -93,8 +95,10 @@ def _process_pool_runner() -> type:
         Prefect enters a *duplicate* of the flow's task runner when the flow run starts (the flow's own runner,
         which Prefect also pickles into every task's context, is never entered). :meth:`start_early` enters such a
         duplicate at once; the flow run's ``duplicate()`` then hands over that started one (once), so the workers
-        spawned while the API server booted run the chunks. Submission, message forwarding and the shutdown at the
-        flow's end are Prefect's own."""
+        spawned while the API server booted run the chunks. Entering (early or not) builds what Prefect's own
+        ``__enter__`` builds - the pool, the forwarding of the workers' events and logs, the resolver threads - with
+        the pool taken from :func:`flows.pool_start.take_pool` when the CLI already spawned it. Submission, message
+        forwarding and the shutdown at the flow's end are Prefect's own."""
 
         _started_early: Any = None  # on the flow's runner: the started duplicate it hands over
         _adopt_as_is = False  # on that duplicate: entered already
@@ -105,19 +109,34 @@ def _process_pool_runner() -> type:
             self._started_early = runner
 
         def begin(self, chunks: list[Any]) -> None:
-            """Enter this (duplicate) runner and spawn every worker: each imports what a chunk task needs; a single
-            worker also computes ``chunks[0]``. With several workers the first tasks reach them in no fixed order
-            (Prefect submits through a pool of resolver threads), so a worker would mostly precompute a chunk that
-            another worker receives (measured at 10^5 cells on 2 workers: both precomputed chunks were wasted)."""
+            """Enter this (duplicate) runner now; the flow run that adopts it enters it as it is."""
             import atexit
 
-            self.__enter__()
+            self._start(chunks, spawn_now=True)
             self._adopt_as_is = True
             atexit.register(self._close_unadopted)
-            assert self._executor is not None
-            first = chunks[0] if chunks and self._max_workers == 1 else None
-            for _ in range(self._max_workers):  # one spawned worker per submission while none is idle
-                self._executor.submit(_warm_worker, first)
+
+        def _start(self, chunks: list[Any], *, spawn_now: bool) -> None:
+            """Prefect's ``ProcessPoolTaskRunner.__enter__`` (prefect 3.9) with the pool of :mod:`flows.pool_start`:
+            every worker runs :func:`flows.pool_start.start_worker` (a single one computes ``chunks[0]`` first);
+            spawned now or, as Prefect's own (a runner entered in a task's context never submits), when submitted to."""
+            import threading
+            from concurrent.futures import ThreadPoolExecutor
+
+            from prefect.task_runners import TaskRunner
+
+            from flows.pool_start import new_pool, take_pool
+
+            TaskRunner.__enter__(self)  # the base runner's start (Prefect's own __enter__ would build another pool)
+            first = chunks[0] if chunks else None
+            pool = take_pool(self._max_workers) or new_pool(self._max_workers, first, spawn_now=spawn_now)
+            self._subprocess_message_queue = pool.queue
+            self._executor = pool.executor
+            self._resolver_executor = ThreadPoolExecutor(max_workers=self._max_workers)
+            self._message_forwarding_thread = threading.Thread(
+                target=self._forward_subprocess_messages, name="ProcessPoolTaskRunnerMessageForwarder", daemon=True
+            )
+            self._message_forwarding_thread.start()
 
         def duplicate(self) -> Any:
             runner, self._started_early = self._started_early, None
@@ -127,7 +146,14 @@ def _process_pool_runner() -> type:
             if self._adopt_as_is:
                 self._adopt_as_is = False  # adopted by the flow run: its exit shuts the pool down
                 return self
-            return super().__enter__()
+            self._start([], spawn_now=False)
+            return self
+
+        def release_workers(self) -> None:
+            """Let the pool's workers exit now (every task this runner will run has finished): their exit then
+            overlaps what the flow still does (publishing), instead of following it at the flow's end."""
+            if self._executor is not None:
+                self._executor.shutdown(wait=False)
 
         def _close_unadopted(self) -> None:
             if self._adopt_as_is:  # the flow never started (an error before it): stop the workers
@@ -142,44 +168,45 @@ _first_chunks: list[Any] = []  # the first chunk the CLI planned: the flow submi
 
 def expect_chunks(chunks: Any) -> None:
     """The chunks the flow about to start will submit first (the CLI planned them to see whether anything was left to
-    compute): :func:`start_workers` lets a single early worker compute the first before the flow run exists."""
+    compute): a pool of one early worker computes the first before the flow run exists (:mod:`flows.pool_start`)."""
     _first_chunks[:] = list(chunks[:1])
+
+
+def spawn_workers_now(kind: str, workers: int | None) -> None:
+    """From the CLI, before Prefect is imported: spawn a process runner's pool (:func:`flows.pool_start.spawn_workers`)
+    with the first chunk :func:`expect_chunks` was given; a no-op for the thread and Dask runners, when nothing is
+    left to compute, and for a Prefect version whose runner internals were not checked (:func:`_launch_tested`)."""
+    if kind != "process" or not _first_chunks or not _launch_tested():
+        return
+    from flows.pool_start import spawn_workers
+
+    spawn_workers(workers or default_workers(), _first_chunks[0])
 
 
 def start_workers(runner: Any) -> None:
     """Start a process runner's workers now, from the CLI, while the temporary API server boots, instead of at the
     flow's first submission (benchmarks/RESULTS.md, "CLI fixed costs": the server's start, the flow run's creation
-    and the workers' start were all on the critical path). Each worker imports what a chunk task needs; a pool of one
-    worker also computes the chunk the flow will submit first (:func:`expect_chunks`,
-    :func:`tasks.evaluate.precompute_chunk`; with several workers the first tasks reach them in no fixed order). The
-    chunk's task, when it reaches that worker, returns those rows stamped with its run id (same content key:
-    same cells, settings and code), so the accounting starts seconds before the flow run does. The tasks, their
-    states and retries, and the flow's writing and checking of every file are unchanged: a worker that precomputed
-    another chunk than the one it receives, or that died, just computes its task as before.
-
-    The flow run adopts the started pool. Needs ``PREFECT_API_URL`` set (after :func:`start_api_server`: the workers
-    inherit it); a no-op for thread and Dask runners, and for a Prefect version whose runner internals were not
-    checked (:func:`_launch_tested`)."""
+    and the workers' start were all on the critical path). The runner takes the pool :func:`spawn_workers_now`
+    started, or starts one now (:mod:`flows.pool_start`: each worker computes before importing Prefect; a pool of one
+    worker computes the chunk the flow will submit first, :func:`expect_chunks`). The tasks, their states and
+    retries, and the flow's writing and checking of every file are unchanged. The flow run adopts the started pool.
+    A no-op for thread and Dask runners, and for a Prefect version whose runner internals were not checked
+    (:func:`_launch_tested`)."""
     start = getattr(runner, "start_early", None)
-    if start is None or not os.environ.get("PREFECT_API_URL") or not _launch_tested():
+    if start is None or not _launch_tested():
         return
     start(list(_first_chunks))
 
 
-def _warm_worker(chunk: Any) -> None:
-    """Runs in a freshly spawned pool worker: the chunk task's imports, then ``chunk``'s rows (if one is given)."""
-    import importlib
+def release_workers() -> None:
+    """Called by a flow once it will submit no more tasks: the running flow's process pool (if it is one of ours)
+    lets its workers exit now, while the flow goes on (publishing)."""
+    from prefect.context import FlowRunContext
 
-    for module in ("prefect.engine", "prefect.task_engine"):  # what the pool imports for the first task it runs
-        importlib.import_module(module)
-
-    from tasks.evaluate import precompute_chunk  # gdpcore, pyarrow and the chunk task
-    from tasks.trace import phase
-
-    phase("worker-warm")
-    if chunk is not None:
-        precompute_chunk(chunk)
-        phase("chunk-precomputed")
+    ctx = FlowRunContext.get()
+    release = getattr(getattr(ctx, "task_runner", None), "release_workers", None)
+    if release is not None:
+        release()
 
 
 STARTUP_TIMEOUT_VARIABLE = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"

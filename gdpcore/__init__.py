@@ -90,6 +90,7 @@ from gdpcore.mechanisms import (
     SubsampledLaplace,
     TreeAggregation,
     TruncatedSubsampledGaussian,
+    content_hash_of_json,
     mechanism_from_dict,
 )
 from gdpcore.report import DEFAULT_ALPHA_MIN, GDP_COMPLETE_REGRET, PrivacyReport, analyze
@@ -197,6 +198,7 @@ __all__ = [
     "identify_gdp",
     "implies",
     "is_at_least_as_private",
+    "content_hash_of_json",
     "mechanism_from_dict",
     "EvidenceCheck",
     "OneRunEvidence",

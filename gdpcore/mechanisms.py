@@ -172,6 +172,12 @@ def nested_fields(cls: type[Mechanism]) -> dict[str, str]:
     return {f.name: f.metadata[_NESTED_KEY][0] for f in dataclasses.fields(cls) if _NESTED_KEY in f.metadata}
 
 
+def content_hash_of_json(canonical_json: str) -> str:
+    """:attr:`Mechanism.content_hash` of the mechanism whose :meth:`Mechanism.to_json` is ``canonical_json`` (for a
+    caller that already holds that text: the hash is not computed twice)."""
+    return hashlib.sha256(canonical_json.encode()).hexdigest()[:32]
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Mechanism:
     """Base class. Subclasses declare ``kind`` (the JSON tag) and their parameters with :func:`param`; declared
@@ -212,7 +218,7 @@ class Mechanism:
     @property
     def content_hash(self) -> str:
         """SHA-256 of the canonical JSON, hex, first 32 characters. Equal mechanisms have equal hashes."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()[:32]
+        return content_hash_of_json(self.to_json())
 
     # -- structure -------------------------------------------------------------------------------------------------
     @property

@@ -1,5 +1,5 @@
-"""Early pool workers (flows.runners.start_workers): a worker spawned while Prefect starts computes one of the chunks
-the flow will submit; the chunk's task returns those rows stamped with its own run id.
+"""Early pool workers (flows.pool_start): a worker spawned before Prefect is imported computes one of the chunks the
+flow will submit; the chunk's task returns those rows stamped with its own run id.
 
 Truth: the rows a chunk task returns are :func:`tasks.evaluate.compute_chunk_table` of that chunk (the definition of
 a chunk's rows), whatever was precomputed; a precomputed table is only ever used for the chunk with the same content
@@ -34,7 +34,7 @@ def _chunks(tiny_spec, tmp_path):
 
 
 def test_precomputed_rows_are_the_chunks_own_and_carry_the_task_run_id(tiny_spec, tmp_path):
-    from tasks import evaluate
+    from tasks import chunk_rows, evaluate
     from tasks.lake import STAGING_SCHEMA, table_from_ipc
 
     first, second = _chunks(tiny_spec, tmp_path)[:2]
@@ -43,26 +43,26 @@ def test_precomputed_rows_are_the_chunks_own_and_carry_the_task_run_id(tiny_spec
     truth = evaluate.compute_chunk_table(first, "run")
     assert _rows(got) == _rows(truth)
     assert set(got.column("run_id").to_pylist()) == {evaluate.current_run_id()}  # stamped, never the empty id
-    assert evaluate._EARLY == {}  # read once
+    assert chunk_rows._EARLY == {}  # read once
 
     # a worker that precomputed another chunk computes the one it receives, and drops what it precomputed
     evaluate.precompute_chunk(first)
     got = table_from_ipc(evaluate.evaluate_chunk.fn(second).data, STAGING_SCHEMA)
     assert set(got.column("chunk_key").to_pylist()) == {second.key}
     assert _rows(got) == _rows(evaluate.compute_chunk_table(second, "run"))
-    assert evaluate._EARLY == {}
+    assert chunk_rows._EARLY == {}
 
 
 def test_precompute_is_keyed_by_content_not_position(tiny_spec, tmp_path):
-    from tasks import evaluate
+    from tasks import chunk_rows, evaluate
 
     first = _chunks(tiny_spec, tmp_path)[0]
     other_settings = dataclasses.replace(first.settings, deltas=(1e-7,))
     same_cells_other_settings = dataclasses.replace(first, settings=other_settings)
     assert same_cells_other_settings.key != first.key
     evaluate.precompute_chunk(first)
-    assert evaluate._early_table(same_cells_other_settings, "run") is None
-    assert evaluate._EARLY == {}
+    assert chunk_rows.early_table(same_cells_other_settings, "run") is None
+    assert chunk_rows._EARLY == {}
 
 
 def _phases(path: Path) -> list[tuple[int, str]]:

@@ -356,6 +356,7 @@ def test_a_chunk_whose_table_cannot_be_built_still_gives_one_row_per_cell(tmp_pa
     import pyarrow.parquet as pq
 
     import gdpcore
+    import tasks.chunk_rows as chunk_rows
     import tasks.evaluate as evaluate
     from tasks.evaluate import Chunk, EvalSettings
 
@@ -366,7 +367,7 @@ def test_a_chunk_whose_table_cannot_be_built_still_gives_one_row_per_cell(tmp_pa
     def overflow(*a, **kw):
         raise OverflowError("Python int too large to convert to C long")
 
-    monkeypatch.setattr(evaluate, "compute_chunk_table", overflow)
+    monkeypatch.setattr(chunk_rows, "compute_chunk_table", overflow)
     manifest = evaluate.write_chunk(tmp_path, chunk, evaluate.evaluate_chunk.fn(chunk))
     table = pq.read_table(tmp_path / manifest.path)
     assert table.num_rows == 2 and manifest.cells == 2 and manifest.cells_ok == 0
