@@ -18,7 +18,7 @@ from flows.chunks import collect_chunks
 from flows.grid_sweep import _key
 from flows.naming import run_name
 from flows.progress import ProgressBar
-from flows.publish import publish_report
+from flows.publish import publish_in_flow
 from flows.runners import default_workers, runner_from_env
 from tasks.calibrate import CalibrationChunk, calibrate_chunk, chunk_file, plan_calibration, write_calibration_chunk
 from tasks.evaluate import transient_io_error
@@ -93,7 +93,7 @@ def _calibrate_locked(
     )
     bar.close()
     record_members(spec, ids, eval_key, lake)
-    publish_report(lake=lake, report=report)
+    publish_in_flow(lake, report)
     summary = CalibrationSummary(  # every manifest is a chunk this run wrote and verified
         spec=spec.name,
         cells=len(ids),

@@ -24,7 +24,7 @@ from prefect.utilities.annotations import quote
 from flows.chunks import collect_chunks
 from flows.naming import run_name
 from flows.progress import ProgressBar
-from flows.publish import publish_report
+from flows.publish import publish_in_flow
 from flows.runners import default_workers, runner_from_env
 from flows.runners import release_workers as release_pool
 from tasks.evaluate import (
@@ -39,7 +39,7 @@ from tasks.evaluate import (
 from tasks.lake import code_version, default_lake, default_report, remove_spec_temporaries, write_members, write_run
 from tasks.locks import spec_lock
 from tasks.object_store import is_url
-from tasks.publish import check_writable
+from tasks.publish import check_writable, prepare_piece
 from tasks.spec import GridSpec, load_grid_spec, spec_json
 from tasks.trace import phase
 
@@ -199,7 +199,7 @@ def _run_sweep_remote(
             failed = exc
         remove_spec_temporaries(local, spec.name)  # what a SIGKILLed sweep left in this mirror (never pushed)
     if publish:
-        publish_report(lake=lake, report=report)
+        publish_in_flow(lake, report)
     if failed is not None:
         raise failed
     return dataclasses.replace(summary, lake=lake, report=report if publish else None)
@@ -239,6 +239,15 @@ def _run_sweep_locked(
         recorded.append(True)
         phase("members")
 
+    def persisted(rel: str) -> None:
+        if publish:  # compact the chunk for the report now, while the workers compute (tasks.snapshots: pieces)
+            try:
+                prepare_piece(lake, rel)
+            except Exception as exc:  # an optimisation only: the publish builds (or fails on) the piece again
+                logger.warning("chunk %s: its report rows are compacted at publish instead (%s)", rel, exc)
+        if on_chunk is not None:
+            on_chunk(rel)
+
     # The spec's cell set depends on the plan alone: recorded while the workers compute (off the critical path).
     manifests, failures = evaluate_chunks(
         plan.chunks,
@@ -246,7 +255,7 @@ def _run_sweep_locked(
         progress=progress,
         artifact_key=_key("sweep-progress", spec.name),
         while_computing=members,
-        on_chunk=on_chunk,
+        on_chunk=persisted,
     )
     if release_workers:
         release_pool()  # no task follows the chunks: the workers exit while the run is recorded and published
@@ -272,7 +281,7 @@ def _run_sweep_locked(
     if publish:
         # A run SIGKILLed mid-write left `.*.tmp-*` files (never read: they do not end in .parquet): clear them.
         remove_spec_temporaries(Path(lake), spec.name, Path(report))
-        publish_report(lake=lake, report=report)
+        publish_in_flow(lake, report)
         phase("published")
     _sweep_artifacts(spec, summary)
     phase("artifacts")

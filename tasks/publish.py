@@ -68,6 +68,7 @@ __all__ = [
     "PublishResult",
     "VIEWS",
     "check_writable",
+    "prepare_piece",
     "export_report",
     "publish_lake",
     "query_report",
@@ -267,6 +268,17 @@ def publish_lake(lake: str | Path, report: str | Path, *, lock_timeout: float | 
     check_writable(report.parent, "report folder")
     with publish_lock(lake, timeout=lock_timeout):
         return _publish_locked(lake, report)
+
+
+def prepare_piece(lake: str | Path, rel: str) -> None:
+    """Compact the new staging file ``rel`` of the local lake ``lake`` for the next publish now
+    (:func:`tasks.snapshots.piece_for`): a sweep calls this for each chunk as soon as its file is in the lake, so
+    its publish compacts only what arrived last. Safe beside a running publish: a piece is content-addressed and
+    renamed into place whole."""
+    from tasks.snapshots import piece_for
+
+    root = Path(lake).resolve()
+    piece_for(root, root / rel)
 
 
 def check_writable(folder: Path, what: str) -> None:

@@ -35,11 +35,13 @@ from tasks.schema import cell_columns
 
 __all__ = [
     "KEEP_SNAPSHOTS",
+    "PIECES",
     "TABLES",
     "build_snapshot",
     "gc_snapshots",
     "is_complete",
     "mark_used",
+    "piece_for",
     "quarantine_damaged_files",
     "read_parquet_sql",
     "snapshot_counts",
@@ -194,7 +196,134 @@ def build_snapshot(lake: Path, snap: Path) -> dict[str, int]:
     return write_snapshot(snap, lambda tmp: _fill_snapshot(lake, tmp))
 
 
+# -- pieces: the curated rows of one staging file -------------------------------------------------------------------
+# A snapshot's grid tables are the union of its staging files' *pieces*: a staging file's cells that are members of
+# its spec (with the members' eval_key), one Parquet file per table, sorted by grid index. A piece depends only on its
+# staging file and its spec's members file, so it is built once (content-addressed by both) and a snapshot links it.
+# A sweep builds each chunk's piece as soon as the chunk is in the lake, while the workers compute the next ones
+# (flows.grid_sweep), so publishing a 10^4-cell sweep compacts only its last chunk (benchmarks/RESULTS.md, "CLI fixed
+# costs"). The rows are those of one compaction of the whole lake: a cell in two staging files of its spec keeps
+# the row computed last (then the smaller chunk_key), as `_losers` decides over every piece's keys.
+PIECES = "_pieces"
+
+
+def _piece_key(lake: Path, staging_file: Path, members: Path) -> str:
+    h = hashlib.sha256(f"piece;lake-schema-{LAKE_SCHEMA_VERSION};publisher-{code_version()}".encode())
+    for path in (staging_file, members):
+        h.update(str(path.relative_to(lake)).encode())
+        h.update(_stat_key(path))  # a rewritten file (members change when the spec's cell set does) is a new piece
+    return h.hexdigest()[:20]
+
+
+def piece_for(lake: Path, staging_file: Path, con: Any = None) -> Path | None:
+    """The piece of ``staging_file`` (``curated/_pieces/<key>/``), built now unless it exists (on the publisher's
+    connection ``con``, or a new one); None when the file's spec has no members file (none of its cells is
+    published)."""
+    members = lake / "members" / staging_file.parent.parent.name / "members.parquet"
+    if not members.is_file():
+        return None
+    piece = lake / "curated" / PIECES / _piece_key(lake, staging_file, members)
+    if is_complete(piece):
+        return piece
+    try:
+        if con is not None:
+            write_snapshot(piece, lambda tmp: _fill_piece(con, staging_file, members, tmp))
+        else:
+            own = lake_connection(lake)
+            try:
+                write_snapshot(piece, lambda tmp: _fill_piece(own, staging_file, members, tmp))
+            finally:
+                own.close()
+    except OSError:
+        if not is_complete(piece):  # not another builder's rename of the same piece first
+            raise
+    return piece
+
+
+def _axis_columns(con: Any, members_sql: str) -> str:
+    """Members written before the axis columns existed have none (the next sweep of the spec adds them)."""
+    have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {members_sql}").fetchall()}
+    return ", ".join(
+        f"m.{c}" if c in have else f"NULL::{t} AS {c}"
+        for c, t in (("axis_names", "VARCHAR[]"), ("axis_values", "DOUBLE[]"), ("axis_texts", "VARCHAR[]"))
+    )
+
+
+def _kv() -> str:
+    return (
+        f"KV_METADATA {{'gdp.lake_schema_version': '{LAKE_SCHEMA_VERSION}', "
+        f"'gdp.publisher_code_version': '{code_version()}'}}"
+    )
+
+
+def _fill_piece(con: Any, staging_file: Path, members: Path, tmp: Path) -> None:
+    import json
+
+    from tasks.safe_write import atomic_write_text
+
+    members_sql = read_parquet_sql(members, ("spec",))
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE live AS
+        SELECT s.*, m.grid_index, {_axis_columns(con, members_sql)} FROM {read_parquet_sql(staging_file)} s
+        JOIN {members_sql} m ON s.spec = m.spec AND s.cell_id = m.cell_id AND s.eval_key = m.eval_key
+        QUALIFY row_number() OVER (PARTITION BY s.spec, s.cell_id ORDER BY s.computed_at DESC, s.chunk_key) = 1"""
+    )
+    rows = {}
+    for name, select in TABLES.items():
+        (rows[name],) = con.execute(
+            f"COPY (SELECT * EXCLUDE (spec, mechanism) FROM ({select})) TO {sql_literal(tmp / f'{name}.parquet')} "
+            f"(FORMAT parquet, COMPRESSION zstd, {_kv()})"
+        ).fetchone()
+    con.execute(
+        f"COPY (SELECT spec, cell_id, computed_at, chunk_key FROM live) TO {sql_literal(tmp / 'keys.parquet')} "
+        "(FORMAT parquet)"
+    )
+    (grid_min,) = con.execute("SELECT min(grid_index) FROM live").fetchone()
+    con.execute("DROP TABLE live")
+    atomic_write_text(tmp / "piece.json", json.dumps({"rows": rows, "grid_min": grid_min}))
+
+
+def _losers(con: Any, pieces: list[Path]) -> dict[str, list[str]]:
+    """{piece name: cell_ids whose row another piece replaces}: a cell in two staging files of its spec keeps the
+    row computed last, then the one of the smaller chunk_key (the rule of a whole-lake compaction)."""
+    if len(pieces) < 2:
+        return {}
+    files = "[" + ", ".join(sql_literal(p / "keys.parquet") for p in pieces) + "]"
+    rows = con.execute(
+        f"""SELECT filename, cell_id FROM (
+            SELECT filename, cell_id, row_number() OVER (
+                PARTITION BY spec, cell_id ORDER BY computed_at DESC, chunk_key) AS rank
+            FROM read_parquet({files}, filename = true)) WHERE rank > 1"""
+    ).fetchall()
+    out: dict[str, list[str]] = {}
+    for filename, cell in rows:
+        out.setdefault(Path(filename).parent.name, []).append(cell)
+    return out
+
+
+def _link(src: Path, dst: Path) -> None:
+    """``dst`` is ``src``'s content: a hard link (both are immutable), or a copy where the file system has none."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def _gc_pieces(lake: Path, used: set[str]) -> None:
+    """Remove the pieces this snapshot did not use (of staging files gone or members rewritten); a snapshot keeps
+    its own links to the files it uses. A piece a concurrent sweep built meanwhile may go too: built again."""
+    folder = lake / "curated" / PIECES
+    for piece in folder.iterdir() if folder.is_dir() else ():
+        if piece.name not in used and is_complete(piece):
+            shutil.rmtree(piece, ignore_errors=True)
+    if folder.is_dir():
+        remove_stale_temporaries(folder, recursive=False)  # pieces of builders that died mid-build
+
+
 def _fill_snapshot(lake: Path, tmp: Path) -> dict[str, int]:
+    import json
+
     from tasks.calibrate import CALIBRATION_SCHEMA
 
     con = lake_connection(lake)
@@ -204,49 +333,48 @@ def _fill_snapshot(lake: Path, tmp: Path) -> dict[str, int]:
     con.register("runs_empty", RUNS_SCHEMA.empty_table())
     con.register("cal_empty", CALIBRATION_SCHEMA.empty_table())
     try:
-        has_staging = any(lake.glob("staging/spec=*/mechanism=*/chunk-*.parquet"))
-        has_members = any(lake.glob("members/spec=*/members.parquet"))
-        if has_staging and has_members:
-            members = read_parquet_sql(lake / "members" / "**" / "*.parquet", ("spec",))
-            # Members written before the axis columns existed have none (the next sweep of the spec adds them).
-            have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {members}").fetchall()}
-            axis_cols = ", ".join(
-                f"m.{c}" if c in have else f"NULL::{t} AS {c}"
-                for c, t in (("axis_names", "VARCHAR[]"), ("axis_values", "DOUBLE[]"), ("axis_texts", "VARCHAR[]"))
-            )
-            con.execute(
-                f"""CREATE TEMP TABLE live AS
-                SELECT s.*, m.grid_index, {axis_cols} FROM {read_parquet_sql(lake / "staging" / "**" / "*.parquet")} s
-                JOIN {members} m
-                  ON s.spec = m.spec AND s.cell_id = m.cell_id AND s.eval_key = m.eval_key
-                QUALIFY row_number() OVER (PARTITION BY s.spec, s.cell_id ORDER BY s.computed_at DESC, s.chunk_key) = 1"""
-            )
-        else:  # nothing published yet: an empty table with the staging schema
-            con.execute(
-                "CREATE TEMP TABLE live AS SELECT *, NULL::BIGINT AS grid_index, NULL::VARCHAR[] AS axis_names, "
-                "NULL::DOUBLE[] AS axis_values, NULL::VARCHAR[] AS axis_texts, NULL::VARCHAR AS spec, "
-                "NULL::VARCHAR AS mechanism FROM empty"
-            )
-        kv = (
-            f"KV_METADATA {{'gdp.lake_schema_version': '{LAKE_SCHEMA_VERSION}', "
-            f"'gdp.publisher_code_version': '{code_version()}'}}"
-        )
-        counts: dict[str, int] = {}
-        for name, select in TABLES.items():
-            out = tmp / name
-            out.mkdir(parents=True)
-            counts[name] = count_rows(con, f"({select})")
-            if counts[name]:
+        pieces = [
+            (f, p)
+            for f in sorted(lake.glob("staging/spec=*/mechanism=*/chunk-*.parquet"))
+            if (p := piece_for(lake, f, con)) is not None
+        ]
+        counts = dict.fromkeys(TABLES, 0)
+        losers = _losers(con, [p for _, p in pieces])
+        for staging_file, piece in pieces:
+            meta = json.loads((piece / "piece.json").read_text())
+            partition = Path(staging_file.parent.parent.name) / staging_file.parent.name  # spec=<s>/mechanism=<m>
+            name = f"part-{meta['grid_min'] or 0:012d}-{piece.name}.parquet"  # file order = grid order of pieces
+            for table in TABLES:
+                if not meta["rows"][table]:
+                    continue
+                out = tmp / table / partition / name
+                if piece.name not in losers:
+                    _link(piece / f"{table}.parquet", out)
+                    counts[table] += meta["rows"][table]
+                    continue
+                out.parent.mkdir(parents=True, exist_ok=True)
                 con.execute(
-                    f"COPY ({select}) TO {sql_literal(out)} (FORMAT parquet, PARTITION_BY (spec, mechanism), "
-                    f"COMPRESSION zstd, FILENAME_PATTERN 'part-{{i}}', {kv})"
+                    "CREATE OR REPLACE TEMP TABLE replaced AS SELECT UNNEST(?::VARCHAR[]) AS cell_id",
+                    [losers[piece.name]],
                 )
-            # A zero-row file keeps the view's glob and schema valid even when the table is empty.
-            empty_dir = out / "spec=__empty__" / "mechanism=__empty__"
+                (n,) = con.execute(
+                    f"COPY (SELECT * FROM read_parquet({sql_literal(piece / f'{table}.parquet')}) "
+                    f"WHERE cell_id NOT IN (SELECT cell_id FROM replaced)) TO {sql_literal(out)} "
+                    f"(FORMAT parquet, COMPRESSION zstd, {_kv()})"
+                ).fetchone()
+                counts[table] += n
+        # A zero-row file per table keeps the view's glob and schema valid even when the table is empty.
+        con.execute(
+            "CREATE TEMP TABLE live AS SELECT *, NULL::BIGINT AS grid_index, NULL::VARCHAR[] AS axis_names, "
+            "NULL::DOUBLE[] AS axis_values, NULL::VARCHAR[] AS axis_texts, NULL::VARCHAR AS spec, "
+            "NULL::VARCHAR AS mechanism FROM empty"
+        )
+        for table, select in TABLES.items():
+            empty_dir = tmp / table / "spec=__empty__" / "mechanism=__empty__"
             empty_dir.mkdir(parents=True)
             con.execute(
                 f"COPY (SELECT * EXCLUDE (spec, mechanism) FROM ({select}) LIMIT 0) TO "
-                f"{sql_literal(empty_dir / 'empty.parquet')} (FORMAT parquet, {kv})"
+                f"{sql_literal(empty_dir / 'empty.parquet')} (FORMAT parquet, {_kv()})"
             )
         runs_out = tmp / "runs" / "spec=__empty__"
         runs_out.mkdir(parents=True)
@@ -261,9 +389,10 @@ def _fill_snapshot(lake: Path, tmp: Path) -> dict[str, int]:
             counts["runs"] = count_rows(con, f"({runs_sel})")
         else:
             counts["runs"] = 0
-        counts["calibrations"] = _build_calibrations(con, lake, tmp / "calibrations", kv)
+        counts["calibrations"] = _build_calibrations(con, lake, tmp / "calibrations", _kv())
     finally:
         con.close()
+    _gc_pieces(lake, {p.name for _, p in pieces})
     return counts
 
 
