@@ -72,8 +72,9 @@ def measure_inputs(spec_path: Path, lake: Path, *, workers: int = 1, sample_cell
     import dataclasses
 
     from tasks.evaluate import ChunkResult, compute_chunk_table, write_chunk
-    from tasks.lake import table_to_ipc
+    from tasks.lake import table_to_ipc, write_members
     from tasks.plan import build_plan
+    from tasks.publish import prepare_piece
     from tasks.spec import load_grid_spec
 
     spec = load_grid_spec(spec_path, force=True)
@@ -90,8 +91,13 @@ def measure_inputs(spec_path: Path, lake: Path, *, workers: int = 1, sample_cell
     c = (time.perf_counter() - started) / sample.size
     c_cpu = (time.process_time() - cpu0) / sample.size
     ipc = table_to_ipc(table)
-    started = time.perf_counter()  # what the flow does with each chunk's rows: decode, check, write the Parquet file
-    write_chunk(lake.parent / "inputs-lake", sample, ChunkResult(ipc, 0.0))
+    inputs_lake = (lake.parent / "inputs-lake").resolve()
+    ids = table.column("cell_id").to_pylist()
+    write_members(inputs_lake, sample.spec_name, "bench", ids, sample.settings.eval_key)
+    # What the flow does with each chunk's rows: decode, check, write the Parquet file, compact it for the report.
+    started = time.perf_counter()
+    manifest = write_chunk(inputs_lake, sample, ChunkResult(ipc, 0.0))
+    prepare_piece(inputs_lake, manifest.path)
     write = (time.perf_counter() - started) / sample.size
     out = {
         "cells": n,
@@ -437,13 +443,16 @@ def publish_terms(lake: Path, tmp: Path, copies: int = 25) -> dict[str, float]:
     """Publish seconds as ``publish0 + r * rows``, measured on the calibration lake and on a lake holding its cells
     ``copies`` times in the same spec (each copy's ``cell_id`` suffixed: publishing reads, deduplicates and writes
     rows, whatever their values). Both publishes in this process (:func:`tasks.publish.publish_lake`), each from a
-    fresh lake into a fresh report. Two small sweeps' publish phases (200 and 1,000 rows) differ by less than their
+    fresh lake into a fresh report, with every staging file's piece built first as a sweep leaves them (it compacts
+    each chunk as soon as the chunk is in the lake, :func:`tasks.snapshots.piece_for`: the last chunk's is in the
+    model's write term). Two small sweeps' publish phases (200 and 1,000 rows) differ by less than their
     jitter (1-2 s on a busy machine), which made ``r`` from them wrong several-fold; copies under other spec names
     multiply the partitions instead (332 us/row against ~120 measured at 10^5 rows)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from tasks.publish import publish_lake
+    from tasks.snapshots import piece_for
 
     times, rows = [], []
     for n_copies in (1, copies):  # fresh lakes: a lake already published would reuse its snapshot
@@ -464,6 +473,8 @@ def publish_terms(lake: Path, tmp: Path, copies: int = 25) -> dict[str, float]:
                         part = part.set_column(table.schema.get_field_index("grid_index"), "grid_index", pa.array(g))
                     parts.append(part)
                 pq.write_table(pa.concat_tables(parts), dest)
+        for staging_file in sorted((copy / "staging").rglob("chunk-*.parquet")):
+            piece_for(copy.resolve(), staging_file.resolve())
         started = time.perf_counter()
         result = publish_lake(copy, tmp / "publish-rate" / f"report{n_copies}.duckdb")
         times.append(time.perf_counter() - started)
