@@ -60,7 +60,8 @@ def _gdp(*argv: str, trace: Path | None = None) -> float:
         env["GDP_TRACE"] = str(trace)
         trace.write_text(f"{time.time():.3f} 0 launched\n")
     started = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "flows.cli", *argv], capture_output=True, text=True, env=env)
+    # flows.launch: what the `gdp` script runs
+    out = subprocess.run([sys.executable, "-m", "flows.launch", *argv], capture_output=True, text=True, env=env)
     wall = time.perf_counter() - started
     if out.returncode != 0:
         raise SystemExit(f"gdp {' '.join(argv)} failed:\n{out.stderr[-3000:]}")

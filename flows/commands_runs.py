@@ -45,7 +45,10 @@ def _sweep(args: argparse.Namespace) -> int:
     _preflight(args, object_store=True)
     plan = _up_to_date(spec, args)
     if plan is not None:
+        from flows.pool_start import discard_pool
         from tasks.lake import default_report
+
+        discard_pool()  # workers spawned at launch (flows.launch): nothing for them to do
 
         print(
             f"sweep {spec.name}: {plan.cells_total} cells (0 computed, {plan.cells_present} already in the lake); "

@@ -1,89 +1,230 @@
-"""A process runner's pool: its workers start before Prefect is imported, and compute before they import it.
+"""A process runner's pool: its workers start with the ``gdp`` command, and compute before they import Prefect.
 
 Why: in a ``gdp sweep`` on one worker, the accounting is the critical path and everything else can overlap it. Before
 this module, the worker was spawned by Prefect's runner once the CLI had imported Prefect (~3 s after launch on
 2 cores), and it imported Prefect's task engine before its first chunk (benchmarks/RESULTS.md, "CLI fixed costs":
-the worker was ready to compute 5.5 s after launch). Now the CLI spawns the pool as soon as it has planned
-(:func:`spawn_workers`, stdlib imports only), each worker runs :func:`start_worker` first, which computes the chunk
-the flow will submit first (a pool of one worker: with several, the first tasks reach them in no fixed order) with
-gdpcore alone (:mod:`tasks.chunk_rows` needs no Prefect), and only then imports Prefect and sets up its event and log
-forwarding. The flow's task runner (``flows.runners``) adopts this pool (:func:`take_pool`) instead of starting its
-own; the submission of every task, its states and retries, and the flow's writing and checking of every file are
-Prefect's and the flow's as before. The chunk's task, when it reaches that worker, returns the precomputed rows
-stamped with its run id (:func:`tasks.chunk_rows.early_table`: same content key, same cells, settings and code); a
-worker that precomputed another chunk than the one it receives, or that died, computes its task as before.
+the worker was ready to compute 5.5 s after launch). Now:
+
+* ``gdp sweep`` / ``gdp regret-map`` with the process runner spawn the pool as their first act (:mod:`flows.launch`,
+  :func:`pool_request`; this module imports the standard library only), so a worker imports gdpcore while the CLI
+  imports its own modules and plans;
+* the CLI sends the pool's single worker the chunk the flow will submit first as soon as it has planned
+  (:func:`send_first_chunk`; with several workers the first tasks reach them in no fixed order, so none is sent);
+* each worker runs :func:`start_worker` first: it computes that chunk with gdpcore alone (:mod:`tasks.chunk_rows`
+  needs no Prefect), and only then imports Prefect and sets up its event and log forwarding.
+
+The flow's task runner (``flows.runners``) adopts this pool (:func:`take_pool`) instead of starting its own; the
+submission of every task, its states and retries, and the flow's writing and checking of every file are Prefect's
+and the flow's as before. The chunk's task, when it reaches that worker, returns the precomputed rows stamped with
+its run id (:func:`tasks.chunk_rows.early_table`: same content key, same cells, settings and code); a worker that
+precomputed another chunk than the one it receives, or that died, computes its task as before. A command that ends
+before a flow took the pool (nothing to compute, a bad spec) discards it at once (:func:`discard_pool`).
 
 The pool is the one Prefect's :class:`~prefect.task_runners.ProcessPoolTaskRunner` builds (a spawn-context
 :class:`~concurrent.futures.ProcessPoolExecutor` and a queue carrying the workers' events and logs to the flow
 process), built earlier; :func:`start_worker` ends with Prefect's own worker set-up. Prefect's names used here are
-not public API: ``flows.runners`` uses this only for the Prefect versions it was checked with.
+not public API: this runs only for the Prefect versions ``flows.runners`` was checked with.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["Pool", "new_pool", "spawn_workers", "start_worker", "take_pool"]
+__all__ = [
+    "Pool",
+    "default_workers",
+    "discard_pool",
+    "exit_with_parent",
+    "new_pool",
+    "prefect_tested",
+    "send_first_chunk",
+    "pool_request",
+    "spawn_workers",
+    "start_worker",
+    "take_pool",
+]
+
+POOL_COMMANDS = ("sweep", "regret-map")
 
 
-class Pool(NamedTuple):
+def default_workers() -> int:
+    """Worker processes a pool gets unless told: ``GDP_MAX_WORKERS``, else one per core."""
+    env = os.environ.get("GDP_MAX_WORKERS")
+    if env:
+        return max(1, int(env))
+    return os.cpu_count() or 1
+
+
+_TESTED_PREFECT = ((3, 8), (3, 9))  # Prefect minor versions checked (prefect_tested)
+
+
+def prefect_tested() -> bool:
+    """Whether the installed Prefect is one whose internals gdp-audit mirrors (not public API): the temporary
+    server's command line (``flows.runners._server_command``) and the process runner's start (this module); any
+    other version lets Prefect start its own server and workers, a few seconds slower."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        major, minor = (int(x) for x in version("prefect").split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        return False
+    return (major, minor) in _TESTED_PREFECT
+
+
+def exit_with_parent(parent: int | None = None) -> None:
+    """In a pool worker as it starts (:func:`start_worker`): exit once the flow process ``parent`` that spawned this
+    worker is gone.
+
+    A SIGKILLed flow process runs no cleanup, and its idle pool workers would otherwise wait on their queue forever
+    (measured: still alive minutes later, each holding gdpcore's imports). A daemon thread polls the parent pid.
+    The flow passes its own pid: a worker still importing when the flow was killed reaches this initializer already
+    re-parented, and ``os.getppid()`` would then name init - the worker never exited (found by fault injection).
+    """
+    import atexit
+    import threading
+    import time
+
+    from tasks.trace import phase
+
+    phase(f"worker-init api={os.environ.get('PREFECT_API_URL')}")
+    atexit.register(_end_worker)  # before any handler the tasks register: it runs after them
+    if os.environ.get("GDP_TRACE"):
+        atexit.register(phase, "worker-atexit")
+    if parent is None:
+        parent = os.getppid()
+    if os.getppid() != parent:
+        os._exit(0)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)  # a chunk cut short leaves at most a .tmp-* file, removed by the next sweep
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _end_worker() -> None:
+    """A pool worker's exit, once the pool has shut it down and every exit handler registered since this worker
+    started has run (Prefect's event-loop threads and services, the tasks' own): flush logging and the standard
+    streams, then end the process without the interpreter's module teardown (~0.5 s with Prefect, SciPy and pyarrow
+    loaded, and the flow process waits for it when it shuts the pool down). The worker's queues to the flow process
+    were flushed before exit handlers run (multiprocessing does that when the worker's loop returns). Pool workers
+    exit with 0 here; the pool does not read their exit codes."""
+    import logging
+    import sys
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
+
+
+@dataclasses.dataclass
+class Pool:
     executor: Any  # concurrent.futures.ProcessPoolExecutor
     queue: Any  # multiprocessing Queue: the workers' Prefect events and logs, for the flow process to forward
     workers: int
+    chunk_sender: Any = None  # the pipe to a single worker, until its first chunk (or None: no chunk) is sent
 
 
 _spawned: list[Pool] = []  # the pool the CLI spawned, until the flow's task runner takes it
 
 
-def new_pool(workers: int, first_chunk: Any = None, *, spawn_now: bool = True) -> Pool:
-    """A pool of ``workers`` processes, each running :func:`start_worker` first (a pool of one computes
-    ``first_chunk``, when given, before anything else); spawned now, or (``spawn_now=False``, as Prefect's runner
-    does: a runner entered in a task's context never submits) at the first submissions."""
+def new_pool(workers: int, *, spawn_now: bool = True, first_chunk_later: bool = False) -> Pool:
+    """A pool of ``workers`` processes, each running :func:`start_worker` first; spawned now, or
+    (``spawn_now=False``, as Prefect's runner does: a runner entered in a task's context never submits) at the first
+    submissions. ``first_chunk_later``: a pool of one worker waits, after its imports, for the chunk to compute first
+    (:func:`send_first_chunk`)."""
     import multiprocessing
-    import threading
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("spawn")  # as Prefect's runner: no inherited state, the same on every platform
     queue = ctx.Queue()
-    chunk_pipe = None
-    if first_chunk is not None and workers == 1:
+    chunk_pipe = sender = None
+    if first_chunk_later and workers == 1 and spawn_now:
         # Not an initializer argument: those are written to the worker at its spawn, and this process would wait
         # until the worker, having imported its modules (1-2 s), read the chunk's ~0.4 MB. A thread sends it.
         chunk_pipe, sender = ctx.Pipe(duplex=False)
-        threading.Thread(target=_send, args=(sender, first_chunk), name="first-chunk", daemon=True).start()
     executor = ProcessPoolExecutor(
         max_workers=workers, mp_context=ctx, initializer=start_worker, initargs=(queue, os.getpid(), chunk_pipe)
     )
-    for _ in range(
-        workers if spawn_now else 0
-    ):  # a spawn-context pool starts a worker per submission while none is idle
+    for _ in range(workers if spawn_now else 0):  # a spawn-context pool starts a worker per submission while none idle
         executor.submit(_ready)
-    return Pool(executor, queue, workers)
+    if chunk_pipe is not None:
+        chunk_pipe.close()  # the spawned worker holds its own end (end-of-file there: this process is gone)
+    return Pool(executor, queue, workers, sender)
 
 
-def spawn_workers(workers: int, first_chunk: Any = None) -> None:
-    """From the CLI, before Prefect is imported: start the pool the flow's process runner will take
-    (:func:`take_pool`). Stopped at exit if no flow took it (an error before the flow started)."""
+def spawn_workers(workers: int) -> None:
+    """Start the pool the flow's process runner will take (:func:`take_pool`), once; a pool of one worker then waits
+    for :func:`send_first_chunk`."""
     import atexit
 
-    if _spawned:
+    if not _spawned:
+        _spawned.append(new_pool(workers, first_chunk_later=True))
+        atexit.register(discard_pool)  # if no flow takes it (an error before the flow started)
+
+
+def pool_request(argv: Sequence[str]) -> tuple[int, bool] | None:
+    """For the ``gdp`` command line ``argv`` (without the program name): (workers, verbose) when it is ``gdp sweep``
+    / ``gdp regret-map`` with the process runner, whose pool :mod:`flows.launch` spawns before the CLI's imports;
+    None otherwise, and for anything unusual (help, an option the command will reject, an untested Prefect): the
+    command then starts its workers as before, or fails."""
+    if not argv or argv[0] not in POOL_COMMANDS or {"-h", "--help"} & set(argv):
+        return None
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    parser.add_argument("--runner", default=os.environ.get("GDP_TASK_RUNNER", "process"))
+    parser.add_argument("--workers", type=int)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    try:
+        known, _ = parser.parse_known_args(argv[1:])
+    except (argparse.ArgumentError, SystemExit):
+        return None
+    if known.runner != "process" or (known.workers is not None and known.workers < 1) or not prefect_tested():
+        return None
+    return known.workers or default_workers(), bool(known.verbose)
+
+
+def send_first_chunk(chunk: Any) -> None:
+    """Give the spawned pool's single worker the chunk to compute before it imports Prefect (None: no chunk); once."""
+    import threading
+
+    pool = _spawned[0] if _spawned else None
+    if pool is None or pool.chunk_sender is None:
         return
-    _spawned.append(new_pool(workers, first_chunk))
-    atexit.register(_close_untaken)
+    sender, pool.chunk_sender = pool.chunk_sender, None
+    threading.Thread(target=_send, args=(sender, chunk), name="first-chunk", daemon=True).start()
 
 
 def take_pool(workers: int) -> Pool | None:
-    """The pool :func:`spawn_workers` started, once, if it has ``workers`` workers; else None."""
+    """The pool :func:`spawn_workers` started, once, if it has ``workers`` workers (its worker told there is no
+    chunk to precompute if the CLI planned none); else None."""
     if not _spawned or _spawned[0].workers != workers:
         return None
+    send_first_chunk(None)
     return _spawned.pop()
 
 
-def _close_untaken() -> None:
+def discard_pool() -> None:
+    """Stop a pool no flow took (the command ended first: nothing to compute, an error): its workers are told so
+    and stopped at once, not after their imports."""
+    import multiprocessing
+
     while _spawned:
         pool = _spawned.pop()
-        pool.executor.shutdown(wait=True, cancel_futures=True)
+        if pool.chunk_sender is not None:
+            pool.chunk_sender.close()  # the worker reads end-of-file: it exits
+        pool.executor.shutdown(wait=False, cancel_futures=True)
+        for child in multiprocessing.active_children():  # this command's only multiprocessing children: the pool
+            child.terminate()
 
 
 def _send(conn: Any, chunk: Any) -> None:
@@ -100,27 +241,25 @@ def _ready() -> None:
 
 
 def start_worker(message_queue: Any, parent: int, chunk_pipe: Any) -> None:
-    """A pool worker's initializer: exit with the flow process ``parent``
-    (:func:`flows.runners.exit_with_parent`), compute the chunk ``chunk_pipe`` brings (if any) before importing
-    Prefect, then
-    Prefect's own worker set-up (events and logs through ``message_queue``) and the chunk task's imports; the
-    objects imported so far are then left out of every later garbage collection (``gc.freeze``: the full
-    collection after each chunk, :func:`tasks.chunk_rows.release_chunk_memory`, took 0.08-0.14 s per chunk
-    scanning them)."""
+    """A pool worker's initializer: exit with the flow process ``parent`` (:func:`exit_with_parent`),
+    compute the chunk ``chunk_pipe`` brings (if any) before importing Prefect (end-of-file: the command ended
+    before it planned any, exit), then Prefect's own worker set-up (events and logs through ``message_queue``) and
+    the chunk task's imports; the objects imported so far are then left out of every later garbage collection
+    (``gc.freeze``: the full collection after each chunk, :func:`tasks.chunk_rows.release_chunk_memory`, took
+    0.08-0.14 s per chunk scanning them)."""
     import gc
     import importlib
 
-    from flows.runners import exit_with_parent
     from tasks.trace import phase
 
     exit_with_parent(parent)
     if chunk_pipe is not None:
-        from tasks.chunk_rows import precompute_chunk
+        from tasks.chunk_rows import precompute_chunk  # gdpcore and pyarrow, while the command plans
 
         try:
             chunk = chunk_pipe.recv()
-        except (EOFError, OSError):  # the CLI process is gone
-            chunk = None
+        except (EOFError, OSError):  # the command ended (or died) before it planned a chunk: nothing to do here
+            os._exit(0)
         chunk_pipe.close()
         phase("worker-warm")
         if chunk is not None:

@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from flows.pool_start import default_workers, exit_with_parent
+from flows.pool_start import prefect_tested as _launch_tested
+
 __all__ = [
     "RUNNERS",
     "STARTUP_TIMEOUT_VARIABLE",
@@ -33,13 +36,6 @@ __all__ = [
 ]
 
 RUNNERS = ("process", "thread", "dask")
-
-
-def default_workers() -> int:
-    env = os.environ.get("GDP_MAX_WORKERS")
-    if env:
-        return max(1, int(env))
-    return os.cpu_count() or 1
 
 
 def check_dask_address(kind: str, dask_address: str | None) -> None:
@@ -125,11 +121,13 @@ def _process_pool_runner() -> type:
 
             from prefect.task_runners import TaskRunner
 
-            from flows.pool_start import new_pool, take_pool
+            from flows.pool_start import new_pool, send_first_chunk, spawn_workers, take_pool
 
             TaskRunner.__enter__(self)  # the base runner's start (Prefect's own __enter__ would build another pool)
-            first = chunks[0] if chunks else None
-            pool = take_pool(self._max_workers) or new_pool(self._max_workers, first, spawn_now=spawn_now)
+            if spawn_now:
+                spawn_workers(self._max_workers)  # unless the command spawned it already
+                send_first_chunk(chunks[0] if chunks else None)
+            pool = take_pool(self._max_workers) or new_pool(self._max_workers, spawn_now=spawn_now)
             self._subprocess_message_queue = pool.queue
             self._executor = pool.executor
             self._resolver_executor = ThreadPoolExecutor(max_workers=self._max_workers)
@@ -178,9 +176,10 @@ def spawn_workers_now(kind: str, workers: int | None) -> None:
     left to compute, and for a Prefect version whose runner internals were not checked (:func:`_launch_tested`)."""
     if kind != "process" or not _first_chunks or not _launch_tested():
         return
-    from flows.pool_start import spawn_workers
+    from flows.pool_start import send_first_chunk, spawn_workers
 
-    spawn_workers(workers or default_workers(), _first_chunks[0])
+    spawn_workers(workers or default_workers())  # unless the command spawned it at launch (flows.launch)
+    send_first_chunk(_first_chunks[0])
 
 
 def start_workers(runner: Any) -> None:
@@ -280,21 +279,6 @@ def _unavailable_text(what: str) -> str:
 
 
 _server_boot: dict[str, Any] = {}  # the temporary server this process started: {"process", "port", "watched"}
-
-
-_TESTED_PREFECT = ((3, 8), (3, 9))  # minor versions whose temporary-server command line _server_command mirrors
-
-
-def _launch_tested() -> bool:
-    """Whether the installed Prefect is one whose server command :func:`_server_command` mirrors (it is not a public
-    API); any other version lets Prefect start its own temporary server, about 1-1.5 s slower."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        major, minor = (int(x) for x in version("prefect").split(".")[:2])
-    except (PackageNotFoundError, ValueError):
-        return False
-    return (major, minor) in _TESTED_PREFECT
 
 
 def _server_command(port: int) -> list[str]:
@@ -476,56 +460,6 @@ def share_api_with_workers(kind: str) -> None:
     if not _server_boot.get("watched"):
         stop_with_this_process(_server_boot["process"].pid, marker="uvicorn")
         _server_boot["watched"] = True
-
-
-def exit_with_parent(parent: int | None = None) -> None:
-    """Process-pool worker initializer: exit once the flow process ``parent`` that spawned this worker is gone.
-
-    A SIGKILLed flow process runs no cleanup, and its idle pool workers would otherwise wait on their queue forever
-    (measured: still alive minutes later, each holding gdpcore's imports). A daemon thread polls the parent pid.
-    The flow passes its own pid: a worker still importing when the flow was killed reaches this initializer already
-    re-parented, and ``os.getppid()`` would then name init - the worker never exited (found by fault injection).
-    """
-    import atexit
-    import threading
-    import time
-
-    from tasks.trace import phase
-
-    phase(f"worker-init api={os.environ.get('PREFECT_API_URL')}")
-    atexit.register(_end_worker)  # before any handler the tasks register: it runs after them
-    if os.environ.get("GDP_TRACE"):
-        atexit.register(phase, "worker-atexit")
-    if parent is None:
-        parent = os.getppid()
-    if os.getppid() != parent:
-        os._exit(0)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(0)  # a chunk cut short leaves at most a .tmp-* file, removed by the next sweep
-
-    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
-
-
-def _end_worker() -> None:
-    """A pool worker's exit, once the pool has shut it down and every exit handler registered since this worker
-    started has run (Prefect's event-loop threads and services, the tasks' own): flush logging and the standard
-    streams, then end the process without the interpreter's module teardown (~0.5 s with Prefect, SciPy and pyarrow
-    loaded, and the flow process waits for it when it shuts the pool down). The worker's queues to the flow process
-    were flushed before exit handlers run (multiprocessing does that when the worker's loop returns). Pool workers
-    exit with 0 here; the pool does not read their exit codes."""
-    import logging
-    import sys
-
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(0)
 
 
 _WATCHDOG = """

@@ -71,7 +71,8 @@ def _phases(path: Path) -> list[tuple[int, str]]:
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="the sweep's trace names processes by pid (Linux)")
 @pytest.mark.subprocess  # a `gdp sweep` process with its Prefect server and a pool worker
-def test_sweep_chunks_run_on_the_early_worker_and_rows_carry_the_run(tiny_spec, tmp_path):
+@pytest.mark.parametrize("entry", ["flows.launch", "flows.cli"])  # the `gdp` script's entry point; the CLI module
+def test_sweep_chunks_run_on_the_early_worker_and_rows_carry_the_run(tiny_spec, tmp_path, entry):
     spec = tiny_spec()
     trace = tmp_path / "trace.txt"
     env = dict(os.environ, PYTHONPATH=str(ROOT), PREFECT_HOME=str(tmp_path / "prefect-home"), GDP_TRACE=str(trace))
@@ -80,19 +81,22 @@ def test_sweep_chunks_run_on_the_early_worker_and_rows_carry_the_run(tiny_spec, 
     lake, report = tmp_path / "lake", tmp_path / "r.duckdb"
     argv = ["sweep", str(spec), "--workers", "1", "--lake", str(lake), "--report", str(report), "--no-progress"]
     out = subprocess.run(
-        [sys.executable, "-m", "flows.cli", *argv], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+        [sys.executable, "-m", entry, *argv], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "8 cells (8 computed, 0 already in the lake), 2 chunk(s) computed, 0 failed" in out.stdout, out.stdout
 
     phases = _phases(trace)
-    main = phases[0][0]
+    main = next(pid for pid, label in phases if label == "main")
     warm = [pid for pid, label in phases if label == "worker-warm"]
     assert len(warm) == 1 and warm[0] != main  # one early worker, spawned by the CLI
     labels = [label for pid, label in phases if pid == warm[0]]
     # it precomputed the first chunk before any task arrived, then ran both chunk tasks
     assert labels.index("chunk-precomputed") < labels.index("chunk-start"), labels
     assert labels.count("chunk-start") == 2 and {pid for pid, label in phases if label == "chunk-start"} == set(warm)
+    if entry == "flows.launch":  # spawned before the CLI's imports: the worker is up before the CLI's main runs
+        first = next(i for i, (pid, _) in enumerate(phases) if pid == warm[0])
+        assert first < phases.index((main, "main")), phases
     main_labels = [label for pid, label in phases if pid == main]
     assert main_labels.index("members") < main_labels.index("chunk-written"), main_labels  # while chunks compute
 
@@ -101,3 +105,53 @@ def test_sweep_chunks_run_on_the_early_worker_and_rows_carry_the_run(tiny_spec, 
     assert sum(t.num_rows for t in staging) == 8
     runs = pq.read_table(sorted((lake / "runs").rglob("*.parquet"))[0]).column("run_id").to_pylist()
     assert {r for t in staging for r in t.column("run_id").to_pylist()} == set(runs) and "" not in runs
+
+
+def _children_of_this_test(tmp_path: Path, within: float = 5.0) -> list[str]:
+    """Command lines of the processes whose environment names this test's folder (the command and anything it
+    spawned) still alive ``within`` seconds after the command returned (the orphan watchdog takes up to a second to
+    notice its parent is gone and exit)."""
+    import time
+
+    deadline = time.monotonic() + within
+    while True:
+        mine = []
+        for d in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{d}/environ", "rb") as f:
+                    if str(tmp_path).encode() not in f.read():
+                        continue
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    mine.append(f.read().replace(b"\0", b" ").decode(errors="replace")[:200])
+            except OSError:
+                continue
+        if not mine or time.monotonic() > deadline:
+            return mine
+        time.sleep(0.2)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="process checks read /proc (Linux)")
+@pytest.mark.subprocess  # `gdp sweep` processes
+def test_workers_spawned_at_launch_stop_when_the_command_needs_none(tiny_spec, tmp_path):
+    """Nothing to compute, or a spec the command rejects: the pool spawned at launch is gone when the command
+    returns, and the command's own answer is unchanged (exit code, one line)."""
+    spec = tiny_spec()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PREFECT_HOME=str(tmp_path / "prefect-home"))
+    for var in ("PYTHONWARNINGS", "PREFECT_API_URL", "PREFECT_LOGGING_LEVEL", "GDP_TRACE"):
+        env.pop(var, None)
+    store = ["--lake", str(tmp_path / "lake"), "--report", str(tmp_path / "r.duckdb"), "--workers", "1"]
+
+    def gdp(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "flows.launch", *argv, *store, "--no-progress"],
+                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)  # fmt: skip
+
+    assert gdp("sweep", str(spec)).returncode == 0
+    again = gdp("sweep", str(spec))
+    assert again.returncode == 0 and "nothing to compute" in again.stdout, again.stdout + again.stderr
+    assert _children_of_this_test(tmp_path) == []
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nmechanism: gaussian\ngrid: {noise_multiplier: [-1.0]}\n")
+    rejected = gdp("sweep", str(bad))
+    assert rejected.returncode == 2 and rejected.stderr.startswith("gdp sweep: error: "), rejected.stderr
+    assert "Traceback" not in rejected.stderr
+    assert _children_of_this_test(tmp_path) == []
