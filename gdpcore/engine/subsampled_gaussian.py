@@ -26,15 +26,8 @@ from gdpcore.mechanisms import Mechanism
 _MAX_FAST_PHASES = 64  # schedules with more distinct (sigma, q) phases go through dp_accounting
 
 
-_LAW_PROBE = 4.0
-"""The first cell of a batch group measures its error law at this many times the a-priori step (and twice that).
-
-Why 4 (was 2; the compositions compared cost half as much): on the mixed grid's --quick cells (benchmarks/bench_grid.py,
-36 cells, sigma 0.5-3, q 1e-4-0.2, T 10-1e5) the law's c measured at 4 x and 8 x the a-priori step is within 0.86-1.11
-of c measured at 2 x and 4 x on 32 cells, and larger on the other four (1.2-2.2 x at sigma 0.58-0.63: a finer step,
-the safe direction); the step the law chooses was never finer than 2 x the a-priori step there (16 of 36 cells at
-2 x, the rest coarser). At 8 x and 16 x c came out up to 0.55 x (sigma 0.5, q 1e-4): too coarse a
-probe underestimates the error, so 4 it is."""
+_LAW_PROBE = 2.0
+"""The first cell of a batch group measures its error law at this many times the a-priori step (and twice that)."""
 
 
 _NOISE_MARGIN = 100.0
@@ -348,7 +341,7 @@ class _SubsampledGaussianPath(_ProducerBase):
         docs/engine-measurements.md), so it is scaled up by sqrt(T / T_then) for a longer composition; the grid runs each group by decreasing T.
         Otherwise the law is measured here, cheaply: a doubling comparison of float64 compositions at
         ``_LAW_PROBE`` x and 2 x ``_LAW_PROBE`` x the a-priori step (:func:`start_step`), whose composed supports
-        are a fraction of the a-priori one's."""
+        are 1/4 and 1/8 of the a-priori one's."""
         hint = self._error_hints.get(key)
         if hint is None:
             d0 = min(start_step(s, q, target) for s, q in phases)
