@@ -5,6 +5,7 @@ bound) and its privacy buckets (a lower bound), the Gaussian closed form, and th
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -90,6 +91,40 @@ def test_one_ladder():
 
     start = search.DISCRETIZATION_LADDER_START
     assert engine.ladder_floor(start) == start and search.ADAPTIVE_FLOOR == engine.LADDER_FINEST
+
+
+@pytest.mark.parametrize(
+    ("first_gap", "rungs"),
+    # Closed form: the gap is g0 (d / d0)^1.8; the next rung is the largest ladder rung where 0.8 x tol / g0 of the
+    # law puts it, at least one rung (x 2^-1/2) below d0: 1.3 x tol -> one rung, 1.6 x tol -> two (a halving).
+    [(1.3, 1), (1.6, 2), (4.0, 3)],
+)
+def test_the_twin_refines_by_its_gap_law_one_rung_at_a_time(first_gap, rungs):
+    from gdpcore.engine.subsampled_gaussian import _GAP_ORDER, _TWIN_LAW
+
+    producer = engine.Producer(alpha_min=1e-10, tolerance=0.01)
+    d0 = engine.ladder_floor(1e-3)
+    tried = []
+
+    def attempt(d):
+        tried.append(d)
+        return None, first_gap * producer.tolerance * (d / d0) ** _GAP_ORDER
+
+    run = producer._refine_steps(attempt, d0, rounds=3, law=_TWIN_LAW, t0=time.perf_counter(), stop=lambda v, g: None)
+    assert tried[0] == d0 and tried[1] == pytest.approx(d0 * 2.0 ** (-rungs / 2), rel=1e-12)
+    # The law's target (the gap's share of what it was) lies between the chosen rung and the next coarser one.
+    target = _TWIN_LAW.share / first_gap
+    assert (tried[1] / d0) ** _GAP_ORDER <= target < (tried[1] / d0 * math.sqrt(2.0)) ** _GAP_ORDER
+    assert len(tried) == 2 and run.best is not None and run.best[2] <= producer.tolerance and run.short is None
+
+
+def test_a_one_rung_twin_refinement_is_not_called_stalled():
+    # The pessimistic part of the gap does not shrink with the twin's step: a one-rung refinement that leaves 0.77 of
+    # the gap (the law expects 0.54) goes on, where a halving that leaves more than half stops.
+    from gdpcore.engine.subsampled_gaussian import _TWIN_LAW
+
+    assert not _TWIN_LAW.stalled(0.77, 1.0, math.sqrt(2.0))
+    assert _TWIN_LAW.stalled(0.6, 1.0, 2.0) and not _TWIN_LAW.stalled(0.4, 1.0, 2.0)
 
 
 def test_lake_rows_and_reports_come_from_one_producer():

@@ -30,13 +30,15 @@ from gdpcore.pmf import LossPMF
 class _Law:
     """How a refinement walks the ladder (:meth:`Producer._refine_steps`): the gap shrinks like d^``order``, so the
     next step aims at ``share`` x the tolerance; ``predict(elapsed, last round's seconds, step ratio)`` is the time the
-    next round is expected to take; ``stalled(gap, previous gap)`` says the step no longer sets the gap."""
+    next round is expected to take; ``stalled(gap, previous gap, step ratio)`` says the step no longer sets the gap;
+    each round refines the step by at least ``min_ratio`` (a halving unless the law says otherwise)."""
 
     order: float
     share: float
     predict: Callable[[float, float, float], float]
-    stalled: Callable[[float, float], bool]
+    stalled: Callable[[float, float, float], bool]
     stall_reason: str
+    min_ratio: float = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,9 +209,10 @@ class _ProducerBase(_Planner):
         the gap is within tolerance (or None), the step is ``LADDER_FINEST``, ``rounds`` were run, the next round
         would not fit the time budget (``law.predict``), ``stop(value, gap)`` gives a reason, or the gap stalled
         (``law.stalled``: it is not the step's); otherwise the next step is the rung where ``law`` puts the gap at
-        ``law.share`` of the tolerance, at least one halving below the last."""
+        ``law.share`` of the tolerance, at least ``law.min_ratio`` below the last."""
         best: tuple[Any, float, float | None] | None = None
         previous_gap: float | None = None
+        ratio = 2.0  # the step ratio between the previous round and this one
         for _ in range(rounds):
             tic = time.perf_counter()
             try:
@@ -225,14 +228,14 @@ class _ProducerBase(_Planner):
                 d_new = ladder_floor(d * (law.share * self.tolerance / gap) ** (1.0 / law.order))
             else:
                 d_new = d / 2
-            d_new = max(min(d_new, ladder_floor(d / 2)), LADDER_FINEST)
+            d_new = max(min(d_new, ladder_floor(d / law.min_ratio)), LADDER_FINEST)
             if now - t0 + law.predict(now - t0, now - tic, d / d_new) > self.budget.seconds:
                 break
             reason = stop(value, gap)
             if reason is not None:
                 return _Refinement(best, reason, None)
-            if previous_gap is not None and law.stalled(gap, previous_gap):
+            if previous_gap is not None and law.stalled(gap, previous_gap, ratio):
                 return _Refinement(best, law.stall_reason, None)
-            previous_gap = gap
+            previous_gap, ratio = gap, d / d_new
             d = d_new
         return _Refinement(best, None, None)

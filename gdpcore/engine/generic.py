@@ -32,7 +32,7 @@ _GENERIC_LAW = _Law(
     predict=lambda _elapsed, cost, ratio: 1.25 * cost * ratio,
     # A finer step widened the bracket: round-off allowances (per atom, more atoms) dominate where the report reads
     # (delta near 1e-12 on multi-part compositions); the coarser round is kept.
-    stalled=lambda gap, previous: gap >= previous,
+    stalled=lambda gap, previous, _ratio: gap >= previous,
     stall_reason="a finer step widened the bracket: round-off allowances dominate",
 )
 """Every other mechanism: the twin's privacy buckets are first order in the step (the pessimistic side second)."""

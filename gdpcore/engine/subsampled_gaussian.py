@@ -55,8 +55,15 @@ same step, so it rarely needs the pessimistic step's resolution (docs/engine-mea
 
 
 _GAP_STALL = 0.5
-"""A twin refinement (the step at least halved, so the gap should shrink 3.5x by ``_GAP_ORDER``) that leaves more than
-this fraction of the previous gap ends the refinement: the gap is not the step's."""
+"""A twin refinement by at least a halving of the step (the gap should shrink 3.5x by ``_GAP_ORDER``) that leaves more
+than this fraction of the previous gap ends the refinement: the gap is not the step's. A one-rung refinement (x 2^-1/2)
+is not judged (its pessimistic part, which does not shrink, can hold the gap above 0.7x; the round cap bounds it)."""
+
+
+_TWIN_SHARE = 0.8
+"""A twin refinement aims its gap law at this share of the tolerance: the law is read on the whole gap, whose
+pessimistic part does not shrink with the twin's step; one rung finer (x 2^-1/2) when the gap is within 1.49x the
+tolerance, more otherwise."""
 
 
 _TWIN_HINT_SHARE = 0.6
@@ -105,13 +112,14 @@ class _Twin:
 
 _TWIN_LAW = _Law(
     order=_GAP_ORDER,
-    share=1.0,
+    share=_TWIN_SHARE,
     # Two more rounds' worth of what was spent so far (a finer twin costs more).
     predict=lambda elapsed, _cost, _ratio: 2.0 * elapsed,
-    # The step was at least halved and the gap did not follow the d^1.8 law: it is not set by the discretisation,
-    # and a finer step only costs.
-    stalled=lambda gap, previous: gap > _GAP_STALL * previous,
+    # The step was refined and the gap did not follow the d^1.8 law: it is not set by the discretisation, and a
+    # finer step only costs.
+    stalled=lambda gap, previous, ratio: ratio >= 2.0 and gap > _GAP_STALL * previous,
     stall_reason="a finer twin step did not shrink it: the gap is not the discretisation's",
+    min_ratio=math.sqrt(2.0),
 )
 """The twin of a subsampled Gaussian: both ends second order in the step (``_GAP_ORDER``)."""
 
@@ -220,7 +228,8 @@ class _SubsampledGaussianPath(_ProducerBase):
         twin: _Twin | None = None
         status = side.status
         if optimistic:
-            twin = self._refine_twin(mechanism, phases, side, fixed is None, t0)
+            built: dict[float, tuple[SymmetricCurve, str, int]] = {}  # this cell's twins by step (reused, not redone)
+            twin = self._refine_twin(mechanism, phases, side, fixed is None, t0, built=built)
             if predicted is not None and twin.gap > self.tolerance and not twin.mu_tail:
                 # The borrowed law may be wrong for this cell (a twin that stalls points at the pessimistic side).
                 measured = self._refine_pessimistic(
@@ -232,7 +241,8 @@ class _SubsampledGaussianPath(_ProducerBase):
                     if err is not None and status == "ok":
                         self._error_hints[key] = (err / side.step**2, total_steps)
                     if side.step != d_before:
-                        twin = self._refine_twin(mechanism, phases, side, True, t0)
+                        # The twin resumes from the finest step it reached; the twins built are read again, not redone.
+                        twin = self._refine_twin(mechanism, phases, side, True, t0, built=built, start=twin.step)
             accountant += twin.label + ")"
             if fixed is None and status == "ok" and twin.gap > self.tolerance:
                 status = f"tolerance_not_met: certified gap {twin.gap:.2e} > tolerance {self.tolerance:g}"
@@ -363,11 +373,24 @@ class _SubsampledGaussianPath(_ProducerBase):
         coarse, noise_coarse = self._estimate(phases, 2 * d)
         return _relative_change(self._probe(coarse, noise_coarse), self._probe(fine, noise_fine)) / 3.0 / d**2
 
-    def _refine_twin(self, mechanism, phases, side: _Pessimistic, refine: bool, t0) -> _Twin:
-        """Optimistic twin and certified gap; with ``refine`` the twin starts where :meth:`_twin_start` says and is
-        refined by the gap's d^1.8 law until the gap is within tolerance, at most ``_GAP_MAX_ROUNDS`` times, within
-        the budget; rounds after the first also within a work cap of ``_GAP_WORK_FACTOR`` x the larger of the
-        pessimistic and the first twin's support."""
+    def _refine_twin(
+        self,
+        mechanism,
+        phases,
+        side: _Pessimistic,
+        refine: bool,
+        t0,
+        *,
+        built: dict[float, tuple[SymmetricCurve, str, int]] | None = None,
+        start: float | None = None,
+    ) -> _Twin:
+        """Optimistic twin and certified gap; with ``refine`` the twin starts where :meth:`_twin_start` says (or at
+        ``start``) and is refined by the gap's d^1.8 law until the gap is within tolerance, at most
+        ``_GAP_MAX_ROUNDS`` times, within the budget; rounds after the first also within a work cap of
+        ``_GAP_WORK_FACTOR`` x the larger of the pessimistic and the first twin's support. ``built`` holds the twins
+        this cell already composed, by step: a step found there is not composed again (the twin's profile is a proven
+        lower bound whatever the pessimistic side is; that side only tells it where to tilt its tail and how far down
+        the reads go, for accuracy)."""
         pess, d_p, support = side.composed.curve, side.step, side.support
         smallest = _smallest_query(self.deltas, self.alpha_min, pess)
         # The work cap scales with the accuracy asked (4x the pessimistic support at a 1% tolerance).
@@ -376,13 +399,21 @@ class _SubsampledGaussianPath(_ProducerBase):
         target = side.composed.tilt_loss
         key = _phases_key(phases)
         total_steps = sum(phases.values())
-        d = self._twin_start(key, d_p, total_steps) if refine else d_p  # a fixed step: the twin at that step
+        if not refine:
+            d = d_p  # a fixed step: the twin at that step
+        else:
+            d = self._twin_start(key, d_p, total_steps) if start is None else start
         max_points = math.inf  # the first round is bounded by the memory budget only
         mu_tail = False
 
         def attempt(d: float) -> tuple[tuple[SymmetricCurve, str], float]:
             nonlocal max_points
-            opt, twin, twin_support = self._optimistic_sg(mechanism, phases, d, smallest, max_points, target)
+            if built is not None and d in built:
+                opt, twin, twin_support = built[d]
+            else:
+                opt, twin, twin_support = self._optimistic_sg(mechanism, phases, d, smallest, max_points, target)
+                if built is not None:
+                    built[d] = (opt, twin, twin_support)
             if refine and math.isinf(max_points):
                 max_points = max(cap * max(support, twin_support), 2**16)
             return (opt, twin), certified_gap(pess, opt, deltas=self.deltas, alpha_min=self.alpha_min)
