@@ -261,7 +261,7 @@ def sweep(spec_path: Path, workers: int, lake: Path, report: Path, trace: Path) 
     argv = ["sweep", str(spec_path), "--workers", str(workers), "--no-progress", "--force"]
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", *argv, "--lake", str(lake), "--report", str(report)],
+        [sys.executable, "-m", "flows.launch", *argv, "--lake", str(lake), "--report", str(report)],  # as `gdp`
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

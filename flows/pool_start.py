@@ -272,4 +272,6 @@ def start_worker(message_queue: Any, parent: int, chunk_pipe: Any) -> None:
         importlib.import_module(module)
     gc.collect()
     gc.freeze()
+    if chunk_pipe is None:
+        phase("worker-warm")  # ready for its first task (a worker with a chunk to precompute was, before Prefect)
     phase("worker-ready")
