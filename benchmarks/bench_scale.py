@@ -331,7 +331,16 @@ def phase_stats(phases: list[tuple[float, int, str]]) -> dict[str, float]:
 
 
 def _du(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    """Bytes of the files under ``path``, each file once (as ``du``): a snapshot hard-links its pieces."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for f in path.rglob("*"):
+        if f.is_file():
+            st = f.stat()
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
+    return total
 
 
 def sql_all_rows(report: Path) -> tuple[float, str]:

@@ -71,6 +71,7 @@ def collect_chunks(
     bar: ProgressBar,
     while_computing: Callable[[], None] | None = None,
     on_persisted: Callable[[M], None] | None = None,
+    when_idle: Callable[[M], None] | None = None,
 ) -> tuple[list[M], list[str]]:
     """Submit ``chunk_task(chunk)`` for every chunk; as each finishes, ``write(chunk, result)`` its rows into the lake
     (in this process) and keep the manifest ``M`` it returns once :func:`persisted_problem` finds the chunk's file
@@ -83,7 +84,9 @@ def collect_chunks(
     ``while_computing`` runs here once every chunk is submitted, while the workers compute (the flow process is
     otherwise idle until the first chunk finishes); if it raises, every finished chunk is still written and checked,
     and its exception is raised then. ``on_persisted(manifest)`` runs for each chunk as soon as its file passed the
-    check (a lake on object storage pushes it then)."""
+    check (a lake on object storage pushes it then). ``when_idle(manifest)`` runs after that only if no other
+    finished chunk is waiting to be written (work that can wait, such as compacting the chunk for the report: this
+    loop never falls behind the workers for it)."""
     if not chunks:
         return [], []
     finished: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -106,6 +109,8 @@ def collect_chunks(
         problem = _persist(fut, chunk, lake, write, expected_path, path_of, manifests)
         if problem is None and on_persisted is not None:
             on_persisted(manifests[-1])
+        if problem is None and when_idle is not None and finished.empty():
+            when_idle(manifests[-1])
         del fut  # the future holds the rows: released as soon as they are written (Dask frees them on its worker)
         if problem is not None:
             failures.append(f"chunk {chunk.short_key}: {problem}"[:300])

@@ -239,14 +239,12 @@ def _run_sweep_locked(
         recorded.append(True)
         phase("members")
 
-    def persisted(rel: str) -> None:
-        if publish:  # compact the chunk for the report now, while the workers compute (tasks.snapshots: pieces)
-            try:
-                prepare_piece(lake, rel)
-            except Exception as exc:  # an optimisation only: the publish builds (or fails on) the piece again
-                logger.warning("chunk %s: its report rows are compacted at publish instead (%s)", rel, exc)
-        if on_chunk is not None:
-            on_chunk(rel)
+    def compact(rel: str) -> None:
+        """The chunk's rows compacted for the report now, while the workers compute (tasks.snapshots: pieces)."""
+        try:
+            prepare_piece(lake, rel)
+        except Exception as exc:  # an optimisation only: the publish builds (or fails on) the piece again
+            logger.warning("chunk %s: its report rows are compacted at publish instead (%s)", rel, exc)
 
     # The spec's cell set depends on the plan alone: recorded while the workers compute (off the critical path).
     manifests, failures = evaluate_chunks(
@@ -255,7 +253,8 @@ def _run_sweep_locked(
         progress=progress,
         artifact_key=_key("sweep-progress", spec.name),
         while_computing=members,
-        on_chunk=persisted,
+        on_chunk=on_chunk,
+        when_idle=compact if publish else None,
     )
     if release_workers:
         release_pool()  # no task follows the chunks: the workers exit while the run is recorded and published
@@ -298,11 +297,12 @@ def evaluate_chunks(
     artifact_key: str | None = None,
     while_computing: Callable[[], None] | None = None,
     on_chunk: Callable[[str], None] | None = None,
+    when_idle: Callable[[str], None] | None = None,
 ) -> tuple[list[ChunkManifest], list[str]]:
     """Submit one task per chunk; as each finishes, write its rows into the lake here, in the flow process, and
     keep its manifest once the file is verified (:func:`flows.chunks.collect_chunks`): the workers never touch the
     lake, so they need not see its folder. ``on_chunk`` gets each chunk's path (relative to the lake) once its file
-    is verified."""
+    is verified; ``when_idle`` too, when no other finished chunk waits to be written."""
     if not chunks:
         return [], []
     phase("evaluate-chunks")
@@ -317,6 +317,7 @@ def evaluate_chunks(
         bar=bar,
         while_computing=while_computing,
         on_persisted=None if on_chunk is None else (lambda m: on_chunk(m.path)),
+        when_idle=None if when_idle is None else (lambda m: when_idle(m.path)),
     )
 
 

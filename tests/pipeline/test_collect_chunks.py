@@ -182,3 +182,45 @@ def test_calibration_sweep_progress_reaches_every_cell(write_spec, tmp_path, cap
     assert (summary.cells, summary.cells_computed, summary.chunks_failed) == (2, 2, 0)
     assert "2/2 cells" in capsys.readouterr().err
     assert len(list((tmp_path / "lake" / "calibrations").rglob("chunk-*.parquet"))) == 2
+
+
+def test_work_that_can_wait_runs_only_when_no_finished_chunk_waits(tmp_path):
+    """``when_idle`` (a sweep compacts each chunk for the report there) never delays writing another finished chunk:
+    while the first write takes a second, every other chunk finishes, so it is skipped for those that still had a
+    chunk waiting behind them, runs for the last one collected, and never for a chunk that failed."""
+    import time
+
+    CALLS.clear()
+    lake = tmp_path / "lake"
+    chunks = [_Chunk(f"ok{i}", 1) for i in range(4)] + [_Chunk("short", 2)]
+    written: list[str] = []
+    idle: list[str] = []
+    write = _writer(lake, tmp_path / "sink")
+
+    def slow_write(chunk: _Chunk, result: object) -> dict[str, str]:
+        if not written:
+            time.sleep(1.0)  # the other tasks finish meanwhile: they wait in the queue
+        written.append(chunk.key)
+        return write(chunk, result)
+
+    @flow(task_runner=make_task_runner("thread", max_workers=5))
+    def run() -> tuple[list[dict[str, str]], list[str]]:
+        return collect_chunks(
+            _fake_chunk,
+            chunks,
+            str(lake),
+            write=slow_write,
+            expected_path=_own,
+            path_of=lambda m: m["path"],
+            bar=ProgressBar(6, stream=io.StringIO()),
+            when_idle=lambda m: idle.append(m["path"]),
+        )
+
+    manifests, failures = run()
+    assert len(manifests) == 4 and len(failures) == 1
+    persisted = {m["path"] for m in manifests}
+    assert set(idle) <= persisted and _own(_Chunk("short", 2)) not in idle
+    assert _own(_Chunk(written[0], 1)) not in idle  # four finished chunks were waiting behind the first
+    last_ok = [k for k in written if k != "short"][-1]
+    if written[-1] != "short":  # the last chunk collected had nothing behind it
+        assert idle[-1] == _own(_Chunk(last_ok, 1))
