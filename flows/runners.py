@@ -373,19 +373,7 @@ def start_api_server() -> None:
         _launch_server(_server_env())
     _server_boot["env"] = _server_env()
     _export_api_url()
-    _no_heartbeats()
     atexit.register(_stop_server)
-
-
-def _no_heartbeats() -> None:
-    """Flow runs against the temporary server send no heartbeats. Heartbeats let a persistent server mark a crashed
-    run; this server lives and dies with the command, so nobody reads them, and Prefect's heartbeat thread (it
-    sleeps in 1 s steps) held every flow run's end 0-1 s (0.44 s measured in a 10^3-cell sweep) until it woke to
-    be joined. Prefect's own switch (``flows.heartbeat_frequency``, at least 30 s) cannot say "none"; its engine
-    skips heartbeats when this property is None (``prefect.flow_engine._send_heartbeats``, prefect 3.9)."""
-    from prefect.flow_engine import BaseFlowRunEngine
-
-    BaseFlowRunEngine.heartbeat_seconds = property(lambda self: None)  # type: ignore[method-assign,assignment]
 
 
 def _export_api_url() -> None:
