@@ -80,17 +80,23 @@ def _timeline(trace: Path) -> list[str]:
 
 
 def _worker_accounting(trace: Path) -> float:
-    """Seconds the pool workers spent computing chunks in the traced sweep: ``chunk-start`` .. ``chunk-computed`` of
-    each task, and ``worker-warm`` .. ``chunk-precomputed`` of a chunk an early worker computed before its task
-    arrived (:func:`flows.runners.start_workers`). The same work as ``analyze_grid`` in this process, measured in
+    """Seconds the sweep's processes spent computing chunks: ``chunk-start`` .. ``chunk-computed`` of each task that
+    computed its chunk (a ``chunk-accounted`` in between), and ``worker-warm`` .. ``chunk-precomputed`` of the chunk
+    the first-chunk process computed before the flow run existed (``flows.pool_start.compute_first_chunk``; the task
+    that took those rows waited, it did not compute). The same work as ``analyze_grid`` in this process, measured in
     the same seconds as the sweep's wall (the other jobs' load changes both alike)."""
-    total, opened = 0.0, {}
+    total, opened, accounted = 0.0, {}, set()
     for line in trace.read_text().splitlines():
         ts, pid, label = line.split(" ", 2)
         if label in ("chunk-start", "worker-warm"):
             opened[pid] = float(ts)
+            accounted.discard(pid)
+        elif label == "chunk-accounted":
+            accounted.add(pid)
         elif label in ("chunk-computed", "chunk-precomputed") and pid in opened:
-            total += float(ts) - opened.pop(pid)
+            start = opened.pop(pid)
+            if pid in accounted:
+                total += float(ts) - start
     return total
 
 

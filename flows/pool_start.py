@@ -8,17 +8,24 @@ the worker was ready to compute 5.5 s after launch). Now:
 * ``gdp sweep`` / ``gdp regret-map`` with the process runner spawn the pool as their first act (:mod:`flows.launch`,
   :func:`pool_request`; this module imports the standard library only), so a worker imports gdpcore while the CLI
   imports its own modules and plans;
-* the CLI sends the pool's single worker the chunk the flow will submit first as soon as it has planned
-  (:func:`send_first_chunk`; with several workers the first tasks reach them in no fixed order, so none is sent);
-* each worker runs :func:`start_worker` first: it computes that chunk with gdpcore alone (:mod:`tasks.chunk_rows`
-  needs no Prefect), and only then imports Prefect and sets up its event and log forwarding.
+* a pool of one worker gets a process beside it, spawned with it, that computes the chunk the flow will submit
+  first (:func:`compute_first_chunk`): it imports gdpcore while the CLI imports and plans, receives that chunk
+  through a pipe as soon as the CLI has planned it (:func:`send_first_chunk`; with several workers the first tasks
+  reach them in no fixed order, so there is no such process) and computes it with gdpcore alone
+  (:mod:`tasks.chunk_rows` needs no Prefect);
+* the pool's worker itself is then spawned by the flow's first submission, once the command's and the temporary
+  server's start-up are over: it imports Prefect's task engine on the other core while the first chunk computes
+  (:func:`start_worker`), and its first task takes the first-chunk process's rows through a pipe
+  (:func:`tasks.chunk_rows.early_table`). Before, one worker computed the first chunk and then imported Prefect,
+  and the second chunk started 2.0 s after the first was accounted; now 0.7 s (benchmarks/RESULTS.md, "CLI fixed
+  costs").
 
 The flow's task runner (``flows.runners``) adopts this pool (:func:`take_pool`) instead of starting its own; the
 submission of every task, its states and retries, and the flow's writing and checking of every file are Prefect's
-and the flow's as before. The chunk's task, when it reaches that worker, returns the precomputed rows stamped with
-its run id (:func:`tasks.chunk_rows.early_table`: same content key, same cells, settings and code); a worker that
-precomputed another chunk than the one it receives, or that died, computes its task as before. A command that ends
-before a flow took the pool (nothing to compute, a bad spec) discards it at once (:func:`discard_pool`).
+and the flow's as before. The first chunk's task returns the rows computed beside it stamped with its run id (same
+content key, same cells, settings and code); a first task for another chunk stops that process and computes its
+own, and if that process died the task computes as before. A command that ends before a flow took the pool
+(nothing to compute, a bad spec) discards it at once (:func:`discard_pool`).
 
 The pool is the one Prefect's :class:`~prefect.task_runners.ProcessPoolTaskRunner` builds (a spawn-context
 :class:`~concurrent.futures.ProcessPoolExecutor` and a queue carrying the workers' events and logs to the flow
@@ -38,6 +45,7 @@ __all__ = [
     "default_workers",
     "discard_pool",
     "exit_with_parent",
+    "compute_first_chunk",
     "new_pool",
     "prefect_tested",
     "send_first_chunk",
@@ -139,25 +147,34 @@ _spawned: list[Pool] = []  # the pool the CLI spawned, until the flow's task run
 def new_pool(workers: int, *, spawn_now: bool = True, first_chunk_later: bool = False) -> Pool:
     """A pool of ``workers`` processes, each running :func:`start_worker` first; spawned now, or
     (``spawn_now=False``, as Prefect's runner does: a runner entered in a task's context never submits) at the first
-    submissions. ``first_chunk_later``: a pool of one worker waits, after its imports, for the chunk to compute first
-    (:func:`send_first_chunk`)."""
+    submissions. ``first_chunk_later`` (a pool of one worker, spawned now): a process beside the pool,
+    :func:`compute_first_chunk`, computes the chunk :func:`send_first_chunk` will bring, and the pool's worker is
+    spawned at the flow's first submission and takes those rows for its first task."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("spawn")  # as Prefect's runner: no inherited state, the same on every platform
     queue = ctx.Queue()
-    chunk_pipe = sender = None
+    rows = sender = None
     if first_chunk_later and workers == 1 and spawn_now:
-        # Not an initializer argument: those are written to the worker at its spawn, and this process would wait
-        # until the worker, having imported its modules (1-2 s), read the chunk's ~0.4 MB. A thread sends it.
-        chunk_pipe, sender = ctx.Pipe(duplex=False)
+        # The chunk is not a process argument: those are written at the spawn, and this process would wait until the
+        # child, having imported its modules (1-2 s), read the chunk's ~0.4 MB. A thread sends it (send_first_chunk).
+        chunk_in, sender = ctx.Pipe(duplex=False)
+        rows, rows_out = ctx.Pipe(duplex=False)
+        first = ctx.Process(
+            target=compute_first_chunk, args=(chunk_in, rows_out, os.getpid()), name="gdp-first-chunk", daemon=True
+        )
+        first.start()
+        chunk_in.close()  # the child holds its own ends (end-of-file there and in the worker: that process is gone)
+        rows_out.close()
     executor = ProcessPoolExecutor(
-        max_workers=workers, mp_context=ctx, initializer=start_worker, initargs=(queue, os.getpid(), chunk_pipe)
+        max_workers=workers, mp_context=ctx, initializer=start_worker, initargs=(queue, os.getpid(), rows)
     )
-    for _ in range(workers if spawn_now else 0):  # a spawn-context pool starts a worker per submission while none idle
+    # A spawn-context pool starts a worker per submission while none is idle. With a first-chunk process, the worker
+    # is spawned by the flow's first submission instead: it then imports Prefect once the command's and the temporary
+    # server's start-up are over, on the core the first chunk is not computed on.
+    for _ in range(workers if spawn_now and rows is None else 0):
         executor.submit(_ready)
-    if chunk_pipe is not None:
-        chunk_pipe.close()  # the spawned worker holds its own end (end-of-file there: this process is gone)
     return Pool(executor, queue, workers, sender)
 
 
@@ -240,38 +257,62 @@ def _ready() -> None:
     """The task each spawned worker runs first (it exists to make the pool spawn its workers now)."""
 
 
-def start_worker(message_queue: Any, parent: int, chunk_pipe: Any) -> None:
-    """A pool worker's initializer: exit with the flow process ``parent`` (:func:`exit_with_parent`),
-    compute the chunk ``chunk_pipe`` brings (if any) before importing Prefect (end-of-file: the command ended
-    before it planned any, exit), then Prefect's own worker set-up (events and logs through ``message_queue``) and
-    the chunk task's imports; the objects imported so far are then left out of every later garbage collection
-    (``gc.freeze``: the full collection after each chunk, :func:`tasks.chunk_rows.release_chunk_memory`, took
-    0.08-0.14 s per chunk scanning them)."""
+def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int) -> None:
+    """The process beside a one-worker pool (:func:`new_pool`): import gdpcore while the command imports and plans,
+    receive the chunk the flow will submit first (:func:`send_first_chunk`; end-of-file or None: there is none,
+    exit), tell the pool's worker which chunk it is and which process computes it, compute its rows with gdpcore
+    alone (:mod:`tasks.chunk_rows`, no Prefect) and send them to the worker (:func:`tasks.chunk_rows.early_table`
+    takes them for that chunk's task); exit with the flow process ``parent`` (:func:`exit_with_parent`)."""
+    import time
+
+    from tasks.trace import phase
+
+    exit_with_parent(parent)
+    from tasks.chunk_rows import chunk_table  # gdpcore and pyarrow, while the command plans
+
+    try:
+        chunk = chunk_pipe.recv()
+    except (EOFError, OSError):  # the command ended (or died) before it planned a chunk
+        os._exit(0)
+    chunk_pipe.close()
+    phase("worker-warm")
+    if chunk is None:
+        os._exit(0)
+    try:
+        rows_pipe.send((chunk.key, os.getpid()))
+        started = time.perf_counter()
+        table = chunk_table(chunk, "")
+        seconds = time.perf_counter() - started
+        phase("chunk-precomputed")
+        rows_pipe.send((table, seconds))
+    except OSError:  # the worker is gone, or it runs another chunk first: its task computes as usual
+        pass
+    os._exit(0)
+
+
+def start_worker(message_queue: Any, parent: int, rows_pipe: Any) -> None:
+    """A pool worker's initializer: exit with the flow process ``parent`` (:func:`exit_with_parent`), Prefect's own
+    worker set-up (events and logs through ``message_queue``) and the chunk task's imports; the objects imported so
+    far are then left out of every later garbage collection (``gc.freeze``: the full collection after each chunk,
+    :func:`tasks.chunk_rows.release_chunk_memory`, took 0.08-0.14 s per chunk scanning them). ``rows_pipe``: the
+    first-chunk process's rows (:func:`compute_first_chunk`), for this worker's first task."""
     import gc
     import importlib
 
     from tasks.trace import phase
 
     exit_with_parent(parent)
-    if chunk_pipe is not None:
-        from tasks.chunk_rows import precompute_chunk  # gdpcore and pyarrow, while the command plans
-
-        try:
-            chunk = chunk_pipe.recv()
-        except (EOFError, OSError):  # the command ended (or died) before it planned a chunk: nothing to do here
-            os._exit(0)
-        chunk_pipe.close()
-        phase("worker-warm")
-        if chunk is not None:
-            precompute_chunk(chunk)
-            phase("chunk-precomputed")
     from prefect.task_runners import _initialize_process_pool_worker
 
     _initialize_process_pool_worker(message_queue)
     for module in ("prefect.engine", "prefect.task_engine", "tasks.evaluate"):  # what the first chunk task needs
         importlib.import_module(module)
+    if rows_pipe is not None:
+        from tasks.chunk_rows import expect_early_rows
+
+        expect_early_rows(rows_pipe)
     gc.collect()
     gc.freeze()
-    if chunk_pipe is None:
-        phase("worker-warm")  # ready for its first task (a worker with a chunk to precompute was, before Prefect)
+    if rows_pipe is None:
+        phase("worker-warm")  # ready for its first task (with a first-chunk process, that process was warm first)
     phase("worker-ready")

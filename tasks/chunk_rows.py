@@ -23,6 +23,7 @@ __all__ = [
     "compute_chunk_table",
     "early_table",
     "error_table",
+    "expect_early_rows",
     "precompute_chunk",
     "release_chunk_memory",
     "vm_rss_kib",
@@ -247,24 +248,68 @@ def vm_rss_kib() -> int | None:
 
 
 _EARLY: dict[str, tuple[pa.Table, float]] = {}
-"""Rows a process-pool worker computed before the flow run existed (``flows.runners.start_workers``, while the API
-server booted): chunk key -> (table with an empty run_id, seconds). Read once by the first task this worker runs."""
+"""Rows this process computed before the flow run existed (:func:`precompute_chunk`): chunk key -> (table with an
+empty run_id, seconds). Read once by the first task this worker runs."""
+
+_EARLY_PIPES: list[Any] = []
+"""In a pool worker: the pipe from the process that computes the flow's first chunk beside it
+(``flows.pool_start.compute_first_chunk``, :func:`expect_early_rows`). Read once, by the first task."""
 
 
 def precompute_chunk(chunk: Chunk) -> None:
-    """Compute ``chunk``'s rows now, in this worker, for the task that will ask for them (:func:`evaluate_chunk`)."""
+    """Compute ``chunk``'s rows now, in this process, for the task that will ask for them (:func:`early_table`)."""
     started = time.perf_counter()
     _EARLY[chunk.key] = (chunk_table(chunk, ""), time.perf_counter() - started)
 
 
+def expect_early_rows(pipe: Any) -> None:
+    """The first task this worker runs takes its rows from ``pipe`` if they are its chunk's (:func:`early_table`):
+    the pipe first brings (chunk key, pid of the process computing it), then (table with an empty run_id, seconds)."""
+    _EARLY_PIPES[:] = [pipe]
+
+
 def early_table(chunk: Chunk, run_id: str) -> tuple[pa.Table, float] | None:
-    """The rows :func:`precompute_chunk` computed for this very chunk (same content key: same cells, settings and
-    code), stamped with ``run_id``; None otherwise. Whatever this worker precomputed is dropped at its first task."""
+    """The rows computed ahead of the flow run for this very chunk (same content key: same cells, settings and code),
+    by this process (:func:`precompute_chunk`) or by the process beside it (:func:`expect_early_rows`: this waits
+    for them), stamped with ``run_id``; None otherwise. Whatever was computed ahead is dropped at the first task."""
     early = _EARLY.pop(chunk.key, None)
     _EARLY.clear()
+    if _EARLY_PIPES:
+        pipe = _EARLY_PIPES.pop()
+        if early is None:
+            early = _rows_from_pipe(pipe, chunk.key)
+        else:
+            pipe.close()
     if early is None:
         return None
     table, seconds = early
     i = table.schema.get_field_index("run_id")
     field = table.schema.field(i)
     return table.set_column(i, field, pa.array([run_id] * table.num_rows, field.type)), seconds
+
+
+def _rows_from_pipe(pipe: Any, key: str) -> tuple[pa.Table, float] | None:
+    """The rows the process at the other end of ``pipe`` computes, if they are chunk ``key``'s (it is stopped
+    otherwise: its work would be wasted); None when it ended without them (an error, the command ended). Closes the
+    pipe."""
+    import os
+    import signal
+
+    try:
+        their_key, pid = pipe.recv()
+        if their_key != key:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
+            return None
+        table, seconds = pipe.recv()  # waits while it computes
+    except (EOFError, OSError, ValueError, TypeError):
+        return None
+    finally:
+        pipe.close()
+    if not isinstance(table, pa.Table) or not table.schema.equals(STAGING_SCHEMA, check_metadata=False):
+        return None
+    if table.num_rows and set(table.column("chunk_key").unique().to_pylist()) != {key}:
+        return None
+    return table, float(seconds)

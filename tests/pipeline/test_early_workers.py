@@ -65,6 +65,47 @@ def test_precompute_is_keyed_by_content_not_position(tiny_spec, tmp_path):
     assert chunk_rows._EARLY == {}
 
 
+@pytest.mark.subprocess  # a sleeping process stands for the first-chunk process that is told to stop
+def test_rows_from_the_first_chunk_process_are_used_only_for_that_chunk(tiny_spec, tmp_path):
+    """The pool worker's side of the pipe from the first-chunk process (flows.pool_start.compute_first_chunk): the
+    rows are used for that chunk, stamped with the task's run id; a first task for another chunk stops that process
+    (its work would be wasted) and computes its own; a process that ended without rows leaves the task to compute."""
+    import multiprocessing
+    import signal
+    import threading
+
+    from tasks import chunk_rows
+
+    first, second = _chunks(tiny_spec, tmp_path)[:2]
+    truth = chunk_rows.compute_chunk_table(first, "")
+
+    recv, send = multiprocessing.Pipe(duplex=False)
+    chunk_rows.expect_early_rows(recv)
+    sender = threading.Thread(target=lambda: (send.send((first.key, 0)), send.send((truth, 1.5))))
+    sender.start()
+    table, seconds = chunk_rows.early_table(first, "the-run")
+    sender.join()
+    assert _rows(table) == _rows(truth) and seconds == 1.5
+    assert set(table.column("run_id").to_pylist()) == {"the-run"}
+    assert chunk_rows._EARLY_PIPES == [] and chunk_rows.early_table(first, "again") is None  # read once
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        recv, send = multiprocessing.Pipe(duplex=False)
+        chunk_rows.expect_early_rows(recv)
+        send.send((first.key, sleeper.pid))
+        assert chunk_rows.early_table(second, "the-run") is None  # another chunk: not waited for
+        assert sleeper.wait(timeout=10) == -signal.SIGTERM  # and its computing process stopped
+    finally:
+        sleeper.kill()
+
+    recv, send = multiprocessing.Pipe(duplex=False)
+    chunk_rows.expect_early_rows(recv)
+    send.send((first.key, 0))
+    send.close()  # the process ended before its rows: the task computes them
+    assert chunk_rows.early_table(first, "the-run") is None and chunk_rows._EARLY_PIPES == []
+
+
 def _phases(path: Path) -> list[tuple[int, str]]:
     return [(int(pid), label) for _, pid, label in (line.split(" ", 2) for line in path.read_text().splitlines())]
 
@@ -89,14 +130,20 @@ def test_sweep_chunks_run_on_the_early_worker_and_rows_carry_the_run(tiny_spec, 
     phases = _phases(trace)
     main = next(pid for pid, label in phases if label == "main")
     warm = [pid for pid, label in phases if label == "worker-warm"]
-    assert len(warm) == 1 and warm[0] != main  # one early worker, spawned by the CLI
-    labels = [label for pid, label in phases if pid == warm[0]]
-    # it precomputed the first chunk before any task arrived, then ran both chunk tasks
-    assert labels.index("chunk-precomputed") < labels.index("chunk-start"), labels
-    assert labels.count("chunk-start") == 2 and {pid for pid, label in phases if label == "chunk-start"} == set(warm)
-    if entry == "flows.launch":  # spawned before the CLI's imports: the worker is up before the CLI's main runs
-        first = next(i for i, (pid, _) in enumerate(phases) if pid == warm[0])
-        assert first < phases.index((main, "main")), phases
+    assert len(warm) == 1 and warm[0] != main  # one first-chunk process, spawned by the CLI
+    first = warm[0]
+    starts = [pid for pid, label in phases if label == "chunk-start"]
+    # the pool's worker, another process, ran both chunk tasks; the first-chunk process computed the first chunk
+    # (and only it) before the pool's worker started its first task
+    assert len(starts) == 2 and len(set(starts)) == 1 and starts[0] not in (main, first), phases
+    first_labels = [label for pid, label in phases if pid == first]
+    assert first_labels.count("chunk-precomputed") == 1 and "chunk-start" not in first_labels, first_labels
+    assert phases.index((first, "chunk-precomputed")) < phases.index((starts[0], "chunk-start")), phases
+    worker_labels = [label for pid, label in phases if pid == starts[0]]
+    assert "chunk-accounted" in worker_labels and worker_labels.count("chunk-accounted") == 1, worker_labels
+    if entry == "flows.launch":  # spawned before the CLI's imports: the first-chunk process is up before `main`
+        up = next(i for i, (pid, _) in enumerate(phases) if pid == first)
+        assert up < phases.index((main, "main")), phases
     main_labels = [label for pid, label in phases if pid == main]
     assert main_labels.index("members") < main_labels.index("chunk-written"), main_labels  # while chunks compute
 
