@@ -60,6 +60,26 @@ def persisted_problem(lake: str, relpath: str, expected: str, rows: int) -> str 
     return None
 
 
+def _announce(chunk_task: Any, chunks: Sequence[Any]) -> None:
+    """Emit the Prefect event ``gdp.chunks.submitted`` (the chunk task's name, how many chunks and cells), for
+    automations and the run's event feed, from the flow's own context before any chunk task runs.
+
+    It also keeps finished results collectable. Prefect's events client is a process-wide service that keeps the
+    context of the call that starts it: started by a task (a thread runner's task emitting its first state event),
+    it would keep that task run, its result included, alive for the rest of the process (the chain, traced with
+    ``gc.get_referrers``: result -> ResultRecord -> State -> TaskRun -> TaskRunContext -> a context copy). The flow
+    run's heartbeat thread used to start it first; a flow run without heartbeats
+    (:func:`flows.runners.flow_run_settings`) starts it here (tests/pipeline/test_collect_chunks.py)."""
+    from prefect.events import emit_event
+
+    name = str(getattr(chunk_task, "name", "chunk-task"))
+    emit_event(
+        event="gdp.chunks.submitted",
+        resource={"prefect.resource.id": f"gdp.chunks.{name}", "prefect.resource.name": name},
+        payload={"chunks": len(chunks), "cells": sum(int(getattr(c, "size", 1)) for c in chunks)},
+    )
+
+
 def collect_chunks(
     chunk_task: Any,
     chunks: Sequence[C],
@@ -89,6 +109,7 @@ def collect_chunks(
     loop never falls behind the workers for it)."""
     if not chunks:
         return [], []
+    _announce(chunk_task, chunks)
     finished: queue.SimpleQueue[Any] = queue.SimpleQueue()
     pending: dict[Any, tuple[C, Any]] = {}
     for chunk in chunks:

@@ -28,6 +28,7 @@ from flows.command_common import (
     _up_to_date,
 )
 from flows.commands_report import _sql
+from flows.runners import flow_run_settings
 from gdpcore._validation import bounded_repr
 from tasks.trace import phase
 
@@ -65,14 +66,15 @@ def _sweep(args: argparse.Namespace) -> int:
     phase("flow-imported")
     runner = _runner(args)
     phase("runner+server")
-    summary = grid_sweep.with_options(task_runner=runner)(
-        spec_path=str(args.spec),
-        lake=args.lake,
-        report=args.report,
-        force=args.force,
-        progress=not args.no_progress,
-        workers=args.workers,
-    )
+    with flow_run_settings():
+        summary = grid_sweep.with_options(task_runner=runner)(
+            spec_path=str(args.spec),
+            lake=args.lake,
+            report=args.report,
+            force=args.force,
+            progress=not args.no_progress,
+            workers=args.workers,
+        )
     phase("flow-returned")
     print(
         f"sweep {spec.name}: {summary.cells} cells ({summary.cells_computed} computed, {summary.cells_reused} "
@@ -104,17 +106,19 @@ def _regret_map(args: argparse.Namespace) -> int:
     _start_api()  # boots while the flow is imported and its task runner built
     from flows.regret_map import regret_map
 
-    result = regret_map.with_options(task_runner=_runner(args))(
-        spec_path=str(args.spec),
-        lake=args.lake,
-        report=args.report,
-        x=args.x,
-        y=args.y,
-        force=args.force,
-        progress=not args.no_progress,
-        workers=args.workers,
-        plots=str(folder),
-    )
+    runner = _runner(args)
+    with flow_run_settings():
+        result = regret_map.with_options(task_runner=runner)(
+            spec_path=str(args.spec),
+            lake=args.lake,
+            report=args.report,
+            x=args.x,
+            y=args.y,
+            force=args.force,
+            progress=not args.no_progress,
+            workers=args.workers,
+            plots=str(folder),
+        )
     print(f"regret map {spec.name}: {result.sweep.cells} cells, axes {result.y} vs {result.x}")
     if is_url(report) and not plots:
         print(
@@ -156,14 +160,16 @@ def _calibration_sweep(args: argparse.Namespace) -> int:
         _start_api()  # boots while the flow is imported and its task runner built
         from flows.calibration_sweep import calibration_sweep
 
-        result = calibration_sweep.with_options(task_runner=_runner(args))(
-            spec_path=str(args.spec),
-            lake=args.lake,
-            report=args.report,
-            force=args.force,
-            workers=args.workers,
-            progress=not args.no_progress,
-        )
+        runner = _runner(args)
+        with flow_run_settings():
+            result = calibration_sweep.with_options(task_runner=runner)(
+                spec_path=str(args.spec),
+                lake=args.lake,
+                report=args.report,
+                force=args.force,
+                workers=args.workers,
+                progress=not args.no_progress,
+            )
         print(
             f"calibration sweep {spec.name}: {result.cells} (sampling_rate, steps) cells, {result.cells_computed} "
             f"computed, {result.cells_failed} without a solution"

@@ -270,6 +270,7 @@ def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int) -> None:
     exit_with_parent(parent)
     from tasks.chunk_rows import chunk_table  # gdpcore and pyarrow, while the command plans
 
+    phase("first-chunk-imports")
     try:
         chunk = chunk_pipe.recv()
     except (EOFError, OSError):  # the command ended (or died) before it planned a chunk

@@ -24,6 +24,7 @@ __all__ = [
     "check_dask_address",
     "default_workers",
     "exit_with_parent",
+    "flow_run_settings",
     "make_task_runner",
     "runner_from_env",
     "share_api_with_workers",
@@ -195,6 +196,22 @@ def start_workers(runner: Any) -> None:
     if start is None or not _launch_tested():
         return
     start(list(_first_chunks))
+
+
+def flow_run_settings() -> Any:
+    """The Prefect settings a command's flow run uses (a context manager): against the temporary API server this
+    process started, no flow-run heartbeats. Heartbeats let a lasting Prefect server mark the run crashed when its
+    process dies; the temporary server dies with this process, so nothing would ever read them, and the heartbeat
+    thread, which sleeps in 1 s steps, held the end of every flow run until it woke (0.5-0.7 s of a sweep's tail,
+    benchmarks/RESULTS.md "CLI fixed costs"). With a configured server (``PREFECT_API_URL``, a profile), Prefect's
+    own settings hold. ``prefect.settings.temporary_settings`` is Prefect's public API for this."""
+    import contextlib
+
+    if not _server_boot:
+        return contextlib.nullcontext()
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
 
 
 def release_workers() -> None:

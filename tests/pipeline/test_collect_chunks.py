@@ -135,9 +135,9 @@ def _rows_chunk(chunk: _Chunk) -> _Rows:
     return _Rows(chunk.size)
 
 
-def test_the_flow_releases_each_result_once_it_is_written(tmp_path):
-    """Bounded memory: when a chunk's rows are written, no earlier chunk's result is still alive in the flow
-    process (the futures that held them are gone), so a sweep holds the rows of unwritten chunks only."""
+def _alive_at_write(tmp_path: Path) -> list[int]:
+    """Run six chunks through collect_chunks (thread runner, one worker: each task's result is in this process) and
+    return, at each write, how many earlier chunks' results are still alive."""
     import gc
     import weakref
 
@@ -166,7 +166,47 @@ def test_the_flow_releases_each_result_once_it_is_written(tmp_path):
 
     manifests, failures = run()
     assert not failures and len(manifests) == 6
-    assert alive_at_write == [0] * 6
+    return alive_at_write
+
+
+def test_the_flow_releases_each_result_once_it_is_written(tmp_path):
+    """Bounded memory: when a chunk's rows are written, no earlier chunk's result is still alive in the flow
+    process (the futures that held them are gone), so a sweep holds the rows of unwritten chunks only."""
+    assert _alive_at_write(tmp_path) == [0] * 6
+
+
+_WITHOUT_HEARTBEATS = """
+import json, sys
+from pathlib import Path
+from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+from prefect.testing.utilities import prefect_test_harness
+from tests.pipeline.test_collect_chunks import _alive_at_write
+with prefect_test_harness(server_startup_timeout=120):
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        print(json.dumps(_alive_at_write(Path(sys.argv[1]))))
+"""
+
+
+@pytest.mark.subprocess  # a fresh process: Prefect's events client not yet started, as in a `gdp` command
+@pytest.mark.prefect
+def test_without_heartbeats_the_flow_still_releases_each_result(tmp_path):
+    """The same, in a fresh process whose flow run has no heartbeats (what ``gdp`` runs against its temporary
+    server, flows.runners.flow_run_settings): the first task run's result was kept alive for the whole run by
+    Prefect's events client, which the first task had started, until collect_chunks started it from the flow."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    env.pop("PREFECT_API_URL", None)
+    out = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_HEARTBEATS, str(tmp_path)],
+        capture_output=True, text=True, env=env, cwd=root, timeout=240,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [0] * 6
 
 
 @pytest.mark.slow  # one calibration sweep of two cells

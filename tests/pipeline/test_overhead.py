@@ -230,3 +230,21 @@ def test_a_server_named_by_the_profile_wins_over_the_temporary_one(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "boot=False env=None settings=http://127.0.0.1:9/api children=[]" in out.stdout, out.stdout
+
+
+def test_flow_runs_against_the_temporary_server_only_have_no_heartbeats(monkeypatch):
+    """flows.runners.flow_run_settings: no flow-run heartbeats against the temporary server this process started
+    (nothing outlives it to read them); Prefect's own setting (180 s by default) with a configured server."""
+    from prefect.settings import get_current_settings
+
+    from flows import runners
+
+    default = get_current_settings().flows.heartbeat_frequency
+    assert default is not None
+    monkeypatch.setattr(runners, "_server_boot", {})
+    with runners.flow_run_settings():
+        assert get_current_settings().flows.heartbeat_frequency == default
+    monkeypatch.setattr(runners, "_server_boot", {"port": 0})
+    with runners.flow_run_settings():
+        assert get_current_settings().flows.heartbeat_frequency is None
+    assert get_current_settings().flows.heartbeat_frequency == default
