@@ -257,6 +257,18 @@ def _ready() -> None:
     """The task each spawned worker runs first (it exists to make the pool spawn its workers now)."""
 
 
+def _import_pandas() -> None:
+    """Import pandas now, while this process waits: pyarrow imports it at its first conversion of Python values (any
+    ``pa.array``, ``pa.scalar``: a chunk's rows, the run id stamped on precomputed rows), 0.14-0.2 s that were on
+    the critical path of the first chunk, in the process computing it and again in the worker taking its rows."""
+    import importlib
+
+    try:
+        importlib.import_module("pandas")
+    except ImportError:  # pragma: no cover - a dependency; pyarrow then converts without it
+        pass
+
+
 def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int) -> None:
     """The process beside a one-worker pool (:func:`new_pool`): import gdpcore while the command imports and plans,
     receive the chunk the flow will submit first (:func:`send_first_chunk`; end-of-file or None: there is none,
@@ -271,6 +283,7 @@ def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int) -> None:
     from tasks.chunk_rows import chunk_table  # gdpcore and pyarrow, while the command plans
 
     phase("first-chunk-imports")
+    _import_pandas()  # while the command plans
     try:
         chunk = chunk_pipe.recv()
     except (EOFError, OSError):  # the command ended (or died) before it planned a chunk
@@ -308,6 +321,7 @@ def start_worker(message_queue: Any, parent: int, rows_pipe: Any) -> None:
     _initialize_process_pool_worker(message_queue)
     for module in ("prefect.engine", "prefect.task_engine", "tasks.evaluate"):  # what the first chunk task needs
         importlib.import_module(module)
+    _import_pandas()
     if rows_pipe is not None:
         from tasks.chunk_rows import expect_early_rows
 

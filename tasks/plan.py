@@ -134,31 +134,33 @@ def auto_chunk_size(n_cells: int, workers: int) -> int:
 def build_plan(spec: GridSpec, lake: Path, *, workers: int = 2) -> SweepPlan:
     """Pure planning (no Prefect): enumerate cells, drop the computed ones, cut the rest into chunks."""
     from gdpcore import mechanism_from_dict
+    from gdpcore.mechanisms import content_hash_of_json
 
     settings = EvalSettings.from_spec(spec)
     eval_key = settings.eval_key
     present = computed_cells(lake, spec.name)
     cell_ids: list[str] = []
     axis_values: list[tuple[Any, ...]] = []
-    todo: list[str] = []
+    todo: list[tuple[str, str]] = []  # (canonical JSON, kind) of each cell to compute
     seen: set[str] = set()
     for cell, values in spec.iter_cells_with_axes():
         mech = mechanism_from_dict(cell)
-        cid = mech.content_hash
+        text = mech.to_json()  # once per cell: the content hash and the chunk's text (the CLI plans before a sweep)
+        cid = content_hash_of_json(text)
         if cid in seen:  # e.g. two rounded values that coincide
             continue
         seen.add(cid)
         cell_ids.append(cid)
         axis_values.append(values)
         if (cid, eval_key) not in present:
-            todo.append(mech.to_json())
+            todo.append((text, mech.kind))
     # Cells that differ only in `steps` share one single-step PLD inside analyze_grid: keep them in the same chunk,
     # whatever the axis order of the spec (compositions: cells with equal text but the step counts, see _sharing_key).
-    todo.sort(key=_sharing_key)
+    todo.sort(key=lambda cell: _sharing_key(cell[0]))
     size = spec.chunk_size or auto_chunk_size(len(todo), workers)
     by_kind: dict[str, list[str]] = {}  # one kind per chunk (its lake partition): a spec may sweep the kind
-    for mech_json in todo:
-        by_kind.setdefault(json.loads(mech_json)["kind"], []).append(mech_json)
+    for mech_json, kind in todo:
+        by_kind.setdefault(kind, []).append(mech_json)
     chunks = tuple(
         Chunk(spec_name=spec.name, kind=kind, mechanisms=tuple(cells[i : i + size]), settings=settings)
         for kind, cells in by_kind.items()
