@@ -21,13 +21,13 @@ def main() -> int:
     if request is not None:
         from flows.command_common import _prefect_env
 
-        workers, verbose = request
+        workers, verbose, first_chunk = request
         try:
             _prefect_env(verbose)  # Prefect's environment for this command: the workers inherit it
         except ValueError:  # a bad setting: the command reports it, naming the variable
             request = None
         else:
-            spawn_workers(workers)
+            spawn_workers(workers, first_chunk=first_chunk)
     try:
         from flows.cli import main as cli_main
 

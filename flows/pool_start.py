@@ -14,8 +14,9 @@ the worker was ready to compute 5.5 s after launch). Now:
   reach them in no fixed order, so there is no such process) and computes it with gdpcore alone
   (:mod:`tasks.chunk_rows` needs no Prefect);
 * the pool's worker itself is then spawned by the flow's first submission, once the command's and the temporary
-  server's start-up are over: it imports Prefect's task engine on the other core while the first chunk computes
-  (:func:`start_worker`), and its first task takes the first-chunk process's rows through a pipe
+  server's start-up are over, or as soon as the first chunk is computed if that comes first (a small sweep): it
+  imports Prefect's task engine on the other core while a long first chunk computes (:func:`start_worker`), and
+  its first task takes the first-chunk process's rows through a pipe
   (:func:`tasks.chunk_rows.early_table`). Before, one worker computed the first chunk and then imported Prefect,
   and the second chunk started 2.0 s after the first was accounted; now 0.7 s (benchmarks/RESULTS.md, "CLI fixed
   costs").
@@ -151,18 +152,23 @@ def new_pool(workers: int, *, spawn_now: bool = True, first_chunk_later: bool = 
     :func:`compute_first_chunk`, computes the chunk :func:`send_first_chunk` will bring, and the pool's worker is
     spawned at the flow's first submission and takes those rows for its first task."""
     import multiprocessing
+    import threading
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("spawn")  # as Prefect's runner: no inherited state, the same on every platform
     queue = ctx.Queue()
-    rows = sender = None
+    rows = sender = done = None
     if first_chunk_later and workers == 1 and spawn_now:
         # The chunk is not a process argument: those are written at the spawn, and this process would wait until the
         # child, having imported its modules (1-2 s), read the chunk's ~0.4 MB. A thread sends it (send_first_chunk).
         chunk_in, sender = ctx.Pipe(duplex=False)
         rows, rows_out = ctx.Pipe(duplex=False)
+        done = ctx.Event()
         first = ctx.Process(
-            target=compute_first_chunk, args=(chunk_in, rows_out, os.getpid()), name="gdp-first-chunk", daemon=True
+            target=compute_first_chunk,
+            args=(chunk_in, rows_out, os.getpid(), done),
+            name="gdp-first-chunk",
+            daemon=True,
         )
         first.start()
         chunk_in.close()  # the child holds its own ends (end-of-file there and in the worker: that process is gone)
@@ -171,26 +177,42 @@ def new_pool(workers: int, *, spawn_now: bool = True, first_chunk_later: bool = 
         max_workers=workers, mp_context=ctx, initializer=start_worker, initargs=(queue, os.getpid(), rows)
     )
     # A spawn-context pool starts a worker per submission while none is idle. With a first-chunk process, the worker
-    # is spawned by the flow's first submission instead: it then imports Prefect once the command's and the temporary
-    # server's start-up are over, on the core the first chunk is not computed on.
+    # is spawned by the flow's first submission, or as soon as the first chunk is computed if that comes first (a
+    # small sweep): it imports Prefect once the command's and the temporary server's start-up are over, or once
+    # nothing computes, instead of competing with both for the cores while the first chunk computes.
     for _ in range(workers if spawn_now and rows is None else 0):
         executor.submit(_ready)
+    if done is not None:
+        threading.Thread(target=_spawn_when_done, args=(done, executor), name="spawn-worker", daemon=True).start()
     return Pool(executor, queue, workers, sender)
 
 
-def spawn_workers(workers: int) -> None:
-    """Start the pool the flow's process runner will take (:func:`take_pool`), once; a pool of one worker then waits
-    for :func:`send_first_chunk`."""
+def _spawn_when_done(done: Any, executor: Any) -> None:
+    """Spawn the pool's worker once the first-chunk process has computed its chunk or has none to compute (``done``
+    set), unless a submission spawned it already (the pool then just runs :func:`_ready` in it); nothing if the pool
+    was shut down meanwhile."""
+    done.wait()
+    try:
+        executor.submit(_ready)
+    except RuntimeError:  # shut down (the flow ended, or the command needed no workers)
+        pass
+
+
+def spawn_workers(workers: int, *, first_chunk: bool = True) -> None:
+    """Start the pool the flow's process runner will take (:func:`take_pool`), once; with ``first_chunk`` (a command
+    that will plan one, ``gdp sweep``), a pool of one worker gets the first-chunk process, which waits for
+    :func:`send_first_chunk`."""
     import atexit
 
     if not _spawned:
-        _spawned.append(new_pool(workers, first_chunk_later=True))
+        _spawned.append(new_pool(workers, first_chunk_later=first_chunk))
         atexit.register(discard_pool)  # if no flow takes it (an error before the flow started)
 
 
-def pool_request(argv: Sequence[str]) -> tuple[int, bool] | None:
-    """For the ``gdp`` command line ``argv`` (without the program name): (workers, verbose) when it is ``gdp sweep``
-    / ``gdp regret-map`` with the process runner, whose pool :mod:`flows.launch` spawns before the CLI's imports;
+def pool_request(argv: Sequence[str]) -> tuple[int, bool, bool] | None:
+    """For the ``gdp`` command line ``argv`` (without the program name): (workers, verbose, whether the command plans
+    a first chunk: ``gdp sweep``) when it is ``gdp sweep`` / ``gdp regret-map`` with the process runner, whose pool
+    :mod:`flows.launch` spawns before the CLI's imports;
     None otherwise, and for anything unusual (help, an option the command will reject, an untested Prefect): the
     command then starts its workers as before, or fails."""
     if not argv or argv[0] not in POOL_COMMANDS or {"-h", "--help"} & set(argv):
@@ -207,7 +229,7 @@ def pool_request(argv: Sequence[str]) -> tuple[int, bool] | None:
         return None
     if known.runner != "process" or (known.workers is not None and known.workers < 1) or not prefect_tested():
         return None
-    return known.workers or default_workers(), bool(known.verbose)
+    return known.workers or default_workers(), bool(known.verbose), argv[0] == "sweep"
 
 
 def send_first_chunk(chunk: Any) -> None:
@@ -269,7 +291,7 @@ def _import_pandas() -> None:
         pass
 
 
-def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int) -> None:
+def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int, done: Any) -> None:
     """The process beside a one-worker pool (:func:`new_pool`): import gdpcore while the command imports and plans,
     receive the chunk the flow will submit first (:func:`send_first_chunk`; end-of-file or None: there is none,
     exit), tell the pool's worker which chunk it is and which process computes it, compute its rows with gdpcore
@@ -287,10 +309,12 @@ def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int) -> None:
     try:
         chunk = chunk_pipe.recv()
     except (EOFError, OSError):  # the command ended (or died) before it planned a chunk
+        done.set()
         os._exit(0)
     chunk_pipe.close()
     phase("worker-warm")
     if chunk is None:
+        done.set()  # the pool's worker may start now
         os._exit(0)
     try:
         rows_pipe.send((chunk.key, os.getpid()))
@@ -298,6 +322,7 @@ def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int) -> None:
         table = chunk_table(chunk, "")
         seconds = time.perf_counter() - started
         phase("chunk-precomputed")
+        done.set()  # the pool's worker may start now (if no submission spawned it yet), and then read these rows
         rows_pipe.send((table, seconds))
     except OSError:  # the worker is gone, or it runs another chunk first: its task computes as usual
         pass

@@ -115,8 +115,9 @@ def _process_pool_runner() -> type:
 
         def _start(self, chunks: list[Any], *, spawn_now: bool) -> None:
             """Prefect's ``ProcessPoolTaskRunner.__enter__`` (prefect 3.9) with the pool of :mod:`flows.pool_start`:
-            every worker runs :func:`flows.pool_start.start_worker` (a single one computes ``chunks[0]`` first);
-            spawned now or, as Prefect's own (a runner entered in a task's context never submits), when submitted to."""
+            every worker runs :func:`flows.pool_start.start_worker` (a single one takes ``chunks[0]``'s rows from
+            the first-chunk process beside it); spawned now or, as Prefect's own (a runner entered in a task's context
+            never submits), when submitted to."""
             import threading
             from concurrent.futures import ThreadPoolExecutor
 
@@ -126,7 +127,7 @@ def _process_pool_runner() -> type:
 
             TaskRunner.__enter__(self)  # the base runner's start (Prefect's own __enter__ would build another pool)
             if spawn_now:
-                spawn_workers(self._max_workers)  # unless the command spawned it already
+                spawn_workers(self._max_workers, first_chunk=bool(chunks))  # unless the command spawned it already
                 send_first_chunk(chunks[0] if chunks else None)
             pool = take_pool(self._max_workers) or new_pool(self._max_workers, spawn_now=spawn_now)
             self._subprocess_message_queue = pool.queue

@@ -139,6 +139,10 @@ def test_sweep_chunks_run_on_the_early_worker_and_rows_carry_the_run(tiny_spec, 
     first_labels = [label for pid, label in phases if pid == first]
     assert first_labels.count("chunk-precomputed") == 1 and "chunk-start" not in first_labels, first_labels
     assert phases.index((first, "chunk-precomputed")) < phases.index((starts[0], "chunk-start")), phases
+    # a short first chunk: the pool's worker was spawned once it was computed, before the flow's first submission
+    # (a long one: at that submission, so that its imports do not compete with the chunk for the cores)
+    spawned = next(i for i, (pid, label) in enumerate(phases) if pid == starts[0] and label.startswith("worker-init"))
+    assert phases.index((first, "chunk-precomputed")) < spawned < phases.index((main, "submitted")), phases
     worker_labels = [label for pid, label in phases if pid == starts[0]]
     assert "chunk-accounted" in worker_labels and worker_labels.count("chunk-accounted") == 1, worker_labels
     if entry == "flows.launch":  # spawned before the CLI's imports: the first-chunk process is up before `main`
