@@ -1,4 +1,4 @@
-"""A process runner's pool: its workers start with the ``gdp`` command, and compute before they import Prefect.
+"""A process runner's pool: it starts with the ``gdp`` command, and its first chunk computes before Prefect is imported.
 
 Why: in a ``gdp sweep`` on one worker, the accounting is the critical path and everything else can overlap it. Before
 this module, the worker was spawned by Prefect's runner once the CLI had imported Prefect (~3 s after launch on
@@ -18,8 +18,8 @@ the worker was ready to compute 5.5 s after launch). Now:
   imports Prefect's task engine on the other core while a long first chunk computes (:func:`start_worker`), and
   its first task takes the first-chunk process's rows through a pipe
   (:func:`tasks.chunk_rows.early_table`). Before, one worker computed the first chunk and then imported Prefect,
-  and the second chunk started 2.0 s after the first was accounted; now 0.7 s (benchmarks/RESULTS.md, "CLI fixed
-  costs").
+  and the second chunk started 2.0 s after the first was accounted; now 0.27-0.30 s (benchmarks/RESULTS.md, "CLI
+  fixed costs").
 
 The flow's task runner (``flows.runners``) adopts this pool (:func:`take_pool`) instead of starting its own; the
 submission of every task, its states and retries, and the flow's writing and checking of every file are Prefect's
@@ -150,7 +150,8 @@ def new_pool(workers: int, *, spawn_now: bool = True, first_chunk_later: bool = 
     (``spawn_now=False``, as Prefect's runner does: a runner entered in a task's context never submits) at the first
     submissions. ``first_chunk_later`` (a pool of one worker, spawned now): a process beside the pool,
     :func:`compute_first_chunk`, computes the chunk :func:`send_first_chunk` will bring, and the pool's worker is
-    spawned at the flow's first submission and takes those rows for its first task."""
+    spawned at the flow's first submission or once that chunk is computed, whichever is sooner
+    (:func:`_spawn_when_done`), and takes those rows for its first task."""
     import multiprocessing
     import threading
     from concurrent.futures import ProcessPoolExecutor
