@@ -1,7 +1,8 @@
 """CLI benchmark: fixed costs of the ``gdp`` CLI around the accounting.
 
 Measured in one run on a fresh lake: (1) ``gdpcore.analyze_grid`` on the spec's cells in this process, with the
-settings a sweep uses (same deltas, the lake's curve FPR grid, same representations); (2) ``gdp sweep`` of the same
+settings a sweep uses (same deltas, the lake's curve FPR grid, same representations), after a warm-up on 1 % of
+them, once before and once after the sweep (their mean is the reference); (2) ``gdp sweep`` of the same
 spec in a subprocess (process runner, ``--workers 1`` so that both do the accounting on one core and the difference
 is the pipeline's overhead: Prefect start, planning, chunk tasks, Parquet, publishing); (3) the same ``gdp sweep``
 again (nothing to compute); (4) ``gdp publish``; (5) ``gdp sql``.
@@ -112,19 +113,26 @@ def measure(cells: int = 10_000, *, phases: bool = False) -> dict[str, Any]:
         spec = load_grid_spec(spec_path)
         mechs = [gdpcore.mechanism_from_dict(c) for c in spec.iter_cells()]
         settings = EvalSettings.from_spec(spec)
-        started = time.perf_counter()
-        # The same work a sweep's chunk does per cell (row and regrets taken at once: holding 10^4 reports' curves
-        # would need ~24 GB).
-        gdpcore.analyze_grid(
-            mechs,
-            deltas=list(settings.deltas),
-            alpha_min=settings.alpha_min,
-            on_report=lambda i, r: _cell_result(i, r, settings),
-        )
-        direct = time.perf_counter() - started
+
+        def direct_run(cells: list[Any]) -> float:
+            # The same work a sweep's chunk does per cell (row and regrets taken at once: holding 10^4 reports'
+            # curves would need ~24 GB).
+            started = time.perf_counter()
+            gdpcore.analyze_grid(
+                cells,
+                deltas=list(settings.deltas),
+                alpha_min=settings.alpha_min,
+                on_report=lambda i, r: _cell_result(i, r, settings),
+            )
+            return time.perf_counter() - started
+
+        direct_run(mechs[:: max(1, len(mechs) // 100)])  # warm-up: first calls, lazy imports
+        before = direct_run(mechs)
         store = ["--lake", f"{tmp}/lake", "--report", f"{tmp}/reports/privacy.duckdb"]
         trace = Path(tmp) / "phases.txt" if phases else None
         sweep = _gdp("sweep", str(spec_path), "--workers", "1", "--no-progress", *store, trace=trace)
+        after = direct_run(mechs)  # on either side of the sweep: a drift of the machine's speed shows
+        direct = (before + after) / 2
         timeline = _timeline(trace) if trace is not None else None
         accounting = _worker_accounting(trace) if trace is not None else None
         rerun = _gdp("sweep", str(spec_path), "--workers", "1", "--no-progress", *store)
@@ -134,6 +142,7 @@ def measure(cells: int = 10_000, *, phases: bool = False) -> dict[str, Any]:
     result: dict[str, Any] = {
         "cells": len(mechs),
         "analyze_grid_s": round(direct, 1),
+        "analyze_grid_runs_s": [round(before, 1), round(after, 1)],
         "sweep_s": round(sweep, 1),
         "overhead_s": round(overhead, 1),
         "overhead_share": round(overhead / sweep, 3),
