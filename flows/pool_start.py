@@ -245,8 +245,8 @@ def send_first_chunk(chunk: Any) -> None:
 
 
 def take_pool(workers: int) -> Pool | None:
-    """The pool :func:`spawn_workers` started, once, if it has ``workers`` workers (its worker told there is no
-    chunk to precompute if the CLI planned none); else None."""
+    """The pool :func:`spawn_workers` started, once, if it has ``workers`` workers (its first-chunk process told
+    there is no chunk to compute if the CLI planned none); else None."""
     if not _spawned or _spawned[0].workers != workers:
         return None
     send_first_chunk(None)

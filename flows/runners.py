@@ -188,8 +188,8 @@ def start_workers(runner: Any) -> None:
     """Start a process runner's workers now, from the CLI, while the temporary API server boots, instead of at the
     flow's first submission (benchmarks/RESULTS.md, "CLI fixed costs": the server's start, the flow run's creation
     and the workers' start were all on the critical path). The runner takes the pool :func:`spawn_workers_now`
-    started, or starts one now (:mod:`flows.pool_start`: each worker computes before importing Prefect; a pool of one
-    worker computes the chunk the flow will submit first, :func:`expect_chunks`). The tasks, their states and
+    started, or starts one now (:mod:`flows.pool_start`: with one worker, a process beside the pool computes the chunk
+    the flow will submit first, :func:`expect_chunks`, before Prefect is imported). The tasks, their states and
     retries, and the flow's writing and checking of every file are unchanged. The flow run adopts the started pool.
     A no-op for thread and Dask runners, and for a Prefect version whose runner internals were not checked
     (:func:`_launch_tested`)."""

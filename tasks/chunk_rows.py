@@ -1,6 +1,6 @@
 """A chunk's rows, computed: :func:`gdpcore.analyze_grid` on the chunk's cells, shaped into the lake's staging schema
-(:data:`tasks.lake.STAGING_SCHEMA`) with provenance. No Prefect and no file I/O: a process-pool worker imports this
-to compute its first chunk while Prefect is still being imported (``flows.pool_start``); the chunk task
+(:data:`tasks.lake.STAGING_SCHEMA`) with provenance. No Prefect and no file I/O: the process that computes a sweep's first
+chunk while Prefect is still being imported imports this (``flows.pool_start.compute_first_chunk``); the chunk task
 (:func:`tasks.evaluate.evaluate_chunk`) and the flow's file writing live in :mod:`tasks.evaluate`.
 """
 
