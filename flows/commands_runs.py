@@ -28,7 +28,7 @@ from flows.command_common import (
     _up_to_date,
 )
 from flows.commands_report import _sql
-from flows.runners import flow_run_settings
+from flows.runners import run_flow
 from gdpcore._validation import bounded_repr
 from tasks.trace import phase
 
@@ -66,15 +66,16 @@ def _sweep(args: argparse.Namespace) -> int:
     phase("flow-imported")
     runner = _runner(args)
     phase("runner+server")
-    with flow_run_settings():
-        summary = grid_sweep.with_options(task_runner=runner)(
-            spec_path=str(args.spec),
-            lake=args.lake,
-            report=args.report,
-            force=args.force,
-            progress=not args.no_progress,
-            workers=args.workers,
-        )
+    summary = run_flow(
+        grid_sweep,
+        runner,
+        spec_path=str(args.spec),
+        lake=args.lake,
+        report=args.report,
+        force=args.force,
+        progress=not args.no_progress,
+        workers=args.workers,
+    )
     phase("flow-returned")
     print(
         f"sweep {spec.name}: {summary.cells} cells ({summary.cells_computed} computed, {summary.cells_reused} "
@@ -106,19 +107,19 @@ def _regret_map(args: argparse.Namespace) -> int:
     _start_api()  # boots while the flow is imported and its task runner built
     from flows.regret_map import regret_map
 
-    runner = _runner(args)
-    with flow_run_settings():
-        result = regret_map.with_options(task_runner=runner)(
-            spec_path=str(args.spec),
-            lake=args.lake,
-            report=args.report,
-            x=args.x,
-            y=args.y,
-            force=args.force,
-            progress=not args.no_progress,
-            workers=args.workers,
-            plots=str(folder),
-        )
+    result = run_flow(
+        regret_map,
+        _runner(args),
+        spec_path=str(args.spec),
+        lake=args.lake,
+        report=args.report,
+        x=args.x,
+        y=args.y,
+        force=args.force,
+        progress=not args.no_progress,
+        workers=args.workers,
+        plots=str(folder),
+    )
     print(f"regret map {spec.name}: {result.sweep.cells} cells, axes {result.y} vs {result.x}")
     if is_url(report) and not plots:
         print(
@@ -160,16 +161,16 @@ def _calibration_sweep(args: argparse.Namespace) -> int:
         _start_api()  # boots while the flow is imported and its task runner built
         from flows.calibration_sweep import calibration_sweep
 
-        runner = _runner(args)
-        with flow_run_settings():
-            result = calibration_sweep.with_options(task_runner=runner)(
-                spec_path=str(args.spec),
-                lake=args.lake,
-                report=args.report,
-                force=args.force,
-                workers=args.workers,
-                progress=not args.no_progress,
-            )
+        result = run_flow(
+            calibration_sweep,
+            _runner(args),
+            spec_path=str(args.spec),
+            lake=args.lake,
+            report=args.report,
+            force=args.force,
+            workers=args.workers,
+            progress=not args.no_progress,
+        )
         print(
             f"calibration sweep {spec.name}: {result.cells} (sampling_rate, steps) cells, {result.cells_computed} "
             f"computed, {result.cells_failed} without a solution"

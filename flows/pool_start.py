@@ -43,10 +43,10 @@ from typing import Any
 
 __all__ = [
     "Pool",
+    "compute_first_chunk",
     "default_workers",
     "discard_pool",
     "exit_with_parent",
-    "compute_first_chunk",
     "new_pool",
     "prefect_tested",
     "send_first_chunk",

@@ -26,6 +26,7 @@ __all__ = [
     "exit_with_parent",
     "flow_run_settings",
     "make_task_runner",
+    "run_flow",
     "runner_from_env",
     "share_api_with_workers",
     "release_workers",
@@ -213,6 +214,13 @@ def flow_run_settings() -> Any:
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+
+
+def run_flow(flow: Any, runner: Any, **parameters: Any) -> Any:
+    """Run a command's ``flow`` on ``runner`` with ``parameters``, under :func:`flow_run_settings`: the one way the
+    ``gdp`` commands start a flow run."""
+    with flow_run_settings():
+        return flow.with_options(task_runner=runner)(**parameters)
 
 
 def release_workers() -> None:
