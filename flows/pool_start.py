@@ -288,7 +288,7 @@ def _import_pandas() -> None:
 
     try:
         importlib.import_module("pandas")
-    except ImportError:  # pragma: no cover - a dependency; pyarrow then converts without it
+    except ImportError:  # pragma: no cover - pandas comes with an extra (mlflow); without it pyarrow imports none
         pass
 
 
