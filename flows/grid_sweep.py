@@ -23,6 +23,7 @@ from prefect.utilities.annotations import quote
 
 from flows.chunks import collect_chunks
 from flows.naming import run_name
+from flows.pool_start import start_up_over
 from flows.progress import ProgressBar
 from flows.publish import publish_in_flow
 from flows.runners import default_workers, runner_from_env
@@ -238,6 +239,7 @@ def _run_sweep_locked(
         record_members(cast(SweepPlan, quote(plan)), lake)  # Prefect unwraps the quote before the task runs
         recorded.append(True)
         phase("members")
+        start_up_over()  # a one-worker pool's worker imports Prefect now, not beside this start-up
 
     def compact(rel: str) -> None:
         """The chunk's rows compacted for the report now, while the workers compute (tasks.snapshots: pieces)."""

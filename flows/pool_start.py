@@ -51,12 +51,18 @@ __all__ = [
     "prefect_tested",
     "send_first_chunk",
     "pool_request",
+    "first_chunk_computing",
     "spawn_workers",
+    "start_up_over",
     "start_worker",
     "take_pool",
 ]
 
 POOL_COMMANDS = ("sweep", "regret-map")
+
+_WAIT_FOR_START_UP = 3.0
+"""The longest a one-worker pool's worker waits before importing Prefect (:func:`start_worker`): the flow's start-up
+takes ~1 s after its first submission; should the signal never come (a flow that failed), the worker goes on."""
 
 
 def default_workers() -> int:
@@ -140,9 +146,12 @@ class Pool:
     queue: Any  # multiprocessing Queue: the workers' Prefect events and logs, for the flow process to forward
     workers: int
     chunk_sender: Any = None  # the pipe to a single worker, until its first chunk (or None: no chunk) is sent
+    done: Any = None  # with a first-chunk process: set once it computed its chunk, or the flow's start-up is over
+    chunk_sent: bool = False  # with a first-chunk process: a chunk was sent to it (it computes now)
 
 
 _spawned: list[Pool] = []  # the pool the CLI spawned, until the flow's task runner takes it
+_first_chunk_done: list[Any] = []  # the event of the pool's first-chunk process, if any (start_up_over)
 
 
 def new_pool(workers: int, *, spawn_now: bool = True, first_chunk_later: bool = False) -> Pool:
@@ -175,7 +184,7 @@ def new_pool(workers: int, *, spawn_now: bool = True, first_chunk_later: bool = 
         chunk_in.close()  # the child holds its own ends (end-of-file there and in the worker: that process is gone)
         rows_out.close()
     executor = ProcessPoolExecutor(
-        max_workers=workers, mp_context=ctx, initializer=start_worker, initargs=(queue, os.getpid(), rows)
+        max_workers=workers, mp_context=ctx, initializer=start_worker, initargs=(queue, os.getpid(), rows, done)
     )
     # A spawn-context pool starts a worker per submission while none is idle. With a first-chunk process, the worker
     # is spawned by the flow's first submission, or as soon as the first chunk is computed if that comes first (a
@@ -185,7 +194,8 @@ def new_pool(workers: int, *, spawn_now: bool = True, first_chunk_later: bool = 
         executor.submit(_ready)
     if done is not None:
         threading.Thread(target=_spawn_when_done, args=(done, executor), name="spawn-worker", daemon=True).start()
-    return Pool(executor, queue, workers, sender)
+    _first_chunk_done[:] = [done] if done is not None else []
+    return Pool(executor, queue, workers, sender, done)
 
 
 def _spawn_when_done(done: Any, executor: Any) -> None:
@@ -241,7 +251,23 @@ def send_first_chunk(chunk: Any) -> None:
     if pool is None or pool.chunk_sender is None:
         return
     sender, pool.chunk_sender = pool.chunk_sender, None
+    pool.chunk_sent = chunk is not None
     threading.Thread(target=_send, args=(sender, chunk), name="first-chunk", daemon=True).start()
+
+
+def first_chunk_computing() -> bool:
+    """Whether a first-chunk process (:func:`compute_first_chunk`) was sent a chunk by this command and the pool is
+    not taken yet: the command's own start-up then competes with it for the cores, and the server is better started
+    after this process's Prefect import than beside it (``flows.runners.start_api_server``)."""
+    return bool(_spawned) and _spawned[0].chunk_sent
+
+
+def start_up_over() -> None:
+    """The flow's start-up is over (its chunks submitted, the spec's cell set recorded): the pool's worker, spawned by
+    the first submission and waiting in :func:`start_worker`, may import Prefect now. A no-op without a first-chunk
+    process."""
+    for done in _first_chunk_done:
+        done.set()
 
 
 def take_pool(workers: int) -> Pool | None:
@@ -326,22 +352,29 @@ def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int, done: Any)
         done.set()  # the pool's worker may start now (if no submission spawned it yet), and then read these rows
         rows_pipe.send((table, seconds))
     except OSError:  # the worker is gone, or it runs another chunk first: its task computes as usual
-        pass
+        done.set()
     os._exit(0)
 
 
-def start_worker(message_queue: Any, parent: int, rows_pipe: Any) -> None:
+def start_worker(message_queue: Any, parent: int, rows_pipe: Any, done: Any = None) -> None:
     """A pool worker's initializer: exit with the flow process ``parent`` (:func:`exit_with_parent`), Prefect's own
     worker set-up (events and logs through ``message_queue``) and the chunk task's imports; the objects imported so
     far are then left out of every later garbage collection (``gc.freeze``: the full collection after each chunk,
     :func:`tasks.chunk_rows.release_chunk_memory`, took 0.08-0.14 s per chunk scanning them). ``rows_pipe``: the
-    first-chunk process's rows (:func:`compute_first_chunk`), for this worker's first task."""
+    first-chunk process's rows (:func:`compute_first_chunk`), for this worker's first task. ``done`` (with those
+    rows): its Prefect import waits until the first chunk is computed or the flow's start-up is over
+    (:func:`start_up_over`), so that while a long first chunk computes on one core, the command's start-up and this
+    import take turns on the other instead of competing with it (the first chunk computes 0.x s faster,
+    benchmarks/RESULTS.md "CLI fixed costs"); at most ``_WAIT_FOR_START_UP`` seconds."""
     import gc
     import importlib
 
     from tasks.trace import phase
 
     exit_with_parent(parent)
+    if done is not None:
+        done.wait(_WAIT_FOR_START_UP)
+        phase("worker-may-import")
     from prefect.task_runners import _initialize_process_pool_worker
 
     _initialize_process_pool_worker(message_queue)

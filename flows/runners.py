@@ -385,11 +385,19 @@ def start_api_server() -> None:
     import atexit
     import sys
 
-    speculative = "prefect" not in sys.modules  # launch first, check the configuration while the server boots
+    from flows.pool_start import first_chunk_computing
+
+    # Launch first and check the configuration while the server boots; but while a first chunk computes on one core,
+    # the server boots after this process's Prefect import, not beside it (the two took turns on the other core: the
+    # first chunk computes 0.x s faster, and the flow is still ready long before that chunk is done).
+    speculative = "prefect" not in sys.modules and not first_chunk_computing()
     if speculative:
         _launch_server(_server_env())
     from prefect.settings import get_current_settings
 
+    from tasks.trace import phase
+
+    phase("prefect-imported")
     if get_current_settings().api.url:  # a profile or settings file names a server: that one is used
         if speculative:
             _stop_server()
@@ -422,12 +430,16 @@ def _stop_server() -> None:
     proc = _server_boot.get("process")
     if proc is None or proc.poll() is not None:
         return
+    from tasks.trace import phase
+
+    phase("server-stopping")
     proc.terminate()
     try:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    phase("server-stopped")
 
 
 def _wait_for_server() -> None:

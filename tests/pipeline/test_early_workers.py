@@ -145,10 +145,16 @@ def test_sweep_chunks_run_on_the_early_worker_and_rows_carry_the_run(tiny_spec, 
     assert phases.index((first, "chunk-precomputed")) < spawned < phases.index((main, "submitted")), phases
     worker_labels = [label for pid, label in phases if pid == starts[0]]
     assert "chunk-accounted" in worker_labels and worker_labels.count("chunk-accounted") == 1, worker_labels
+    # the worker imported Prefect once it was allowed to (the first chunk computed, or the flow's start-up over)
+    assert worker_labels.index("worker-may-import") < worker_labels.index("worker-ready"), worker_labels
+    # a chunk was sent to the first-chunk process: the server was launched after this process imported Prefect,
+    # not beside that import (both would compete with the chunk for the cores)
+    main_labels = [label for pid, label in phases if pid == main]
+    launched = next(i for i, label in enumerate(main_labels) if label.startswith("api-server-launched"))
+    assert main_labels.index("prefect-imported") < launched, main_labels
     if entry == "flows.launch":  # spawned before the CLI's imports: the first-chunk process is up before `main`
         up = next(i for i, (pid, _) in enumerate(phases) if pid == first)
         assert up < phases.index((main, "main")), phases
-    main_labels = [label for pid, label in phases if pid == main]
     assert main_labels.index("members") < main_labels.index("chunk-written"), main_labels  # while chunks compute
 
     # every staging row carries the id of the run the runs table recorded (the precomputed chunk's included)
@@ -156,6 +162,27 @@ def test_sweep_chunks_run_on_the_early_worker_and_rows_carry_the_run(tiny_spec, 
     assert sum(t.num_rows for t in staging) == 8
     runs = pq.read_table(sorted((lake / "runs").rglob("*.parquet"))[0]).column("run_id").to_pylist()
     assert {r for t in staging for r in t.column("run_id").to_pylist()} == set(runs) and "" not in runs
+
+
+def test_the_pool_worker_imports_once_the_start_up_is_over(monkeypatch):
+    """A first-chunk process that was sent a chunk makes the command boot its server after its own Prefect import;
+    the flow's end of start-up (or that chunk computed) is what lets the pool's worker import Prefect."""
+    import multiprocessing
+
+    from flows import pool_start
+
+    done = multiprocessing.get_context("spawn").Event()
+    pool = pool_start.Pool(executor=None, queue=None, workers=1, chunk_sender=None, done=done)
+    monkeypatch.setattr(pool_start, "_spawned", [pool])
+    monkeypatch.setattr(pool_start, "_first_chunk_done", [done])
+    assert not pool_start.first_chunk_computing()  # no chunk sent (none planned, or not yet)
+    pool.chunk_sent = True
+    assert pool_start.first_chunk_computing()
+    assert not done.is_set()
+    pool_start.start_up_over()
+    assert done.is_set()
+    monkeypatch.setattr(pool_start, "_spawned", [])
+    assert not pool_start.first_chunk_computing()  # the flow took the pool: the command's start-up is behind it
 
 
 def _children_of_this_test(tmp_path: Path, within: float = 5.0) -> list[str]:
