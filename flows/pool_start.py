@@ -146,12 +146,14 @@ class Pool:
     queue: Any  # multiprocessing Queue: the workers' Prefect events and logs, for the flow process to forward
     workers: int
     chunk_sender: Any = None  # the pipe to a single worker, until its first chunk (or None: no chunk) is sent
-    done: Any = None  # with a first-chunk process: set once it computed its chunk, or the flow's start-up is over
     chunk_sent: bool = False  # with a first-chunk process: a chunk was sent to it (it computes now)
+    go: Any = None  # with a first-chunk process: the pipe's end its worker polls (a message once that chunk is done)
 
 
 _spawned: list[Pool] = []  # the pool the CLI spawned, until the flow's task runner takes it
-_first_chunk_done: list[Any] = []  # the event of the pool's first-chunk process, if any (start_up_over)
+_start_up_signal: list[
+    Any
+] = []  # with a first-chunk process: the pipe telling the pool's worker to import (start_up_over)
 
 
 def new_pool(workers: int, *, spawn_now: bool = True, first_chunk_later: bool = False) -> Pool:
@@ -167,16 +169,20 @@ def new_pool(workers: int, *, spawn_now: bool = True, first_chunk_later: bool = 
 
     ctx = multiprocessing.get_context("spawn")  # as Prefect's runner: no inherited state, the same on every platform
     queue = ctx.Queue()
-    rows = sender = done = None
+    rows = sender = done = go = None
     if first_chunk_later and workers == 1 and spawn_now:
         # The chunk is not a process argument: those are written at the spawn, and this process would wait until the
         # child, having imported its modules (1-2 s), read the chunk's ~0.4 MB. A thread sends it (send_first_chunk).
         chunk_in, sender = ctx.Pipe(duplex=False)
         rows, rows_out = ctx.Pipe(duplex=False)
         done = ctx.Event()
+        # A pipe, not an event, to the pool's worker: a pipe needs no named semaphore, which a command that ends
+        # with os._exit (flows.cli) would leave behind for multiprocessing's resource tracker to report.
+        go, go_out = ctx.Pipe(duplex=False)
+        _start_up_signal[:] = [go_out]
         first = ctx.Process(
             target=compute_first_chunk,
-            args=(chunk_in, rows_out, os.getpid(), done),
+            args=(chunk_in, rows_out, os.getpid(), done, go_out),
             name="gdp-first-chunk",
             daemon=True,
         )
@@ -184,7 +190,7 @@ def new_pool(workers: int, *, spawn_now: bool = True, first_chunk_later: bool = 
         chunk_in.close()  # the child holds its own ends (end-of-file there and in the worker: that process is gone)
         rows_out.close()
     executor = ProcessPoolExecutor(
-        max_workers=workers, mp_context=ctx, initializer=start_worker, initargs=(queue, os.getpid(), rows, done)
+        max_workers=workers, mp_context=ctx, initializer=start_worker, initargs=(queue, os.getpid(), rows, go)
     )
     # A spawn-context pool starts a worker per submission while none is idle. With a first-chunk process, the worker
     # is spawned by the flow's first submission, or as soon as the first chunk is computed if that comes first (a
@@ -194,8 +200,7 @@ def new_pool(workers: int, *, spawn_now: bool = True, first_chunk_later: bool = 
         executor.submit(_ready)
     if done is not None:
         threading.Thread(target=_spawn_when_done, args=(done, executor), name="spawn-worker", daemon=True).start()
-    _first_chunk_done[:] = [done] if done is not None else []
-    return Pool(executor, queue, workers, sender, done)
+    return Pool(executor, queue, workers, sender, go=go)
 
 
 def _spawn_when_done(done: Any, executor: Any) -> None:
@@ -256,18 +261,32 @@ def send_first_chunk(chunk: Any) -> None:
 
 
 def first_chunk_computing() -> bool:
-    """Whether a first-chunk process (:func:`compute_first_chunk`) was sent a chunk by this command and the pool is
-    not taken yet: the command's own start-up then competes with it for the cores, and the server is better started
+    """Whether a first-chunk process (:func:`compute_first_chunk`) was sent a chunk by this command, has not computed
+    it yet, and the pool is not taken yet: the command's own start-up then competes with it for the cores, and the server is better started
     after this process's Prefect import than beside it (``flows.runners.start_api_server``)."""
-    return bool(_spawned) and _spawned[0].chunk_sent
+    if not _spawned or not _spawned[0].chunk_sent:
+        return False
+    go = _spawned[0].go
+    try:
+        return go is None or not go.poll(0)  # a message there: the chunk is computed already (a short one)
+    except (OSError, ValueError):
+        return False
 
 
 def start_up_over() -> None:
     """The flow's start-up is over (its chunks submitted, the spec's cell set recorded): the pool's worker, spawned by
     the first submission and waiting in :func:`start_worker`, may import Prefect now. A no-op without a first-chunk
     process."""
-    for done in _first_chunk_done:
-        done.set()
+    while _start_up_signal:
+        _signal(_start_up_signal.pop())
+
+
+def _signal(go: Any) -> None:
+    """Tell the pool's worker waiting in :func:`start_worker` that it may import Prefect (``go``: a pipe's end)."""
+    try:
+        go.send(True)
+    except (OSError, ValueError):  # the worker is gone, or the pipe was closed
+        pass
 
 
 def take_pool(workers: int) -> Pool | None:
@@ -318,15 +337,21 @@ def _import_pandas() -> None:
         pass
 
 
-def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int, done: Any) -> None:
+def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int, done: Any, go: Any) -> None:
     """The process beside a one-worker pool (:func:`new_pool`): import gdpcore while the command imports and plans,
     receive the chunk the flow will submit first (:func:`send_first_chunk`; end-of-file or None: there is none,
     exit), tell the pool's worker which chunk it is and which process computes it, compute its rows with gdpcore
     alone (:mod:`tasks.chunk_rows`, no Prefect) and send them to the worker (:func:`tasks.chunk_rows.early_table`
-    takes them for that chunk's task); exit with the flow process ``parent`` (:func:`exit_with_parent`)."""
+    takes them for that chunk's task); exit with the flow process ``parent`` (:func:`exit_with_parent`). Once its chunk is
+    computed (or there is none) it sets ``done`` (the command may spawn the pool's worker) and tells that worker
+    through ``go`` that it may import Prefect (:func:`start_worker`)."""
     import time
 
     from tasks.trace import phase
+
+    def finished() -> None:
+        done.set()
+        _signal(go)
 
     exit_with_parent(parent)
     from tasks.chunk_rows import chunk_table  # gdpcore and pyarrow, while the command plans
@@ -336,12 +361,12 @@ def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int, done: Any)
     try:
         chunk = chunk_pipe.recv()
     except (EOFError, OSError):  # the command ended (or died) before it planned a chunk
-        done.set()
+        finished()
         os._exit(0)
     chunk_pipe.close()
     phase("worker-warm")
     if chunk is None:
-        done.set()  # the pool's worker may start now
+        finished()  # the pool's worker may start now
         os._exit(0)
     try:
         rows_pipe.send((chunk.key, os.getpid()))
@@ -349,22 +374,22 @@ def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int, done: Any)
         table = chunk_table(chunk, "")
         seconds = time.perf_counter() - started
         phase("chunk-precomputed")
-        done.set()  # the pool's worker may start now (if no submission spawned it yet), and then read these rows
+        finished()  # the pool's worker may start now (if no submission spawned it yet), and then read these rows
         rows_pipe.send((table, seconds))
     except OSError:  # the worker is gone, or it runs another chunk first: its task computes as usual
-        done.set()
+        finished()
     os._exit(0)
 
 
-def start_worker(message_queue: Any, parent: int, rows_pipe: Any, done: Any = None) -> None:
+def start_worker(message_queue: Any, parent: int, rows_pipe: Any, go: Any = None) -> None:
     """A pool worker's initializer: exit with the flow process ``parent`` (:func:`exit_with_parent`), Prefect's own
     worker set-up (events and logs through ``message_queue``) and the chunk task's imports; the objects imported so
     far are then left out of every later garbage collection (``gc.freeze``: the full collection after each chunk,
     :func:`tasks.chunk_rows.release_chunk_memory`, took 0.08-0.14 s per chunk scanning them). ``rows_pipe``: the
-    first-chunk process's rows (:func:`compute_first_chunk`), for this worker's first task. ``done`` (with those
+    first-chunk process's rows (:func:`compute_first_chunk`), for this worker's first task. ``go`` (with those
     rows): its Prefect import waits until the first chunk is computed or the flow's start-up is over
     (:func:`start_up_over`), so that while a long first chunk computes on one core, the command's start-up and this
-    import take turns on the other instead of competing with it (the first chunk computes 0.x s faster,
+    import take turns on the other instead of competing with it (the first chunk computed ~1 s faster,
     benchmarks/RESULTS.md "CLI fixed costs"); at most ``_WAIT_FOR_START_UP`` seconds."""
     import gc
     import importlib
@@ -372,8 +397,8 @@ def start_worker(message_queue: Any, parent: int, rows_pipe: Any, done: Any = No
     from tasks.trace import phase
 
     exit_with_parent(parent)
-    if done is not None:
-        done.wait(_WAIT_FOR_START_UP)
+    if go is not None:
+        go.poll(_WAIT_FOR_START_UP)  # a message (or end-of-file: the command is gone) ends the wait
         phase("worker-may-import")
     from prefect.task_runners import _initialize_process_pool_worker
 

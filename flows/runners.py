@@ -388,8 +388,9 @@ def start_api_server() -> None:
     from flows.pool_start import first_chunk_computing
 
     # Launch first and check the configuration while the server boots; but while a first chunk computes on one core,
-    # the server boots after this process's Prefect import, not beside it (the two took turns on the other core: the
-    # first chunk computes 0.x s faster, and the flow is still ready long before that chunk is done).
+    # the server boots after this process's Prefect import, not beside it: the two take turns on the other core (with
+    # the pool's worker waiting too, the first chunk computed ~1 s faster, benchmarks/RESULTS.md "CLI fixed costs"),
+    # and the flow is still ready long before that chunk is done.
     speculative = "prefect" not in sys.modules and not first_chunk_computing()
     if speculative:
         _launch_server(_server_env())

@@ -106,10 +106,17 @@ def _comment_columns(con: Any, name: str) -> None:
     from tasks.schema import COLUMN_DOCS
 
     docs = COLUMN_DOCS.get(name, {})
-    columns = [r[0] for r in con.execute(f"SELECT * FROM {name} LIMIT 0").description]
-    for column in columns:
-        if column in docs:
-            con.execute(f"COMMENT ON COLUMN {name}.{column} IS {sql_literal(docs[column])}")
+    columns = [
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+            "AND schema_name = current_schema() AND table_name = ? ORDER BY column_index",
+            [name],
+        ).fetchall()
+    ]
+    comments = [f"COMMENT ON COLUMN {name}.{c} IS {sql_literal(docs[c])}" for c in columns if c in docs]
+    if comments:
+        con.execute(";\n".join(comments))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,6 +213,9 @@ def _fill_report(
         # Views name paths relative to the report's folder; DuckDB binds them against file_search_path.
         con.execute(f"SET file_search_path = {sql_literal(base)}")
         report_name = _report_name(tmp)
+        # The catalog in one transaction, the column comments of a view in one call: one commit instead of one per
+        # view and per comment (a few hundred statements; publishing a 1000-cell lake took 0.23 s, now 0.15 s).
+        con.execute("BEGIN TRANSACTION")
         for name in (*TABLES, "runs", "calibrations"):
             if remote is not None:  # an absolute URL: the same from every machine
                 glob = f"{remote.lake}/curated/{remote.snapshot}/{name}/**/*.parquet"
@@ -246,6 +256,7 @@ def _fill_report(
             "COMMENT ON TABLE report_info IS 'One row: when and from which lake snapshot the report was published.'"
         )
         _comment_columns(con, "report_info")
+        con.execute("COMMIT")
         con.execute("CHECKPOINT new_report")
         con.execute("USE memory")
         con.execute("DETACH new_report")
