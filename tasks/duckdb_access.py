@@ -108,12 +108,14 @@ def confine(
     return con
 
 
-def lake_connection(lake: Path, database: Path | None = None) -> Any:
+def lake_connection(lake: Path, database: Path | None = None, *, threads: int | None = None) -> Any:
     """The publisher's DuckDB connection: files under ``lake`` (and the ``database`` being written) only, within
-    :func:`publish_memory_limit`."""
+    :func:`publish_memory_limit`; ``threads``: at most that many of DuckDB's threads (default: one per core)."""
     import duckdb
 
     con = duckdb.connect(str(database) if database is not None else ":memory:")
     con.execute(f"SET memory_limit = {sql_literal(publish_memory_limit())}")
+    if threads is not None:
+        con.execute(f"SET threads = {int(threads)}")
     extra = [database, Path(str(database) + ".wal")] if database is not None else []
     return confine(con, [Path(lake)], extra, spill=Path(lake).resolve() / "_duckdb_spill")

@@ -285,11 +285,12 @@ def prepare_piece(lake: str | Path, rel: str) -> None:
     """Compact the new staging file ``rel`` of the local lake ``lake`` for the next publish now
     (:func:`tasks.snapshots.piece_for`): a sweep calls this for each chunk as soon as its file is in the lake, so
     its publish compacts only what arrived last. Safe beside a running publish: a piece is content-addressed and
-    renamed into place whole."""
+    renamed into place whole. On one DuckDB thread: the cores are the workers' while they compute (a 2000-row
+    piece: 0.16 s either way, 0.19 s of CPU on two threads against 0.16 s on one)."""
     from tasks.snapshots import piece_for
 
     root = Path(lake).resolve()
-    piece_for(root, root / rel)
+    piece_for(root, root / rel, threads=1)
 
 
 def check_writable(folder: Path, what: str) -> None:

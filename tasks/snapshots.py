@@ -215,10 +215,10 @@ def _piece_key(lake: Path, staging_file: Path, members: Path) -> str:
     return h.hexdigest()[:20]
 
 
-def piece_for(lake: Path, staging_file: Path, con: Any = None) -> Path | None:
+def piece_for(lake: Path, staging_file: Path, con: Any = None, *, threads: int | None = None) -> Path | None:
     """The piece of ``staging_file`` (``curated/_pieces/<key>/``), built now unless it exists (on the publisher's
-    connection ``con``, or a new one); None when the file's spec has no members file (none of its cells is
-    published)."""
+    connection ``con``, or a new one with at most ``threads`` DuckDB threads); None when the file's spec has no
+    members file (none of its cells is published)."""
     members = lake / "members" / staging_file.parent.parent.name / "members.parquet"
     if not members.is_file():
         return None
@@ -229,7 +229,7 @@ def piece_for(lake: Path, staging_file: Path, con: Any = None) -> Path | None:
         if con is not None:
             write_snapshot(piece, lambda tmp: _fill_piece(con, staging_file, members, tmp))
         else:
-            own = lake_connection(lake)
+            own = lake_connection(lake, threads=threads)
             try:
                 write_snapshot(piece, lambda tmp: _fill_piece(own, staging_file, members, tmp))
             finally:
