@@ -15,8 +15,10 @@ the worker was ready to compute 5.5 s after launch). Now:
   (:mod:`tasks.chunk_rows` needs no Prefect);
 * the pool's worker itself is then spawned by the flow's first submission, once the command's and the temporary
   server's start-up are over, or as soon as the first chunk is computed if that comes first (a small sweep): it
-  imports Prefect's task engine on the other core while a long first chunk computes (:func:`start_worker`), and
-  its first task takes the first-chunk process's rows through a pipe
+  imports Prefect's task engine on the other core while a long first chunk computes, once the flow's start-up is
+  over (:func:`start_up_over`; the server, too, boots after the command's Prefect import while that chunk computes,
+  so that the start-up takes turns on the free core instead of competing with the chunk: :func:`start_worker`,
+  :func:`first_chunk_computing`), and its first task takes the first-chunk process's rows through a pipe
   (:func:`tasks.chunk_rows.early_table`). Before, one worker computed the first chunk and then imported Prefect,
   and the second chunk started 2.0 s after the first was accounted; now 0.27-0.30 s (benchmarks/RESULTS.md, "CLI
   fixed costs").
@@ -151,9 +153,8 @@ class Pool:
 
 
 _spawned: list[Pool] = []  # the pool the CLI spawned, until the flow's task runner takes it
-_start_up_signal: list[
-    Any
-] = []  # with a first-chunk process: the pipe telling the pool's worker to import (start_up_over)
+# With a first-chunk process: the pipe's end that tells the pool's worker it may import Prefect (start_up_over).
+_start_up_signal: list[Any] = []
 
 
 def new_pool(workers: int, *, spawn_now: bool = True, first_chunk_later: bool = False) -> Pool:
@@ -262,8 +263,8 @@ def send_first_chunk(chunk: Any) -> None:
 
 def first_chunk_computing() -> bool:
     """Whether a first-chunk process (:func:`compute_first_chunk`) was sent a chunk by this command, has not computed
-    it yet, and the pool is not taken yet: the command's own start-up then competes with it for the cores, and the server is better started
-    after this process's Prefect import than beside it (``flows.runners.start_api_server``)."""
+    it yet, and the pool is not taken yet: the command's own start-up then competes with it for the cores, and the
+    server is better started after this process's Prefect import than beside it (``flows.runners.start_api_server``)."""
     if not _spawned or not _spawned[0].chunk_sent:
         return False
     go = _spawned[0].go
@@ -342,9 +343,9 @@ def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int, done: Any,
     receive the chunk the flow will submit first (:func:`send_first_chunk`; end-of-file or None: there is none,
     exit), tell the pool's worker which chunk it is and which process computes it, compute its rows with gdpcore
     alone (:mod:`tasks.chunk_rows`, no Prefect) and send them to the worker (:func:`tasks.chunk_rows.early_table`
-    takes them for that chunk's task); exit with the flow process ``parent`` (:func:`exit_with_parent`). Once its chunk is
-    computed (or there is none) it sets ``done`` (the command may spawn the pool's worker) and tells that worker
-    through ``go`` that it may import Prefect (:func:`start_worker`)."""
+    takes them for that chunk's task); exit with the flow process ``parent`` (:func:`exit_with_parent`). Once its
+    chunk is computed (or there is none) it sets ``done`` (the command may spawn the pool's worker) and tells that
+    worker through ``go`` that it may import Prefect (:func:`start_worker`)."""
     import time
 
     from tasks.trace import phase
