@@ -80,13 +80,12 @@ def _timeline(trace: Path) -> list[str]:
     return [f"{float(ts) - t0:8.2f}  {names[pid]:<9} {label}" for ts, pid, label in rows]
 
 
-def _worker_accounting(trace: Path) -> float:
-    """Seconds the sweep's processes spent computing chunks: ``chunk-start`` .. ``chunk-computed`` of each task that
-    computed its chunk (a ``chunk-accounted`` in between), and ``worker-warm`` .. ``chunk-precomputed`` of the chunk
-    the first-chunk process computed before the flow run existed (``flows.pool_start.compute_first_chunk``; the task
-    that took those rows waited, it did not compute). The same work as ``analyze_grid`` in this process, measured in
-    the same seconds as the sweep's wall (the other jobs' load changes both alike)."""
-    total, opened, accounted = 0.0, {}, set()
+def _chunk_seconds(trace: Path) -> list[float]:
+    """Seconds each of the sweep's chunks computed, in the order they ended: ``chunk-start`` .. ``chunk-computed``
+    of each task that computed its chunk (a ``chunk-accounted`` in between), and ``worker-warm`` ..
+    ``chunk-precomputed`` of the chunk the first-chunk process computed before the flow run existed
+    (``flows.pool_start.compute_first_chunk``; the task that took those rows waited, it did not compute)."""
+    seconds, opened, accounted = [], {}, set()
     for line in trace.read_text().splitlines():
         ts, pid, label = line.split(" ", 2)
         if label in ("chunk-start", "worker-warm"):
@@ -97,8 +96,15 @@ def _worker_accounting(trace: Path) -> float:
         elif label in ("chunk-computed", "chunk-precomputed") and pid in opened:
             start = opened.pop(pid)
             if pid in accounted:
-                total += float(ts) - start
-    return total
+                seconds.append(float(ts) - start)
+    return seconds
+
+
+def _worker_accounting(trace: Path) -> float:
+    """Seconds the sweep's processes spent computing chunks (:func:`_chunk_seconds`): the same work as
+    ``analyze_grid`` in this process, measured in the same seconds as the sweep's wall (the other jobs' load changes
+    both alike)."""
+    return sum(_chunk_seconds(trace))
 
 
 def measure(cells: int = 10_000, *, phases: bool = False) -> dict[str, Any]:
@@ -135,6 +141,7 @@ def measure(cells: int = 10_000, *, phases: bool = False) -> dict[str, Any]:
         direct = (before + after) / 2
         timeline = _timeline(trace) if trace is not None else None
         accounting = _worker_accounting(trace) if trace is not None else None
+        chunks = _chunk_seconds(trace) if trace is not None else None
         rerun = _gdp("sweep", str(spec_path), "--workers", "1", "--no-progress", *store)
         publish = _gdp("publish", *store)
         sql = _gdp("sql", "SELECT count(*), max(mu) FROM cells", "--report", f"{tmp}/reports/privacy.duckdb")
@@ -155,6 +162,8 @@ def measure(cells: int = 10_000, *, phases: bool = False) -> dict[str, Any]:
         result["worker_accounting_s"] = round(accounting, 1)
         result["overhead_vs_worker_s"] = round(sweep - accounting, 1)
         result["overhead_vs_worker_share"] = round((sweep - accounting) / sweep, 3)
+    if chunks:  # the first: computed beside the command's start-up (flows.pool_start), the rest by the pool's worker
+        result["chunks_s"] = [round(c, 2) for c in chunks]
     if timeline is not None:
         result["phases"] = timeline
     return result

@@ -121,6 +121,21 @@ def test_cli_rate_row_is_cells_over_seconds():
     assert bench_cli._rate_row("y", {"cells": 10_000}) == "| y | - | - | - | - |"
 
 
+def test_cli_chunk_seconds_count_only_chunks_that_were_computed(tmp_path):
+    # A trace as the sweep writes it (tasks.trace): the first-chunk process (pid 2) computes a chunk before the flow
+    # exists; the pool's worker (pid 3) takes those rows (no chunk-accounted: it waited) and computes the next one.
+    from benchmarks import bench_cli
+
+    trace = tmp_path / "trace.txt"
+    trace.write_text(
+        "100.0 0 launched\n101.5 2 worker-warm\n113.5 2 chunk-accounted\n113.6 2 chunk-precomputed\n"
+        "109.0 3 chunk-start\n113.7 3 early-rows\n113.7 3 chunk-computed\n"
+        "113.8 3 chunk-start\n121.6 3 chunk-accounted\n121.7 3 chunk-computed\n"
+    )
+    assert bench_cli._chunk_seconds(trace) == pytest.approx([12.1, 7.9])
+    assert bench_cli._worker_accounting(trace) == pytest.approx(20.0)
+
+
 def test_scale_sample_spreads_over_both_axes(tmp_path):
     # The scale benchmark's per-cell compute comes from a sample of whole (sigma, q) groups; the plan orders groups by
     # their JSON text, so an evenly strided pick saw 2 of the 20 sampling rates. A uniform draw sees most of both axes.
