@@ -37,6 +37,18 @@ __all__ = ["RUN_COMMANDS", "analyze_extras", "best_representation_text", "check_
 DEMO_SPEC = Path(__file__).resolve().parent.parent / "data" / "specs" / "demo.yaml"
 
 
+def _flow_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The parameters every spec-driven flow (sweep, regret map, calibration sweep) takes from its command line."""
+    return {
+        "spec_path": str(args.spec),
+        "lake": args.lake,
+        "report": args.report,
+        "force": args.force,
+        "progress": not args.no_progress,
+        "workers": args.workers,
+    }
+
+
 def _sweep(args: argparse.Namespace) -> int:
     from tasks.spec import load_grid_spec
 
@@ -69,12 +81,7 @@ def _sweep(args: argparse.Namespace) -> int:
     summary = run_flow(
         grid_sweep,
         runner,
-        spec_path=str(args.spec),
-        lake=args.lake,
-        report=args.report,
-        force=args.force,
-        progress=not args.no_progress,
-        workers=args.workers,
+        **_flow_params(args),
     )
     phase("flow-returned")
     print(
@@ -110,14 +117,9 @@ def _regret_map(args: argparse.Namespace) -> int:
     result = run_flow(
         regret_map,
         _runner(args),
-        spec_path=str(args.spec),
-        lake=args.lake,
-        report=args.report,
+        **_flow_params(args),
         x=args.x,
         y=args.y,
-        force=args.force,
-        progress=not args.no_progress,
-        workers=args.workers,
         plots=str(folder),
     )
     print(f"regret map {spec.name}: {result.sweep.cells} cells, axes {result.y} vs {result.x}")
@@ -164,12 +166,7 @@ def _calibration_sweep(args: argparse.Namespace) -> int:
         result = run_flow(
             calibration_sweep,
             _runner(args),
-            spec_path=str(args.spec),
-            lake=args.lake,
-            report=args.report,
-            force=args.force,
-            workers=args.workers,
-            progress=not args.no_progress,
+            **_flow_params(args),
         )
         print(
             f"calibration sweep {spec.name}: {result.cells} (sampling_rate, steps) cells, {result.cells_computed} "
