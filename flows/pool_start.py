@@ -170,20 +170,21 @@ def new_pool(workers: int, *, spawn_now: bool = True, first_chunk_later: bool = 
 
     ctx = multiprocessing.get_context("spawn")  # as Prefect's runner: no inherited state, the same on every platform
     queue = ctx.Queue()
-    rows = sender = done = go = None
+    rows = sender = go = None
     if first_chunk_later and workers == 1 and spawn_now:
         # The chunk is not a process argument: those are written at the spawn, and this process would wait until the
         # child, having imported its modules (1-2 s), read the chunk's ~0.4 MB. A thread sends it (send_first_chunk).
         chunk_in, sender = ctx.Pipe(duplex=False)
         rows, rows_out = ctx.Pipe(duplex=False)
-        done = ctx.Event()
-        # A pipe, not an event, to the pool's worker: a pipe needs no named semaphore, which a command that ends
-        # with os._exit (flows.cli) would leave behind for multiprocessing's resource tracker to report.
+        # One signal, "the first chunk is computed (or there is none), or the flow's start-up is over": what this
+        # process's spawning thread and the pool's worker wait for (both poll ``go``, neither reads it). A pipe, not
+        # an event: a pipe needs no named semaphore, which a command that ends with os._exit (flows.cli) would leave
+        # behind for multiprocessing's resource tracker to report.
         go, go_out = ctx.Pipe(duplex=False)
         _start_up_signal[:] = [go_out]
         first = ctx.Process(
             target=compute_first_chunk,
-            args=(chunk_in, rows_out, os.getpid(), done, go_out),
+            args=(chunk_in, rows_out, os.getpid(), go_out),
             name="gdp-first-chunk",
             daemon=True,
         )
@@ -199,16 +200,16 @@ def new_pool(workers: int, *, spawn_now: bool = True, first_chunk_later: bool = 
     # nothing computes, instead of competing with both for the cores while the first chunk computes.
     for _ in range(workers if spawn_now and rows is None else 0):
         executor.submit(_ready)
-    if done is not None:
-        threading.Thread(target=_spawn_when_done, args=(done, executor), name="spawn-worker", daemon=True).start()
+    if go is not None:
+        threading.Thread(target=_spawn_when_done, args=(go, executor), name="spawn-worker", daemon=True).start()
     return Pool(executor, queue, workers, sender, go=go)
 
 
-def _spawn_when_done(done: Any, executor: Any) -> None:
-    """Spawn the pool's worker once the first-chunk process has computed its chunk or has none to compute (``done``
-    set), unless a submission spawned it already (the pool then just runs :func:`_ready` in it); nothing if the pool
-    was shut down meanwhile."""
-    done.wait()
+def _spawn_when_done(go: Any, executor: Any) -> None:
+    """Spawn the pool's worker once the first-chunk process has computed its chunk or has none to compute (a message
+    on ``go``, or end-of-file), unless a submission spawned it already (the pool then just runs :func:`_ready` in it;
+    :func:`start_up_over` signals only after the flow's submissions); nothing if the pool was shut down meanwhile."""
+    go.poll(None)
     try:
         executor.submit(_ready)
     except RuntimeError:  # shut down (the flow ended, or the command needed no workers)
@@ -338,21 +339,17 @@ def _import_pandas() -> None:
         pass
 
 
-def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int, done: Any, go: Any) -> None:
+def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int, go: Any) -> None:
     """The process beside a one-worker pool (:func:`new_pool`): import gdpcore while the command imports and plans,
     receive the chunk the flow will submit first (:func:`send_first_chunk`; end-of-file or None: there is none,
     exit), tell the pool's worker which chunk it is and which process computes it, compute its rows with gdpcore
     alone (:mod:`tasks.chunk_rows`, no Prefect) and send them to the worker (:func:`tasks.chunk_rows.early_table`
     takes them for that chunk's task); exit with the flow process ``parent`` (:func:`exit_with_parent`). Once its
-    chunk is computed (or there is none) it sets ``done`` (the command may spawn the pool's worker) and tells that
-    worker through ``go`` that it may import Prefect (:func:`start_worker`)."""
+    chunk is computed (or there is none) it says so through ``go``: the command may spawn the pool's worker
+    (:func:`_spawn_when_done`), and that worker may import Prefect (:func:`start_worker`)."""
     import time
 
     from tasks.trace import phase
-
-    def finished() -> None:
-        done.set()
-        _signal(go)
 
     exit_with_parent(parent)
     from tasks.chunk_rows import chunk_table  # gdpcore and pyarrow, while the command plans
@@ -362,12 +359,12 @@ def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int, done: Any,
     try:
         chunk = chunk_pipe.recv()
     except (EOFError, OSError):  # the command ended (or died) before it planned a chunk
-        finished()
+        _signal(go)
         os._exit(0)
     chunk_pipe.close()
     phase("worker-warm")
     if chunk is None:
-        finished()  # the pool's worker may start now
+        _signal(go)  # the pool's worker may start now
         os._exit(0)
     try:
         rows_pipe.send((chunk.key, os.getpid()))
@@ -375,10 +372,10 @@ def compute_first_chunk(chunk_pipe: Any, rows_pipe: Any, parent: int, done: Any,
         table = chunk_table(chunk, "")
         seconds = time.perf_counter() - started
         phase("chunk-precomputed")
-        finished()  # the pool's worker may start now (if no submission spawned it yet), and then read these rows
+        _signal(go)  # the pool's worker may start now (if no submission spawned it yet), and then read these rows
         rows_pipe.send((table, seconds))
     except OSError:  # the worker is gone, or it runs another chunk first: its task computes as usual
-        finished()
+        _signal(go)
     os._exit(0)
 
 
