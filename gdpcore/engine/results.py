@@ -21,7 +21,8 @@ class Provenance:
     "over_budget: ..." (RDP fallback: upper bounds only), or "bracket_of_bounds: ..." (the two ends bound different
     mechanisms, :func:`gdpcore.kinds.ends_notes`: the gap is that bracket's width). ``certified_gap`` is the achieved gap
     (:func:`certified_gap`), ``discretization_error`` the estimated relative error of the pessimistic numbers the gap
-    reads (doubling comparison, or the batch group's measured law; subsampled Gaussians with a chosen step only).
+    reads (doubling comparison, or the batch group's measured law; subsampled Gaussians with a chosen step only;
+    None where it was not estimated: a batch cell whose first step met the gap, which then bounds that error).
     """
 
     accountant: str

@@ -26,9 +26,20 @@ from gdpcore.mechanisms import Mechanism
 _MAX_FAST_PHASES = 64  # schedules with more distinct (sigma, q) phases go through dp_accounting
 
 
-_LAW_PROBE = 2.0
-"""The first cell of a batch group measures its error law at this many times the a-priori step (and twice that)."""
+_START_OVER_RULE = 2.0**1.5
+"""A batch cell without a measured error law starts its pessimistic side this many times (three rungs, x 2^1.5) above
+the a-priori step (:func:`gdpcore.engine.ladder.start_step`), composes once and lets the certified gap check it: the
+upper end is then within the gap of the truth, which the twin proves. Its error is measured (doubling comparison)
+only when the gap is missed.
 
+Why, measured on the mixed grid of benchmarks/bench_grid.py (82 cells, sigma 0.5-3, q 1e-4-0.2, T 10-1e5; one
+process, each cell alone, CPU seconds): the step the measured law chose (a doubling comparison of two float64
+compositions at 2 and 4 x the a-priori step, kept within ERROR_TARGET_RATIO of the tolerance) was 2^(k/2) x the
+a-priori one with k = 0, 1, 2, 3, 4, 5, 6, 8 on 2, 7, 35, 26, 7, 3, 1, 1 cells (the reference grid's 100 cells: k = 1,
+2, 3, 4 on 10, 53, 35, 2): the a-priori rule is 2-3x conservative, and the law's two compositions cost more than the
+coarser step saved. Starting unmeasured at 2 x: 2.11 -> 1.92 s over the grid; at 2^1.5 x: 1.56 s; at 4 x: 1.75 s
+(more gaps missed, each paying the doubling comparison and a second twin); all 82 cells 'ok' in each. The reference
+grid (groups of four T per (sigma, q), three runs): 2.39 -> 2.17 s."""
 
 _NOISE_MARGIN = 100.0
 """An estimate's read is compared only when it is this many times its round-off noise floor (:meth:`_estimate`)."""
@@ -210,13 +221,13 @@ class _SubsampledGaussianPath(_ProducerBase):
         key = _phases_key(phases)
         total_steps = sum(phases.values())
         if fixed is not None:
-            d, predicted = fixed, None
+            d, predicted, measure = fixed, None, False
         else:
-            d, predicted = self._pessimistic_start(phases, key, total_steps, target)
-        # A later cell of a group borrows the error law its group measured: its step is composed once, without the
-        # doubling comparison, and the certified gap checks it; only when the gap is not met is its own error
-        # measured (and the step refined if the law was wrong).
-        side = self._refine_pessimistic(mechanism, phases, d, fixed, t0, target, measure=predicted is None)
+            d, predicted, measure = self._pessimistic_start(phases, key, total_steps, target, optimistic)
+        # A batch cell's first step (the a-priori rule's, or the error law an earlier cell of its group measured) is
+        # composed once, without the doubling comparison, and the certified gap checks it; only when the gap is not
+        # met is its own error measured (and the step refined if it was too coarse).
+        side = self._refine_pessimistic(mechanism, phases, d, fixed, t0, target, measure=measure)
         if isinstance(side, Curves):
             return side  # over budget: RDP fallback
         err = side.error
@@ -230,8 +241,8 @@ class _SubsampledGaussianPath(_ProducerBase):
         if optimistic:
             built: dict[float, tuple[SymmetricCurve, str, int]] = {}  # this cell's twins by step (reused, not redone)
             twin = self._refine_twin(mechanism, phases, side, fixed is None, t0, built=built)
-            if predicted is not None and twin.gap > self.tolerance and not twin.mu_tail:
-                # The borrowed law may be wrong for this cell (a twin that stalls points at the pessimistic side).
+            if fixed is None and not measure and twin.gap > self.tolerance and not twin.mu_tail:
+                # The first step may be too coarse for this cell (a twin that stalls points at the pessimistic side).
                 measured = self._refine_pessimistic(
                     mechanism, phases, side.step, fixed, t0, target, measure=True, first=side
                 )
@@ -332,46 +343,33 @@ class _SubsampledGaussianPath(_ProducerBase):
         return _Pessimistic(composed, d, err, status, support, mem)
 
     def _pessimistic_start(
-        self, phases: dict[tuple[float, float], int], key, total_steps: int, target: float
-    ) -> tuple[float, float | None]:
-        """(first pessimistic step, its error predicted by a measured law err ~ c d^2, or None: not predicted).
+        self, phases: dict[tuple[float, float], int], key, total_steps: int, target: float, optimistic: bool
+    ) -> tuple[float, float | None, bool]:
+        """(first pessimistic step, its error predicted by a measured law err ~ c d^2 or None, whether that step's
+        error is measured by the doubling comparison before the twin is built).
 
-        When an earlier cell of the batch with the same single steps measured the law (doubling comparison), the
-        coarsest rung that law keeps within ``target``. The law's c grows with T (about as sqrt(T) on DP-SGD grids,
-        docs/engine-measurements.md), so it is scaled up by sqrt(T / T_then) for a longer composition; the grid runs each group by decreasing T.
-        Otherwise the law is measured here, cheaply: a doubling comparison of float64 compositions at
-        ``_LAW_PROBE`` x and 2 x ``_LAW_PROBE`` x the a-priori step (:func:`start_step`), whose composed supports
-        are 1/4 and 1/8 of the a-priori one's."""
+        When an earlier cell of the batch with the same single steps measured the law (doubling comparison, after a
+        missed gap), the coarsest rung that law keeps within ``target``. The law's c grows with T (about as sqrt(T)
+        on DP-SGD grids, docs/engine-measurements.md), so it is scaled up by sqrt(T / T_then) for a longer
+        composition; the grid runs each group by decreasing T. Otherwise a batch cell starts at ``_START_OVER_RULE``
+        x the a-priori step (:func:`start_step`), unmeasured: the certified gap checks it, and only a missed gap
+        measures its error (see ``_START_OVER_RULE``). A report (tolerance below the batch default) and a cell
+        without a twin (no certified gap to check the step) start at the a-priori step and measure it."""
         hint = self._error_hints.get(key)
         if hint is None:
             d0 = min(start_step(s, q, target) for s, q in phases)
-            if self.tolerance < DEFAULT_GRID_TOLERANCE:
+            if self.tolerance < DEFAULT_GRID_TOLERANCE or not optimistic:
                 # A report (tolerance 0.1%): one cell, where a coarser first step saves little. It starts at the
                 # a-priori rule and measures its own error (doubling comparison at the reported precision), which
                 # keeps its upper ends as tight as before (seed 000 Table 4's sigma 9.4 row: 7.4245 against
                 # dp_accounting's 7.42439 at step 1e-4).
-                return d0, None
-            law = self._measure_law(phases, min(_LAW_PROBE * d0, LADDER_TOP / 2))
-            if law is None:
-                return d0, None
-            hint = (law, total_steps)
-            self._error_hints[key] = hint
+                return d0, None, True
+            return ladder_floor(min(_START_OVER_RULE * d0, _START_TOP)), None, False
         coef, steps_then = hint
         coef *= max(1.0, math.sqrt(total_steps / steps_then))
         top = _START_TOP if coef <= 0.0 else min(math.sqrt(target / coef), _START_TOP)
         d = ladder_floor(top)
-        return d, coef * d**2
-
-    def _measure_law(self, phases: dict[tuple[float, float], int], d: float) -> float | None:
-        """c of the pessimistic error law err(d) ~ c d^2 from a doubling comparison at ``d`` (estimates only: float64
-        transforms, nothing reported), or None when the plan at ``d`` is refused."""
-        try:
-            self.plan_subsampled_gaussian(phases, d)
-        except _Refused:
-            return None
-        fine, noise_fine = self._estimate(phases, d)
-        coarse, noise_coarse = self._estimate(phases, 2 * d)
-        return _relative_change(self._probe(coarse, noise_coarse), self._probe(fine, noise_fine)) / 3.0 / d**2
+        return d, coef * d**2, False
 
     def _refine_twin(
         self,
