@@ -81,6 +81,29 @@ def test_window_holds_all_but_tail_of_the_exact_composition(sigma, q, d, steps, 
         assert hi - lo + 1 < composed.size
 
 
+@pytest.mark.parametrize(
+    ("sigma", "q", "d"),
+    # small supports (every order in one pass) and large ones (each bound computed when the bisection asks for it)
+    [*SINGLES, (0.5, 1e-4, 1e-4), (0.7, 1e-3, 2e-5), (3.0, 0.2, 1e-4), (1.0, 0.05, 1e-5)],
+)
+def test_window_is_the_best_over_every_candidate_order(sigma, q, d):
+    """The window's bisection over the candidate orders (f(t) = (T K(t) + c) / |t| is unimodal in |t|) finds the
+    order an exhaustive scan of every candidate's log-MGF bound finds, at every T and tail."""
+    single = _single(sigma, q, d)
+    orders = _chernoff_orders(single.probs.size, single.step)
+    ks = _log_mgf(single.probs, orders)
+    for steps in (2, 10, 300, 10_000, 100_000):
+        for tail in (pld.TAIL_MASS_TRUNCATION, 1e-24, 1e-30):
+            c = math.log(2.0 / tail)
+            with np.errstate(over="ignore", invalid="ignore"):
+                f = np.where(np.isfinite(ks), (steps * ks + c) / orders, np.nan)
+            hi = (single.probs.size - 1) * steps
+            up = np.nanmin(f[orders > 0])
+            down = np.nanmax(f[orders < 0])
+            expected = (max(0, math.floor(down)), min(hi, math.ceil(up)))
+            assert _chernoff_window(single, steps, tail) == expected, (steps, tail)
+
+
 @pytest.mark.parametrize(("sigma", "q", "d"), SINGLES[:2])
 def test_chernoff_bound_holds_at_every_order_not_only_the_window_s(sigma, q, d):
     """Any order gives a valid tail bound: a = (T K(t) + log(2 / tail)) / t leaves at most tail / 2 beyond it,
