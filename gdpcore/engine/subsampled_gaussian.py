@@ -65,6 +65,21 @@ _TWIN_START = 4.0
 same step, so it rarely needs the pessimistic step's resolution (docs/engine-measurements.md)."""
 
 
+_SMALL_SUPPORT = 1 << 15
+"""A pessimistic composition shorter than this (atoms) starts its twin at ``_SMALL_TWIN`` x its step instead of
+``_TWIN_START`` x: below it a composition's cost is its calls' fixed overhead (~1 ms a twin on cells of n < 1e4, 20-50
+FFT round trips of their length), not its FFT, so a finer first twin costs about what a coarser one does and misses
+the tolerance less often (a second twin costs a whole round). Larger compositions keep ``_TWIN_START``: their twin's
+cost grows as 1 / step."""
+
+
+_SMALL_TWIN = 2.0**1.5
+"""The first twin step of a short composition, in units of its pessimistic step (see ``_SMALL_SUPPORT``). Measured
+on the mixed grid of benchmarks/bench_grid.py (82 cells, each alone, two runs alternating per cell, CPU seconds):
+4 x (as the long ones) 3.03 s, 2^1.5 x 2.85 s, 2 x 2.87 s, all 82 cells 'ok'; the reference grid (100 cells, four
+runs): 2.59 -> 2.52 s, 98/100 'ok' at both (the same two cells, only mu short). 2^1.5 x for every composition: 2.81 s
+on the mixed grid, the gain then being the short ones'."""
+
 _GAP_STALL = 0.5
 """A twin refinement by at least a halving of the step (the gap should shrink 3.5x by ``_GAP_ORDER``) that leaves more
 than this fraction of the previous gap ends the refinement: the gap is not the step's. A one-rung refinement (x 2^-1/2)
@@ -400,7 +415,7 @@ class _SubsampledGaussianPath(_ProducerBase):
         if not refine:
             d = d_p  # a fixed step: the twin at that step
         else:
-            d = self._twin_start(key, d_p, total_steps) if start is None else start
+            d = self._twin_start(key, d_p, total_steps, support) if start is None else start
         max_points = math.inf  # the first round is bounded by the memory budget only
         mu_tail = False
 
@@ -447,15 +462,15 @@ class _SubsampledGaussianPath(_ProducerBase):
             self._twin_hints[key] = max(gap, 1e-3 * self.tolerance) / d_t**_GAP_ORDER
         return _Twin(opt, label, d_t, gap, run.short, mu_tail)
 
-    def _twin_start(self, key, d_p: float, total_steps: int) -> float:
+    def _twin_start(self, key, d_p: float, total_steps: int, support: int = 0) -> float:
         """The twin's first step: where the gap law c d^1.8 measured on an earlier cell of the batch with the same
         single steps (c = gap / d^1.8 there, the pessimistic error included: on the safe side) reaches
         ``_TWIN_HINT_SHARE`` of the tolerance (on DP-SGD grids the twin's gap at one step is about the same across T,
-        slightly larger at small T: docs/engine-measurements.md); without one,
-        ``_TWIN_START`` x the pessimistic step."""
+        slightly larger at small T: docs/engine-measurements.md); without one, ``_TWIN_START`` x the pessimistic step
+        (``_SMALL_TWIN`` x when the pessimistic ``support`` is shorter than ``_SMALL_SUPPORT``)."""
         coef = self._twin_hints.get(key)
         if coef is not None:
             start = (_TWIN_HINT_SHARE * self.tolerance / coef) ** (1.0 / _GAP_ORDER)
         else:
-            start = _TWIN_START * d_p
+            start = (_TWIN_START if support >= _SMALL_SUPPORT else _SMALL_TWIN) * d_p
         return min(max(ladder_floor(start), LADDER_FINEST), LADDER_TOP)
