@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 from scipy import special
@@ -47,6 +48,7 @@ __all__ = [
     "curve_from_profile",
     "curve_from_remove_pmf",
     "curve_from_threshold_tests",
+    "remove_profile",
 ]
 
 INFINITY_MASS_TOLERANCE = 1e-9
@@ -513,13 +515,22 @@ def curve_from_remove_pmf(pmf, delta_offset: float = 0.0, *, exact_vertices: boo
     cheaper, as valid for epsilon read at deltas >= ~1e-12, but imprecise near the axes (beta < ~1e-12); for
     estimates that read epsilon only (the engine's doubled-step comparison).
     """
+    if exact_vertices:
+        return remove_profile(pmf, delta_offset).curve()
     pmf = pmf.with_roundoff_allowance()
+    if pmf.probs.size == 0:
+        return curve_from_profile(np.array([0.0]), np.array([pmf.infinity_mass]))
+    ks, delta, _, _, _ = _remove_sums(pmf, delta_offset)
+    return curve_from_profile(ks * pmf.step, delta)
+
+
+def _remove_sums(pmf, delta_offset: float):
+    """(lattice indices k of the lines, delta(k step) on them, suffix_p, suffix_w, w_all) of a non-empty PMF whose
+    round-off allowance is applied: the sums :func:`curve_from_remove_pmf` reads its lines and vertices from."""
     p = pmf.probs
     lo = pmf.lower_index
     step = pmf.step
     n = p.size
-    if n == 0:
-        return curve_from_profile(np.array([0.0]), np.array([pmf.infinity_mass]))
     suffix_p = np.concatenate([np.cumsum(p[::-1])[::-1][1:], [0.0]])  # sum_{m > i} p[m]
     suffix_w = _suffix_decay(p, math.exp(-step))  # sum_{m > i} p[m] e^{-(m - i) step}
     k_top = max(0, min(lo + n - 1, math.floor(_EPS_CAP / step)))
@@ -540,12 +551,45 @@ def curve_from_remove_pmf(pmf, delta_offset: float = 0.0, *, exact_vertices: boo
     if delta_offset:
         # Lower bounds on a profile (optimistic side): every value lowered by the same certified slack.
         delta = np.clip(delta - delta_offset, 0.0, None)
-    eps = ks * step
-    if not exact_vertices:
-        return curve_from_profile(eps, delta)
+    return ks, delta, suffix_p, suffix_w, w_all
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RemoveProfile:
+    """The first half of :func:`curve_from_remove_pmf`: a remove PMF's lines (``eps``, and ``delta`` made
+    non-increasing and clipped to [0, 1], as the curve keeps them) with the sums its vertices are read from.
+    :meth:`curve` finishes the curve; the engine reads the lines first to decide whether the composition's tail is
+    recomputed before any vertex is computed (``gdpcore.engine.base``)."""
+
+    pmf: Any
+    """The PMF with its round-off allowance applied."""
+    ks: np.ndarray
+    eps: np.ndarray
+    delta: np.ndarray
+    sums: tuple[np.ndarray, np.ndarray, float] | None
+    delta_offset: float
+
+    def curve(self) -> SymmetricCurve:
+        """The curve :func:`curve_from_remove_pmf` returns."""
+        if self.sums is None:
+            return curve_from_profile(self.eps, self.delta)
+        suffix_p, suffix_w, w_all = self.sums
+        alpha, tail, beta = _vertices_on_grid(
+            self.pmf, self.ks, suffix_p, suffix_w, w_all, float(self.delta[-1]), self.delta_offset
+        )
+        return _finish(self.eps, self.delta, alpha, tail, 0.0, beta=beta, optimistic=not self.pmf.pessimistic)
+
+
+def remove_profile(pmf, delta_offset: float = 0.0) -> RemoveProfile:
+    """The lines of ``curve_from_remove_pmf(pmf, delta_offset)`` and what its vertices need (:class:`RemoveProfile`)."""
+    pmf = pmf.with_roundoff_allowance()
+    if pmf.probs.size == 0:
+        return RemoveProfile(
+            pmf, np.zeros(1, dtype=np.int64), np.array([0.0]), np.array([pmf.infinity_mass]), None, 0.0
+        )
+    ks, delta, suffix_p, suffix_w, w_all = _remove_sums(pmf, delta_offset)
     delta = np.clip(np.maximum.accumulate(delta[::-1])[::-1], 0.0, 1.0)
-    alpha, tail, beta = _vertices_on_grid(pmf, ks, suffix_p, suffix_w, w_all, float(delta[-1]), delta_offset)
-    return _finish(eps, delta, alpha, tail, 0.0, beta=beta, optimistic=not pmf.pessimistic)
+    return RemoveProfile(pmf, ks, ks * pmf.step, delta, (suffix_p, suffix_w, w_all), delta_offset)
 
 
 _U = float(np.finfo(float).eps) / 2.0
