@@ -41,11 +41,13 @@ Modules, one concern each:
   upper bound), within the rest of the time budget, or a one-line ``budget_exceeded`` refusal
   (:class:`~gdpcore.engine.plan.BudgetExceededError`) with no number.
 * :mod:`~gdpcore.engine.subsampled_gaussian` - **the subsampled-Gaussian path** (schedules of Poisson-subsampled
-  Gaussians, :mod:`gdpcore.pld`'s vectorised constructions). The pessimistic step comes from an error law
-  err(d) ~ c d^2 (connect-the-dots is second order: coarse - fine ~ 3 x the error of fine), measured by a doubling
-  comparison of the numbers the gap reads and kept within ``ERROR_TARGET_RATIO`` x tolerance; the first cell of a
-  batch group measures c cheaply on float64 compositions, later cells borrow it (scaled by sqrt(T / T_then)) and
-  let the certified gap check it. The twin is refined separately by its gap law c d^1.8.
+  Gaussians, :mod:`gdpcore.pld`'s vectorised constructions). A batch cell composes its pessimistic side once, at
+  2^1.5 x the a-priori step (``_START_OVER_RULE``), and lets the certified gap check it: the twin proves the upper
+  end within the gap of the truth. Only a missed gap measures the step's error law err(d) ~ c d^2
+  (connect-the-dots is second order: coarse - fine ~ 3 x the error of fine) by a doubling comparison of the numbers
+  the gap reads, refines the step until it is within ``ERROR_TARGET_RATIO`` x tolerance, and leaves the law to the
+  later cells of its group (scaled by sqrt(T / T_then)). A report (0.1%) measures its first step's error. The twin
+  is refined separately by its gap law c d^1.8.
 * :mod:`~gdpcore.engine.generic` - **the generic path**: every other mechanism (discrete Gaussian, Laplace,
   randomized response, mixtures, compositions such as DP-SGD + a Laplace release) split into independent single
   steps (:mod:`~gdpcore.engine.parts`), each built exactly by its kind's dp_accounting construction

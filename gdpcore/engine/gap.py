@@ -24,8 +24,10 @@ DEFAULT_DELTAS = (1e-3, 1e-5, 1e-6, 1e-9)
 
 
 ERROR_TARGET_RATIO = 0.2
-"""The pessimistic side's step keeps its estimated relative discretisation error (the measured law c d^2) within this
-fraction of the tolerance; the twin takes up the rest of the gap."""
+"""Where the pessimistic side's error is measured (one report; a batch cell whose first step missed the gap), its step
+keeps the estimated relative discretisation error (the measured law c d^2) within this fraction of the tolerance;
+the twin takes up the rest of the gap. A batch cell whose first step meets the gap is not measured: the gap bounds
+its error (``gdpcore.engine.subsampled_gaussian._START_OVER_RULE``)."""
 
 
 GAP_FLOOR = 1e-2
