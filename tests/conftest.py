@@ -31,6 +31,18 @@ settings.register_profile("dev", max_examples=10, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # absl (imported by dp_accounting) keeps one logging handler, bound to the sys.stderr of the moment absl is first
+    # imported. Prefect's logging set-up closes every existing handler, and absl's closes its stream unless that is
+    # the current sys.stderr or stdout. A test run alone that first imports dp_accounting under pytest's capture
+    # bound it to the capture's file, which Prefect then closed: the session lost its stderr at the end
+    # (tests/pipeline/test_cli.py::test_calibration_at_the_search_limit_is_flagged selected alone). Bound to the
+    # process's own stderr, it is never closed.
+    import absl.logging
+
+    absl.logging.get_absl_handler().python_handler.stream = sys.__stderr__
+
+
 @pytest.fixture(scope="session")
 def prefect_server():
     """Session-scoped Prefect test harness (temporary SQLite, no network); only flow tests request it."""
