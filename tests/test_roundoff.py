@@ -63,6 +63,55 @@ def test_power_roundoff_bound_holds_against_an_extended_precision_composition(si
     assert bounds[True][1] <= bounds[False][1]
 
 
+def _exact_circular_power(probs: np.ndarray, steps: int, n: int) -> tuple[list[int], int]:
+    """The T-fold circular convolution (length ``n``, as the FFT computes it) in exact integer arithmetic: every
+    float64 mass is an integer times 2^-1100, so the result is (integers, their common denominator 2^(1100 T))."""
+    ints = []
+    for p in probs.tolist():
+        num, den = float(p).as_integer_ratio()
+        ints.append(num * (2**1100 // den))
+    base = np.array(ints, dtype=object)
+    acc = None
+    k = steps
+    while k:
+        if k & 1:
+            acc = base if acc is None else np.convolve(acc, base)
+        k >>= 1
+        if k:
+            base = np.convolve(base, base)
+    assert acc is not None
+    circular = [0] * n
+    for j, v in enumerate(acc.tolist()):
+        circular[j % n] += v
+    return circular, 2 ** (1100 * steps)
+
+
+@pytest.mark.parametrize(
+    ("sigma", "q", "d", "T"),
+    [(1.0, 0.1, 5e-2, 7), pytest.param(0.8, 0.05, 5e-2, 12, marks=pytest.mark.slow)],  # 2 s and 18 s
+)
+def test_power_roundoff_bound_holds_against_the_exact_composition(sigma, q, d, T):
+    """Both paths against the exact circular convolution power (integers): the extended one, whose inverse transform
+    is extended too below ``EXTENDED_INVERSE_MAX`` points, has a bound ~1e-17 that an extended-precision reference
+    could not check (its own error is of that size); its error is the final rounding of each atom, u of its value."""
+    from fractions import Fraction
+
+    from gdpcore.pld.powers import EXTENDED_INVERSE_MAX
+
+    single = pld.single_step_pld(noise_multiplier=sigma, sampling_rate=q, discretization=d)
+    n = pld.fft_length(single, T)
+    assert n <= EXTENDED_INVERSE_MAX
+    exact, den = _exact_circular_power(single.probs, T, n)
+    bounds = {}
+    for extended in (False, True):
+        start, out, bound = _power(single, T, fft_len=n, cache=False, extended=extended)
+        err = max(abs(Fraction(float(o)) - Fraction(exact[(start + i) % n], den)) for i, o in enumerate(out.tolist()))
+        assert float(err) <= bound, (extended, float(err), bound)
+        bounds[extended] = bound
+    if EXTENDED:  # informative: the extended path's bound is within a few times the rounding of the largest atom
+        assert bounds[True] <= 1e-16 < bounds[False]
+
+
 @pytest.mark.skipif(not EXTENDED, reason="np.longdouble is float64 on this platform: no extended-precision reference")
 def test_linear_convolution_bound_holds_against_an_extended_precision_convolution():
     a = pld.compose_loss_pmf(

@@ -280,10 +280,13 @@ def _power(
     powered in extended precision too and rounded once (error ``u |Y_k|`` instead of ``T u |Y_k|``): the bound then
     no longer grows with T or with the single step's spread, and is below the RMS one at T >= 1e3. A noise level
     read off empty buffer positions is *not* a bound: the error is the white transform error smoothed by the
-    composition, correlated over the whole support, and was measured 100x larger than what a guard band shows."""
+    composition, correlated over the whole support, and was measured 100x larger than what a guard band shows.
+    Up to ``EXTENDED_INVERSE_MAX`` points the inverse transform is extended too, on the unrounded extended powers, and
+    each atom is rounded once (``u`` of its value): the float64 inverse's ``c log2(n) u`` is then gone from the bound."""
     lo, hi, _, _, n = _fft_plan(single, steps, None if single.pessimistic else wrap_tail)
     if fft_len is not None and fft_len >= n:
         n = fft_len
+    inverse_ext = False
     if not extended:
         transform = single.rfft(n) if cache else sp_fft.rfft(single.probs, n)
         conv = sp_fft.irfft(_int_power(transform, steps), n)
@@ -296,15 +299,48 @@ def _power(
         l1 = float(np.sum(np.abs(single.probs)))
         unit_mag = _unit_moduli(transform, l1)
         keep = _kept(unit_mag, steps)
-        if keep.any():
-            powered[keep] = _int_power(ext[keep], steps).astype(np.complex128)
-        conv = sp_fft.irfft(powered, n)
-        bound = _power_roundoff(single.probs, transform, steps, n, extended_power=keep, unit_mag=unit_mag, l1=l1)
+        inverse_ext = n <= EXTENDED_INVERSE_MAX
+        if inverse_ext:
+            # The inverse in extended precision too, the kept coefficients' powers unrounded: rounded once, at the end.
+            spectrum = powered.astype(np.clongdouble)
+            if keep.any():
+                spectrum[keep] = _int_power(ext[keep], steps)
+            conv = sp_fft.irfft(spectrum, n).astype(np.float64)
+        else:
+            if keep.any():
+                powered[keep] = _int_power(ext[keep], steps).astype(np.complex128)
+            conv = sp_fft.irfft(powered, n)
+        bound = _power_roundoff(
+            single.probs,
+            transform,
+            steps,
+            n,
+            extended_power=keep,
+            unit_mag=unit_mag,
+            l1=l1,
+            extended_inverse=inverse_ext,
+        )
     if 0 <= lo and hi < n:
         out = conv[lo : hi + 1].copy()  # no wrap-around: the window as a slice (the same values, no index array)
     else:
         out = conv[np.arange(lo, hi + 1) % n]
+    if extended and inverse_ext and out.size:
+        # Each atom rounded once from extended precision to float64: within u of its own value.
+        bound += _U * float(np.max(np.abs(out))) * (1.0 + 2.0 * _U)
     return lo, out, bound
+
+
+EXTENDED_INVERSE_MAX = 1 << 15
+"""Compositions up to this FFT length take their inverse transform in extended precision too (:func:`_power`).
+
+Why: below T ~ 1e3 the float64 inverse's own error, ``c log2(n) u`` of the spectrum's l1 norm per atom, is 85-95% of
+the a-priori bound (sigma 0.8-3, q 1e-3 to 0.05, T 10-200 at their engine steps; the extended forward transform's
+error, carried T times by the power, dominates from T ~ 1e4 on). That bound, times the atoms above a line, decides
+whether the composition's tail is recomputed tilted (``gdpcore.engine.base``): at about 1e-13 it was, on almost every
+cell of those grids, at the cost of a second composition, its Chernoff windows and a second curve. With the inverse
+in extended precision (3.5-4.5x a float64 inverse, a few hundredths of a millisecond at these lengths) the bound is
+10-40x smaller and the tilts are not needed. Longer transforms keep the float64 inverse: there the extra cost is
+milliseconds and the bound is the forward transform's."""
 
 
 def _kept(unit_mag: np.ndarray, steps: int) -> np.ndarray:
@@ -356,6 +392,7 @@ def _power_roundoff(
     extended_power: np.ndarray | None = None,
     unit_mag: np.ndarray | None = None,
     l1: float | None = None,
+    extended_inverse: bool = False,
 ) -> float:
     """Per-atom bound on the round-off of ``irfft(rfft(probs, n) ** steps)`` (see :func:`_power`).
 
@@ -396,6 +433,10 @@ def _power_roundoff(
     # The largest forward error of any coefficient (|X_k| <= ||p||_1 = 1 up to rounding): a coefficient with
     # mag + 2 e_max <= threshold is dropped whatever its own e_k.
     e_max = _fft_error(n) if extended_power is None else _U * 1.01 * (1.0 + 2.0 * _U) + e_ext
+    # An extended power is rounded to float64 (u |Y|) unless the inverse is extended too (``extended_inverse``), which
+    # takes it unrounded; the output is then rounded once, which the caller adds (u of each atom).
+    ext_power_err = (0.0 if extended_inverse else _U) + 2.0 * math.sqrt(5.0) * log_t * _U_EXT
+    inverse_err = (e_ext + _U_EXT) if extended_inverse else (_fft_error(n) + _U)
     cand = np.flatnonzero(mag > threshold - 2.0 * e_max)
     m = mag[cand]
     e_fwd: np.ndarray | float
@@ -408,11 +449,11 @@ def _power_roundoff(
     elif ext.all():
         # Every candidate was powered in extended precision (the mask's slack, 1e-12, exceeds 2 e_max): scalars.
         e_fwd = e_ext
-        exp_errs = _U + 2.0 * math.sqrt(5.0) * log_t * _U_EXT
+        exp_errs = ext_power_err
     else:
         e_fwd = np.where(ext, e_ext, _U * m * (1.0 + 2.0 * _U) + e_ext)
         # Extended power, rounded once: u |Y| plus the extended products' error.
-        exp_errs = np.where(ext, _U + 2.0 * math.sqrt(5.0) * log_t * _U_EXT, exp_err)
+        exp_errs = np.where(ext, ext_power_err, exp_err)
     # min(|X| + 2 e, 1 + 2 e), as min(|X|, 1) + 2 e: the same floating-point values (addition is monotonic)
     up = np.minimum(m, 1.0)
     up += 2.0 * e_fwd
@@ -432,7 +473,7 @@ def _power_roundoff(
     total_pow = 2.0 * (float(np.sum(powered)) + rest)
     # The bound's own evaluation (sums of positive terms, a few roundings each: relative error below
     # (log2(n) + 20) u) is covered by the factor 1 + 1e-12.
-    return (2.0 * (prop + rest) + (_fft_error(n) + _U) * total_pow) / n * scale * (1.0 + 1e-12)
+    return (2.0 * (prop + rest) + inverse_err * total_pow) / n * scale * (1.0 + 1e-12)
 
 
 def fft_bytes(length: int) -> int:
