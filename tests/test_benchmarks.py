@@ -155,3 +155,11 @@ def test_scale_sample_spreads_over_both_axes(tmp_path):
     assert all(len(group) == 20 for group in picked)  # whole groups: 20 step counts each at 10^4 cells
     assert len({c["sampling_rate"] for c in cells}) >= 10 and len({c["noise_multiplier"] for c in cells}) >= 10
     assert spare not in {m for group in picked for m in group}
+
+
+def test_estimated_errors_line_with_none_and_with_some():
+    # The engine estimates a cell's discretisation error only where its first step missed the certified gap: a grid
+    # where every cell met it carries none (the reference section printed max() of nothing and crashed before).
+    assert bg._estimated_errors([None, None]).startswith("no discretisation error estimated")
+    line = bg._estimated_errors([None, 1.5e-3, 4e-4])
+    assert "estimated on 2 cells" in line and "max 1.50e-03" in line
