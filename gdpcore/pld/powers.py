@@ -299,7 +299,22 @@ def _power(
         l1 = float(np.sum(np.abs(single.probs)))
         unit_mag = _unit_moduli(transform, l1)
         keep = _kept(unit_mag, steps)
-        inverse_ext = n <= EXTENDED_INVERSE_MAX
+
+        def roundoff(inverse: bool) -> float:
+            return _power_roundoff(
+                single.probs,
+                transform,
+                steps,
+                n,
+                extended_power=keep,
+                unit_mag=unit_mag,
+                l1=l1,
+                extended_inverse=inverse,
+            )
+
+        bound = roundoff(False)
+        # The extended inverse where the float64 one's error is most of the bound (short compositions).
+        inverse_ext = n <= EXTENDED_INVERSE_MAX and bound >= _EXTENDED_INVERSE_GAIN * roundoff(True)
         if inverse_ext:
             # The inverse in extended precision too, the kept coefficients' powers unrounded: rounded once, at the end.
             spectrum = powered.astype(np.clongdouble)
@@ -310,16 +325,8 @@ def _power(
             if keep.any():
                 powered[keep] = _int_power(ext[keep], steps).astype(np.complex128)
             conv = sp_fft.irfft(powered, n)
-        bound = _power_roundoff(
-            single.probs,
-            transform,
-            steps,
-            n,
-            extended_power=keep,
-            unit_mag=unit_mag,
-            l1=l1,
-            extended_inverse=inverse_ext,
-        )
+        if inverse_ext:
+            bound = roundoff(True)
     if 0 <= lo and hi < n:
         out = conv[lo : hi + 1].copy()  # no wrap-around: the window as a slice (the same values, no index array)
     else:
@@ -339,8 +346,19 @@ error, carried T times by the power, dominates from T ~ 1e4 on). That bound, tim
 whether the composition's tail is recomputed tilted (``gdpcore.engine.base``): at about 1e-13 it was, on almost every
 cell of those grids, at the cost of a second composition, its Chernoff windows and a second curve. With the inverse
 in extended precision (3.5-4.5x a float64 inverse, a few hundredths of a millisecond at these lengths) the bound is
-10-40x smaller and the tilts are not needed. Longer transforms keep the float64 inverse: there the extra cost is
-milliseconds and the bound is the forward transform's."""
+10-40x smaller and the tilts are not needed. Where it is not smaller (``_EXTENDED_INVERSE_GAIN``), and on longer
+transforms, the inverse stays float64: there the extra cost is milliseconds and the bound is the forward
+transform's."""
+
+
+_EXTENDED_INVERSE_GAIN = 4.0
+"""A composition up to ``EXTENDED_INVERSE_MAX`` points takes its inverse in extended precision only where that makes
+its bound (before the final rounding) at least this many times smaller: where the float64 inverse's error is most of
+it (T below ~1e3). From T ~ 1e4 on the forward transform's error, carried T times by the power, sets the bound, and an
+extended inverse would only cost. Measured in one process, two runs each alternating, CPU seconds (a 2000-cell sample
+of benchmarks/bench_cli.py's sweep; the reference grid of benchmarks/bench_grid.py twice): float64 inverse always
+18.4 s / 3.18 s; extended always (up to 2^15 points) 15.2 s / 3.01 s; at a gain of 2 14.0 s / 3.17 s; of 4 14.4 s /
+2.86 s."""
 
 
 def _kept(unit_mag: np.ndarray, steps: int) -> np.ndarray:
