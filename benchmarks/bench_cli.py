@@ -29,17 +29,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 BEFORE: dict[str, Any] = {
-    "commit": "6ed0073",
+    "commit": "42116db",
     "date": "2026-11-27",
     "cells": 10_000,
-    "analyze_grid_s": 155.1,
-    "sweep_s": 415.5,
-    "load_average": 11.5,
+    "analyze_grid_s": 36.3,
+    "sweep_s": 39.6,
+    "load_average": 1.2,
 }
-"""The 10^4-cell sweep's "before" row: measured by this file on main at the commit named (before the engine work on
-per-cell fixed costs), on the same 2 shared cores; the load average is the 1-minute one at the end of that run (eight
-jobs shared the two cores then, another 10^4-cell sweep among them; at load 1.0, an earlier engine (commit 7b7fa7b) took 35.7 s and 45.6 s):
-re-measure both rows in one sitting where the load allows."""
+"""The 10^4-cell sweep's "before" row: measured by this file on main at the commit named (session 14's engine, before
+session 15's work on per-cell costs), in the same sitting as that session's "after" runs, on the same 2 cores: the
+mean of two runs alternating with them (benchmarks/RESULTS.md, "Engine throughput, session 15"; load average 1.1-1.3
+at their ends). The earlier before row, main at 6ed0073 at load 11.5 (eight jobs on the two cores), was 155.1 s and
+415.5 s."""
 
 
 def _spec(n_cells: int) -> str:
