@@ -56,11 +56,16 @@ PUBLISHER = textwrap.dedent(
     from tasks.lake import write_members
     from tasks.publish import publish_lake
     lake, report, spec_hash, eval_key, rounds = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
-    ids = sys.argv[6].split(",")
-    for i in range(rounds):
+    ids, stop = sys.argv[6].split(","), Path(sys.argv[7])
+    i = 0
+    # At least `rounds` publishes, then on until the readers have seen enough (the stop file): however fast a publish
+    # is on this machine, the `gdp sql` processes (a few seconds each) race several of them.
+    while i < rounds or (not stop.exists() and i < 100 * rounds):
         write_members(lake, "rv", spec_hash, ids[:8] if i % 2 else ids, eval_key)  # 12 cells, then 8, then 12 ...
         publish_lake(lake, report)
         print(i, flush=True)
+        i += 1
+    print("done", i, flush=True)
     """
 )
 
@@ -83,6 +88,7 @@ def test_readers_always_see_a_complete_report_while_publishing(tmp_path):
     write_members(lake, "rv", spec.spec_hash, ids, settings.eval_key)
     publish_lake(lake, report)
     rounds = 16
+    stop = tmp_path / "stop-publishing"
     pub = Proc(
         [
             sys.executable,
@@ -94,6 +100,7 @@ def test_readers_always_see_a_complete_report_while_publishing(tmp_path):
             settings.eval_key,
             str(rounds),
             ",".join(ids),
+            str(stop),
         ],
         tmp_path / "publisher.log",
         base_env(tmp_path / "ph"),
@@ -131,18 +138,21 @@ def test_readers_always_see_a_complete_report_while_publishing(tmp_path):
             row["rc"] = row["rc"] if isinstance(row["rc"], str) else json.dumps(row["rc"])
             _consistent(row, ids)
             cli_reads += 1
+            if cli_reads >= 2 and len(seen) >= 20 and {c for _, c in seen} == {8, 12}:
+                stop.touch()  # enough reads of both versions: the publisher ends after its current round
         assert pub.popen.wait(timeout=120) == 0, pub.log()[-3000:]
     finally:
         pub.stop()
         for t in readers:
             t.join(timeout=60)
     assert not errors, errors[0]
-    assert pub.log().split()[-1] == str(rounds - 1)  # every publish round finished
+    last = pub.log().split()
+    assert last[-2] == "done" and int(last[-1]) >= rounds  # every publish round finished
     assert cli_reads >= 2 and len(seen) >= 20, (cli_reads, len(seen))
     assert {c for _, c in seen} == {8, 12}  # the readers really raced both versions of the report (and saw them)
     assert not temporaries(report.parent)
     print(
-        f"{rounds} publishes in {time.monotonic() - started:.1f} s; {len(seen)} in-process reads over "
+        f"{last[-1]} publishes in {time.monotonic() - started:.1f} s; {len(seen)} in-process reads over "
         f"{len({s for s, _ in seen})} snapshots, {cli_reads} `gdp sql` reads: all consistent"
     )
 
