@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from gdpcore import kinds
@@ -49,3 +50,18 @@ def poisson_gaussian_pld(
         use_connect_dots=pessimistic,
     )
     return single.self_compose(steps)
+
+
+def direct_power(base: np.ndarray, steps: int) -> np.ndarray:
+    """The ``steps``-fold linear convolution power of ``base`` by direct convolutions (binary exponentiation, no FFT),
+    in ``base``'s own arithmetic: ``np.longdouble`` (tests/test_pld_chernoff.py) or exact Python integers
+    (tests/test_roundoff.py)."""
+    out = None
+    while steps:
+        if steps & 1:
+            out = base if out is None else np.convolve(out, base)
+        steps >>= 1
+        if steps:
+            base = np.convolve(base, base)
+    assert out is not None
+    return out

@@ -15,6 +15,7 @@ import math
 import mpmath
 import numpy as np
 import pytest
+from pld_oracle import direct_power
 
 from gdpcore import pld
 from gdpcore.pld.powers import _chernoff_orders, _chernoff_window, _log_mgf
@@ -40,16 +41,7 @@ def _exact_log_mgf(probs: np.ndarray, t: float) -> mpmath.mpf:
 @functools.lru_cache(maxsize=16)
 def _direct_power_of(sigma: float, q: float, d: float, steps: int) -> np.ndarray:
     """The T-fold convolution by direct convolutions in extended precision (binary exponentiation, no FFT)."""
-    base = _single(sigma, q, d).probs.astype(np.longdouble)
-    out = None
-    while steps:
-        if steps & 1:
-            out = base if out is None else np.convolve(out, base)
-        steps >>= 1
-        if steps:
-            base = np.convolve(base, base)
-    assert out is not None
-    return out
+    return direct_power(_single(sigma, q, d).probs.astype(np.longdouble), steps)
 
 
 @pytest.mark.parametrize(("sigma", "q", "d"), SINGLES)

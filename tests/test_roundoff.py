@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pytest
+from pld_oracle import direct_power
 from scipy import fft as sp_fft
 
 from gdpcore import pld
@@ -70,16 +71,7 @@ def _exact_circular_power(probs: np.ndarray, steps: int, n: int) -> tuple[list[i
     for p in probs.tolist():
         num, den = float(p).as_integer_ratio()
         ints.append(num * (2**1100 // den))
-    base = np.array(ints, dtype=object)
-    acc = None
-    k = steps
-    while k:
-        if k & 1:
-            acc = base if acc is None else np.convolve(acc, base)
-        k >>= 1
-        if k:
-            base = np.convolve(base, base)
-    assert acc is not None
+    acc = direct_power(np.array(ints, dtype=object), steps)
     circular = [0] * n
     for j, v in enumerate(acc.tolist()):
         circular[j % n] += v
