@@ -314,8 +314,11 @@ def _power(
 
         bound = roundoff(False)
         # The extended inverse where the float64 one's error is most of the bound (short compositions).
-        inverse_ext = n <= EXTENDED_INVERSE_MAX and bound >= _EXTENDED_INVERSE_GAIN * roundoff(True)
+        if n <= EXTENDED_INVERSE_MAX:
+            bound_ext = roundoff(True)
+            inverse_ext = bound >= _EXTENDED_INVERSE_GAIN * bound_ext
         if inverse_ext:
+            bound = bound_ext
             # The inverse in extended precision too, the kept coefficients' powers unrounded: rounded once, at the end.
             spectrum = powered.astype(np.clongdouble)
             if keep.any():
@@ -325,8 +328,6 @@ def _power(
             if keep.any():
                 powered[keep] = _int_power(ext[keep], steps).astype(np.complex128)
             conv = sp_fft.irfft(powered, n)
-        if inverse_ext:
-            bound = roundoff(True)
     if 0 <= lo and hi < n:
         out = conv[lo : hi + 1].copy()  # no wrap-around: the window as a slice (the same values, no index array)
     else:
