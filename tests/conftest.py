@@ -76,10 +76,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # The guard: process creation is an audited event (PEP 578). While a test that carries neither `prefect` nor
 # `subprocess` runs (setup and call), any spawn is recorded and fails that phase, so `make test-quick` cannot
-# quietly start servers again. Exempt: `git ls-files` (tests/test_docs.py) and the one-shot probes the standard
-# library's `platform` module runs on first use inside third-party imports (`uname`, `file`): milliseconds, no server.
+# quietly start servers again. Exempt: `git ls-files` (tests/test_docs.py), the one-shot probes the standard
+# library's `platform` module runs on first use inside third-party imports (`uname`, `file`), and matplotlib's
+# `fc-list`, run once when it builds its font cache (a fresh machine or user: it failed the first plot test there):
+# milliseconds, no server.
 _SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.spawn", "os.system", "os.exec", "os.fork"})
-_ALLOWED_EXECUTABLES = frozenset({"git", "uname", "file"})
+_ALLOWED_EXECUTABLES = frozenset({"git", "uname", "file", "fc-list"})
 _watch: list[str] | None = None  # the spawns of the running unmarked test; None while no unmarked test runs
 
 

@@ -112,6 +112,74 @@ def test_length_plan_matches_what_is_built():
         assert f.compose_loss_pmf(single, T).probs.size <= n
 
 
+def _delta(probs, losses, inf_mass, eps):
+    """delta(eps) = sum_i p_i (1 - e^{eps - l_i})_+ + mass at +inf, summed exactly as written (the test's own)."""
+    return np.array([np.sum(probs * np.maximum(0.0, -np.expm1(e - losses))) + inf_mass for e in eps])
+
+
+def _dp_delta(pld_pmf, eps):
+    dense = pld_pmf.to_dense_pmf()
+    losses = (dense._lower_loss + np.arange(dense._probs.size)) * dense._discretization
+    return _delta(dense._probs, losses, dense._infinity_mass, eps)
+
+
+@pytest.mark.parametrize(
+    ("sigma", "q", "T", "d"), [(0.5, 1e-4, 10, 2e-4), (1.0, 1e-4, 1000, 1e-4), (0.8, 0.01, 100, 5e-4)]
+)
+def test_single_steps_built_for_a_horizon_stay_on_their_side_within_the_tail_budget(sigma, q, T, d):
+    """A single step built for ``horizon`` T ends where its upper tail holds SINGLE_STEP_TAIL / 10^ceil(log10 T);
+    against dp_accounting's construction on the full noise truncation at the same step, composed T times: the
+    pessimistic PMF is never below it and at most T eta above it, the optimistic one never above it and at most
+    T eta below it (plus round-off of the compositions)."""
+    eta = f.SINGLE_STEP_TAIL / f.horizon_bucket(T)
+    assert eta <= f.SINGLE_STEP_TAIL / T
+    for pessimistic in (True, False):
+        kw = {"noise_multiplier": sigma, "sampling_rate": q, "discretization": d, "horizon": T}
+        if pessimistic:
+            short = f.single_step_pld(**kw)
+            assert short.probs.size == f.single_step_length(**kw)
+            assert 0.0 < short.infinity_mass <= eta
+        else:
+            short = f.optimistic_single_step_pld(**kw)
+            assert short.probs.size == f.optimistic_single_step_length(**kw)
+        full = _dp_single(sigma, q, d, pessimistic=pessimistic)
+        theirs = full._pmf_remove.to_dense_pmf()
+        assert short.lower_index == theirs._lower_loss
+        assert short.probs.size <= theirs._probs.size
+        # One step, on every grid point up to the full grid's top: tail values are relative-accurate sums of tiny
+        # atoms, so the sides are held to 1e-9 relative (plus 1e-18 absolute), far inside eta.
+        top = (short.lower_index + short.probs.size - 1) * d
+        eps = (theirs._lower_loss + np.arange(0, theirs._probs.size, 7)) * d
+        eps = np.concatenate([eps, [top - d, top, top + d]])
+        mine1 = _delta(short.probs, (short.lower_index + np.arange(short.probs.size)) * d, short.infinity_mass, eps)
+        ref1 = _dp_delta(full._pmf_remove, eps)
+        slack1 = 1e-18 + 1e-9 * ref1
+        if pessimistic:
+            assert np.all(mine1 >= ref1 - slack1)
+            assert np.all(mine1 <= ref1 + eta + slack1)
+            # Beyond the shorter grid's top the divergence is its mass at +infinity: still above the full one's.
+            assert np.all(mine1[eps >= top] == short.infinity_mass)
+        else:
+            assert np.all(mine1 <= ref1 + slack1)
+            assert np.all(mine1 >= ref1 - eta - slack1)
+        # T steps: the compositions' round-off (this PMF's rigorous bound per atom over its atoms; dp_accounting's own
+        # float64 FFT and its 1e-15 tail truncation) is the slack, far above T eta.
+        mine = f.compose_loss_pmf(short, T)
+        eps_t = np.array([0.0, 0.01, 0.05, 0.2, 0.5, 1.0, 2.0, 3.0])
+        got = _delta(mine.probs, (mine.lower_index + np.arange(mine.probs.size)) * d, mine.infinity_mass, eps_t)
+        ref = _dp_delta(full.self_compose(T)._pmf_remove, eps_t)
+        slack = 1e-12 + 1e-9 * ref
+        if pessimistic:
+            assert np.all(got >= ref - slack)
+            assert np.all(got <= ref + T * eta + slack)
+        else:
+            assert np.all(got <= ref + slack)
+            assert np.all(got >= ref - T * eta - slack)
+    if q <= 1e-3:
+        # Where the noise truncation ran far past the mass (small q), the horizon's grid is much shorter.
+        assert short.probs.size < 0.8 * theirs._probs.size
+
+
 @pytest.mark.parametrize(
     ("kwargs", "needle"),
     [

@@ -125,7 +125,7 @@ class _ProducerBase(_Planner):
         self.budget = budget or Budget()
         self.add_guard = add_guard
         self._lock = threading.Lock()  # guards the single-step cache (see the class docstring)
-        self._single: dict[tuple[float, float, float, str, bool], LossPMF] = {}
+        self._single: dict[tuple[float, float, float, str, bool, int | None], LossPMF] = {}
         self._generic_singles: dict[tuple[str, float, str], tuple[LossPMF, LossPMF | None]] = {}
         # The twin's gap law (c of gap ~ c d^1.8) measured where it met the tolerance, per single step (or schedule)
         # of this batch: the next cell starts where it reaches _TWIN_HINT_SHARE of the tolerance.
@@ -141,15 +141,26 @@ class _ProducerBase(_Planner):
     _MAX_CACHED_SINGLES = 64
 
     def _single_step(
-        self, sigma: float, q: float, d: float, *, side: str = "pessimistic", direction: str = "remove"
+        self,
+        sigma: float,
+        q: float,
+        d: float,
+        *,
+        side: str = "pessimistic",
+        direction: str = "remove",
+        horizon: int | None = None,
     ) -> LossPMF:
-        key = (sigma, q, d, direction, side == "pessimistic")
+        """The cached single step, built for the horizon rounded up to a power of ten (``pld.horizon_bucket``): the
+        cells of a batch group whose T fall in one decade share it, and a cell's numbers do not depend on which other
+        cells it was batched with."""
+        horizon = pld.horizon_bucket(horizon)
+        key = (sigma, q, d, direction, side == "pessimistic", horizon)
         with self._lock:
             s = self._single.get(key)
         if s is not None:
             return s
         # Built outside the lock (other threads' steps need not wait); a step two threads built at once is kept once.
-        built = pld.single_step(sigma, q, d, side=side, direction=direction)
+        built = pld.single_step(sigma, q, d, side=side, direction=direction, horizon=horizon)
         with self._lock:
             s = self._single.get(key)
             if s is None:

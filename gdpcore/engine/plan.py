@@ -87,7 +87,14 @@ class _Planner:
     add_guard: bool
 
     def _single_step(
-        self, sigma: float, q: float, d: float, *, side: str = "pessimistic", direction: str = "remove"
+        self,
+        sigma: float,
+        q: float,
+        d: float,
+        *,
+        side: str = "pessimistic",
+        direction: str = "remove",
+        horizon: int | None = None,
     ) -> LossPMF:
         raise NotImplementedError  # the producer's cached builder (gdpcore.engine.base._ProducerBase._single_step)
 
@@ -130,8 +137,9 @@ class _Planner:
         Raises :class:`_Refused` when the plan exceeds the memory budget or ``max_points``."""
         length_fn = pld.single_step_length if side == "pessimistic" else pld.optimistic_single_step_length
         single_bytes = 0
+        horizon = sum(phases.values())
         for sigma, q in phases:
-            n1 = length_fn(noise_multiplier=sigma, sampling_rate=q, discretization=d)
+            n1 = length_fn(noise_multiplier=sigma, sampling_rate=q, discretization=d, horizon=horizon)
             single_bytes += _SINGLE_BYTES_PER_POINT * n1
             if n1 > max_points:
                 raise _Refused(f"{side} single-step support {n1:.3g} points at discretization {d:g} > work cap")
@@ -139,7 +147,7 @@ class _Planner:
                 raise _Refused(f"{side} single-step support {n1:.3g} points at discretization {d:g}")
         fft_total, support = 0, 0
         for (sigma, q), steps in phases.items():
-            single = self._single_step(sigma, q, d, side=side)
+            single = self._single_step(sigma, q, d, side=side, horizon=horizon)
             n = pld.fft_length(single, steps, wrap_tail=_wrap_tail(smallest_query))
             fft_total = max(fft_total, pld.fft_bytes(n))
             support += n

@@ -55,6 +55,8 @@ from gdpcore.pld.composition import compose_loss_pmf, compose_phases, convolve_p
 from gdpcore.pld.powers import TAIL_MASS_TRUNCATION, WRAP_TAIL, fft_bytes, fft_length
 from gdpcore.pld.subsampled_gaussian import (
     LOG_MASS_TRUNCATION_BOUND,
+    SINGLE_STEP_TAIL,
+    horizon_bucket,
     optimistic_single_step_length,
     optimistic_single_step_pld,
     single_step,
@@ -73,6 +75,7 @@ from gdpcore.pld.tilt import (
 
 __all__ = [
     "LOG_MASS_TRUNCATION_BOUND",
+    "SINGLE_STEP_TAIL",
     "SPLICED_BYTES_PER_POINT",
     "TAIL_MASS_TRUNCATION",
     "TILT_FRACTION",
@@ -82,6 +85,7 @@ __all__ = [
     "convolve_pmfs",
     "fft_bytes",
     "fft_length",
+    "horizon_bucket",
     "optimistic_composition",
     "optimistic_loss_pmf",
     "optimistic_single_step_length",

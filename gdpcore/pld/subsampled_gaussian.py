@@ -4,10 +4,11 @@ buckets rounded down with their Q-mass bounds (optimistic), vectorised from clos
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
-from scipy import special
+from scipy import optimize, special
 
 from gdpcore._validation import check_count, check_discretization, check_positive, check_probability
 from gdpcore.closed_form import get_log_delta_from_gdp
@@ -17,6 +18,19 @@ from gdpcore.pmf import LossPMF
 LOG_MASS_TRUNCATION_BOUND = -50.0
 """log of the noise mass cut from each tail of the single step (dp_accounting's default)."""
 
+SINGLE_STEP_TAIL = 1e-16
+"""Budget of a composition of ``horizon`` steps for the single steps' upper tails (a tenth of the composition's own
+``TAIL_MASS_TRUNCATION``): a single step built for ``horizon`` steps ends where its tail beyond holds at most
+``SINGLE_STEP_TAIL / horizon`` (:func:`_tail_top_loss`, :func:`_tail_top_x`), so that ``horizon`` of them hold at most
+this much together.
+
+Why: the noise truncation at e^-50 alone puts the top of a small-q single step far beyond where its mass matters
+(sigma 0.5, q 1e-4: the grid runs to loss 12.3 while the tail beyond 7.1 holds 1e-17), and that top sets both the
+single step's length and, through the log-MGF at large orders, how wide the T-fold Chernoff window is. Validity does
+not depend on where the grid ends: connect-the-dots on any finite grid is pessimistic, with delta at its top as mass at
++infinity (Doroshenko et al. 2022, Alg. 1; the value is computed, not assumed), and privacy buckets rounded down stay
+optimistic whatever mass the top bucket takes in. Measured in docs/engine-measurements.md."""
+
 
 # the extended transform's longdouble input (16) and clongdouble half spectrum (16) and its rounded copy (8)
 
@@ -25,8 +39,50 @@ def _log_delta_gauss(sigma: float, eps: np.ndarray) -> np.ndarray:
     return get_log_delta_from_gdp(mu=1.0 / sigma, epsilon=eps)
 
 
-def _grid_bounds(sigma: float, q: float, step: float, direction: str) -> tuple[int, int]:
-    """dp_accounting's connect-the-dots epsilon range: losses at the noise truncation points, rounded outwards."""
+def horizon_bucket(horizon: int | None) -> int | None:
+    """``horizon`` rounded up to a power of ten (None stays None): the horizon single steps are built for, so that
+    compositions of 11 to 100 steps share theirs."""
+    if horizon is None:
+        return None
+    h = max(int(horizon), 1)
+    k = len(str(h - 1)) if h > 1 else 0
+    return 10**k
+
+
+def _tail_mass(horizon: int | None) -> float | None:
+    """Per-step upper-tail budget of a single step built for ``horizon`` compositions, the horizon rounded up to a
+    power of ten (:func:`horizon_bucket`); None: no horizon, the noise truncation only."""
+    bucket = horizon_bucket(horizon)
+    return None if bucket is None else SINGLE_STEP_TAIL / bucket
+
+
+@functools.lru_cache(maxsize=1024)
+def _tail_top_loss(sigma: float, q: float, eta: float) -> float:
+    """The smallest loss at which the remove pair's hockey-stick divergence is at most ``eta``.
+
+    delta(eps) = q delta_G(l0) with e^l0 = (e^eps - 1 + q) / q and delta_G the Gaussian profile at mu = 1 / sigma
+    (:func:`_deltas`), decreasing in eps: the root of log delta_G(l0) = log(eta / q) in l0 is mapped back,
+    eps = log(1 - q + q e^l0). Any grid top is valid (the divergence there goes to +infinity); the root only sets how
+    short the grid is, so it is solved to a loose tolerance and rounded up by the caller."""
+    target = math.log(eta / q)
+
+    def f(l0: float) -> float:
+        return float(_log_delta_gauss(sigma, np.array([l0]))[0]) - target
+
+    lo, hi = 0.0, 1.0
+    if f(lo) <= 0.0:
+        return 0.0
+    while f(hi) > 0.0:
+        lo, hi = hi, 2.0 * hi
+    l0 = optimize.brentq(f, lo, hi, xtol=1e-9, rtol=1e-12)
+    log1mq = math.log1p(-q) if q < 1 else -math.inf
+    return float(np.logaddexp(log1mq, math.log(q) + l0))
+
+
+def _grid_bounds(sigma: float, q: float, step: float, direction: str, eta: float | None = None) -> tuple[int, int]:
+    """dp_accounting's connect-the-dots epsilon range: losses at the noise truncation points, rounded outwards; with a
+    tail budget ``eta`` (remove direction) the top is lowered to where delta is at most ``eta``
+    (``SINGLE_STEP_TAIL``)."""
     x_low = float(special.ndtri(0.5 * math.exp(LOG_MASS_TRUNCATION_BOUND))) * sigma
     x_high = -x_low
     log1mq = math.log1p(-q) if q < 1 else -math.inf
@@ -43,7 +99,10 @@ def _grid_bounds(sigma: float, q: float, step: float, direction: str) -> tuple[i
         def loss(x: float) -> float:  # -log((1-q) + q e^{(x - 1/2) / sigma^2})
             return -float(np.logaddexp(log1mq, log_q + (x - 0.5) / sigma**2))
 
-    return math.floor(loss(x_high) / step), math.ceil(loss(x_low) / step)
+    lo, hi = math.floor(loss(x_high) / step), math.ceil(loss(x_low) / step)
+    if eta is not None and direction == "remove":
+        hi = max(lo, min(hi, math.ceil(_tail_top_loss(sigma, q, eta) / step)))
+    return lo, hi
 
 
 def _deltas(sigma: float, q: float, eps: np.ndarray, direction: str) -> np.ndarray:
@@ -81,18 +140,27 @@ def _connect_the_dots(deltas: np.ndarray, step: float) -> tuple[np.ndarray, floa
     return np.maximum(probs, 0.0), float(deltas[-1])
 
 
-def single_step_pld(*, noise_multiplier: float, sampling_rate: float, discretization: float, direction: str = "remove"):
+def single_step_pld(
+    *,
+    noise_multiplier: float,
+    sampling_rate: float,
+    discretization: float,
+    direction: str = "remove",
+    horizon: int | None = None,
+) -> LossPMF:
     """Pessimistic (connect-the-dots) single-step PMF of the Poisson-subsampled Gaussian, one direction.
 
     The grid, noise truncation and formula are dp_accounting's ``from_gaussian_mechanism(sigma, sampling_prob=q,
-    use_connect_dots=True)``; only the divergences are computed in closed form and all of it is vectorised.
+    use_connect_dots=True)``; only the divergences are computed in closed form and all of it is vectorised. With a
+    ``horizon`` (the number of steps it will be composed, at most) the remove grid ends where its divergence is at
+    most ``SINGLE_STEP_TAIL / horizon`` (that delta is its mass at +infinity).
     """
     sigma = check_positive("noise_multiplier", noise_multiplier)
     q = check_probability("sampling_rate", sampling_rate)
     step = check_discretization(discretization)
     if direction not in ("remove", "add"):
         raise ValueError(f"direction must be 'remove' or 'add', got {direction!r}")
-    lo, hi = _grid_bounds(sigma, q, step, direction)
+    lo, hi = _grid_bounds(sigma, q, step, direction, _tail_mass(horizon))
     eps = np.arange(lo, hi + 1) * step
     probs, inf_mass = _connect_the_dots(_deltas(sigma, q, eps, direction), step)
     return LossPMF(lower_index=lo, step=step, probs=_restore_mass(probs, inf_mass), infinity_mass=inf_mass)
@@ -114,39 +182,70 @@ def _restore_mass(probs: np.ndarray, inf_mass: float) -> np.ndarray:
     return probs
 
 
-def single_step_length(*, noise_multiplier: float, sampling_rate: float, discretization: float) -> int:
+def single_step_length(
+    *, noise_multiplier: float, sampling_rate: float, discretization: float, horizon: int | None = None
+) -> int:
     """Number of grid points of the single-step remove PMF, in closed form (before anything is allocated)."""
     sigma = check_positive("noise_multiplier", noise_multiplier)
     q = check_probability("sampling_rate", sampling_rate)
-    lo, hi = _grid_bounds(sigma, q, check_discretization(discretization), "remove")
+    lo, hi = _grid_bounds(sigma, q, check_discretization(discretization), "remove", _tail_mass(horizon))
     return hi - lo + 1
 
 
 # -- optimistic twin: privacy buckets rounded down (a lower bound, for the ``*_lower`` columns only) ---------------
 
 
-def _optimistic_bounds(sigma: float, q: float, step: float) -> tuple[int, int]:
-    """(lowest, highest) bucket index of the optimistic remove PMF: losses at the truncation points, rounded down."""
+@functools.lru_cache(maxsize=1024)
+def _tail_top_x(sigma: float, q: float, eta: float) -> float:
+    """The point x above which P = (1-q) N(0, s^2) + q N(1, s^2) holds ``eta``: the root of
+    log((1-q) Phi(-x/s) + q Phi((1-x)/s)) = log(eta), decreasing in x (see :func:`_optimistic_remove_probs`)."""
+    target = math.log(eta)
+    log1mq = math.log1p(-q)
+    log_q = math.log(q)
+
+    def f(x: float) -> float:
+        return float(np.logaddexp(log1mq + special.log_ndtr(-x / sigma), log_q + special.log_ndtr((1.0 - x) / sigma)))
+
+    lo, hi = 0.5, 1.5
+    while f(hi) - target > 0.0:
+        lo, hi = hi, hi + 2.0 * (hi - 0.5)
+    return float(optimize.brentq(lambda x: f(x) - target, lo, hi, xtol=1e-9, rtol=1e-12))
+
+
+def _optimistic_x_range(sigma: float, q: float, eta: float | None) -> tuple[float, float]:
+    """(x_low, x_high) of the optimistic remove PMF: the noise truncation points, x_high lowered to where the upper
+    tail holds ``eta`` (``SINGLE_STEP_TAIL``); mass below x_low is discarded, above x_high rounded into the top."""
     z = float(special.ndtri(0.5 * math.exp(LOG_MASS_TRUNCATION_BOUND)))
+    x_high = -z * sigma + 1.0
+    if eta is not None:
+        x_high = min(x_high, max(_tail_top_x(sigma, q, eta), 0.5))
+    return z * sigma, x_high
+
+
+def _optimistic_bounds(sigma: float, q: float, step: float, eta: float | None = None) -> tuple[int, int]:
+    """(lowest, highest) bucket index of the optimistic remove PMF: losses at the truncation points, rounded down."""
+    x_low, x_high = _optimistic_x_range(sigma, q, eta)
     log1mq = math.log1p(-q)
     log_q = math.log(q)
 
     def loss(x: float) -> float:
         return float(np.logaddexp(log1mq, log_q + (x - 0.5) / sigma**2))
 
-    return math.floor(loss(z * sigma) / step), math.floor(loss(-z * sigma + 1.0) / step)
+    return math.floor(loss(x_low) / step), math.floor(loss(x_high) / step)
 
 
-def optimistic_single_step_length(*, noise_multiplier: float, sampling_rate: float, discretization: float) -> int:
+def optimistic_single_step_length(
+    *, noise_multiplier: float, sampling_rate: float, discretization: float, horizon: int | None = None
+) -> int:
     """Number of buckets of :func:`optimistic_single_step_pld`, in closed form (before anything is allocated)."""
     sigma = check_positive("noise_multiplier", noise_multiplier)
     q = check_probability("sampling_rate", sampling_rate)
-    lo, hi = _optimistic_bounds(sigma, q, check_discretization(discretization))
+    lo, hi = _optimistic_bounds(sigma, q, check_discretization(discretization), _tail_mass(horizon))
     return hi - lo + 1
 
 
 def _optimistic_remove_probs(
-    sigma: float, q: float, step: float
+    sigma: float, q: float, step: float, eta: float | None = None
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(lowest index, P-mass per loss bucket) of dp_accounting's optimistic privacy-buckets remove PMF.
 
@@ -156,13 +255,13 @@ def _optimistic_remove_probs(
     is a difference of the mixture's closed-form CDF (or survival function in the upper half, for relative
     precision) and all of it goes to the lower end k d. Truncation as dp_accounting's optimistic
     ``privacy_loss_tail``: the mass beyond the upper truncation point (largest losses) goes to the top bucket; the
-    mass below the lower one (smallest losses) is discarded.
+    mass below the lower one (smallest losses) is discarded. With a tail budget ``eta`` the upper truncation point is
+    where the upper tail holds ``eta`` (:func:`_optimistic_x_range`).
     """
-    z = float(special.ndtri(0.5 * math.exp(LOG_MASS_TRUNCATION_BOUND)))
-    x_low = z * sigma  # below: discarded (losses near log(1-q))
-    x_high = -z * sigma + 1.0  # above: rounded down into the top bucket
+    # below x_low: discarded (losses near log(1-q)); above x_high: rounded down into the top bucket
+    x_low, x_high = _optimistic_x_range(sigma, q, eta)
     log_q = math.log(q)
-    k_low, k_top = _optimistic_bounds(sigma, q, step)
+    k_low, k_top = _optimistic_bounds(sigma, q, step, eta)
     ks = np.arange(k_low + 1, k_top + 1)  # interior bucket boundaries k d, k_low < k <= k_top
     with np.errstate(divide="ignore"):
         # e^{kd} - 1 + q > 0 for k > k_low, since k d > L(x_low) > log(1 - q).
@@ -217,20 +316,23 @@ def _residual_lower_bounds(k_low, probs, q_probs, p_mag, q_mag, step) -> np.ndar
     return np.clip(r, 0.0, step)
 
 
-def optimistic_single_step_pld(*, noise_multiplier: float, sampling_rate: float, discretization: float):
+def optimistic_single_step_pld(
+    *, noise_multiplier: float, sampling_rate: float, discretization: float, horizon: int | None = None
+):
     """Optimistic (privacy buckets, rounded down) single-step remove PMF of the Poisson-subsampled Gaussian.
 
     dp_accounting's ``from_gaussian_mechanism(..., pessimistic_estimate=False, use_connect_dots=False)`` remove PMF,
     vectorised. Every loss is rounded *down* and the smallest-loss tail dropped, so delta(eps) of this PMF - and of
     its compositions - is a lower bound on the mechanism's: use it for the lower ends of brackets only. Its error is
-    first order (about T * d / 2 in epsilon after T steps), against second order for connect-the-dots.
+    first order (about T * d / 2 in epsilon after T steps), against second order for connect-the-dots. With a
+    ``horizon`` the top bucket starts where the upper tail holds ``SINGLE_STEP_TAIL / horizon``.
     """
     sigma = check_positive("noise_multiplier", noise_multiplier)
     q = check_probability("sampling_rate", sampling_rate)
     step = check_discretization(discretization)
     if not q < 1:
         raise ValueError(f"sampling_rate must be < 1 for the optimistic builder, got {sampling_rate!r}")
-    lo, probs, q_probs, p_mag, q_mag = _optimistic_remove_probs(sigma, q, step)
+    lo, probs, q_probs, p_mag, q_mag = _optimistic_remove_probs(sigma, q, step, _tail_mass(horizon))
     r = _residual_lower_bounds(lo, probs, q_probs, p_mag, q_mag, step)
     single = LossPMF(
         lower_index=lo,
@@ -251,14 +353,23 @@ def single_step(
     *,
     side: str = "pessimistic",
     direction: str = "remove",
+    horizon: int | None = None,
 ) -> LossPMF:
     """The one single-step builder of the Poisson-subsampled Gaussian: :func:`single_step_pld` in ``direction``
     (connect-the-dots) if ``side`` is "pessimistic", else :func:`optimistic_single_step_pld` (privacy buckets, remove
-    direction: a lower bound on the remove profile is one on the mechanism's, so ``direction`` is not read)."""
-    kw = {"noise_multiplier": noise_multiplier, "sampling_rate": sampling_rate, "discretization": discretization}
+    direction: a lower bound on the remove profile is one on the mechanism's, so ``direction`` is not read). A
+    ``horizon`` (most steps it will be composed) shortens the remove grids' upper tails (``SINGLE_STEP_TAIL``)."""
     if side == "pessimistic":
-        return single_step_pld(**kw, direction=direction)
-    return optimistic_single_step_pld(**kw)
+        return single_step_pld(
+            noise_multiplier=noise_multiplier,
+            sampling_rate=sampling_rate,
+            discretization=discretization,
+            direction=direction,
+            horizon=horizon,
+        )
+    return optimistic_single_step_pld(
+        noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, discretization=discretization, horizon=horizon
+    )
 
 
 def subsampled_gaussian_loss_pmf(
@@ -280,9 +391,17 @@ def subsampled_gaussian_loss_pmf(
     if pessimistic is not True:
         raise ValueError(f"pessimistic must be True (only connect-the-dots is implemented), got {pessimistic!r}")
     steps = check_count("steps", steps)
-    kw = {"noise_multiplier": noise_multiplier, "sampling_rate": sampling_rate, "discretization": discretization}
-    remove = compose_loss_pmf(single_step_pld(**kw, direction="remove"), steps)
+
+    def one(direction: str) -> LossPMF:
+        return single_step_pld(
+            noise_multiplier=noise_multiplier,
+            sampling_rate=sampling_rate,
+            discretization=discretization,
+            direction=direction,
+        )
+
+    remove = compose_loss_pmf(one("remove"), steps)
     if not include_add or float(sampling_rate) == 1.0:
         return remove, None
-    add = compose_loss_pmf(single_step_pld(**kw, direction="add"), steps)
+    add = compose_loss_pmf(one("add"), steps)
     return remove, add
