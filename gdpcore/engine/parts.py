@@ -24,7 +24,8 @@ def generic_parts(
 
     The composition tree is flattened by the kind registry (:func:`gdpcore.kinds.single_steps`). Each single step
     is an exact construction, no composition: a Poisson-subsampled Gaussian step comes from :mod:`gdpcore.pld`
-    (``sg_single(sigma, q, step, side=..., direction=...)``: the subsampled-Gaussian path's builders and cache), every
+    (``sg_single(sigma, q, step, side=..., direction=..., horizon=...)``: the subsampled-Gaussian path's builders and
+    cache, each step built for the composition's total count, :data:`gdpcore.pld.SINGLE_STEP_TAIL`), every
     other one from its kind's dp_accounting PLD (``pld`` hook, :func:`gdpcore.accounting.build_pld`), connect-the-dots
     if ``side`` is "pessimistic", privacy buckets rounded down otherwise. All share the lattice ``step``. Optimistic
     parts carry the remove direction only (a lower bound on the remove profile is one on the mechanism's) and, for
@@ -40,8 +41,11 @@ def generic_parts(
         sg_single = pld.single_step
     pessimistic = side == "pessimistic"
     out: list[tuple[LossPMF, LossPMF | None, int]] = []
-    for leaf, count in kinds.single_steps(mechanism):
-        key = (leaf.content_hash, float(step), side)
+    leaves = list(kinds.single_steps(mechanism))
+    # Subsampled-Gaussian steps are built for the whole composition's length (pld.SINGLE_STEP_TAIL), per decade.
+    horizon = pld.horizon_bucket(sum(count for _, count in leaves))
+    for leaf, count in leaves:
+        key = (leaf.content_hash, float(step), side, horizon)
         pair = None if cache is None else cache.get(key)
         if pair is None:
             if check is not None:
@@ -49,8 +53,8 @@ def generic_parts(
             phases = subsampled_gaussian_phases(leaf)
             if phases is not None and len(phases) == 1 and next(iter(phases.values())) == 1:
                 ((sigma, q),) = phases
-                remove = sg_single(sigma, q, step, side=side)
-                add = sg_single(sigma, q, step, side=side, direction="add") if pessimistic else None
+                remove = sg_single(sigma, q, step, side=side, horizon=horizon)
+                add = sg_single(sigma, q, step, side=side, direction="add", horizon=horizon) if pessimistic else None
             else:
                 remove, add = loss_pmfs(
                     build_pld(leaf, discretization=step, pessimistic=pessimistic), pessimistic=pessimistic

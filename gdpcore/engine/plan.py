@@ -104,11 +104,13 @@ class _Planner:
         :class:`_Refused` when they exceed the memory budget, or when building them at
         ``_CONSTRUCTION_POINTS_PER_SECOND`` would outlast ``deadline``."""
         points = 0.0
-        for leaf, _ in kinds.single_steps(mechanism):
+        leaves = list(kinds.single_steps(mechanism))
+        horizon = sum(count for _, count in leaves)  # as generic_parts builds them (pld.SINGLE_STEP_TAIL)
+        for leaf, _ in leaves:
             phases = kinds.subsampled_gaussian_phases(leaf)
             if phases is not None and len(phases) == 1 and next(iter(phases.values())) == 1:
                 ((sigma, q),) = phases
-                n = pld.single_step_length(noise_multiplier=sigma, sampling_rate=q, discretization=d)
+                n = pld.single_step_length(noise_multiplier=sigma, sampling_rate=q, discretization=d, horizon=horizon)
                 points += 2.0 * n  # both directions
             else:
                 points += kinds.pld_points(leaf, step=d)
