@@ -169,6 +169,17 @@ class _ProducerBase(_Planner):
                 s = self._single[key] = built
         return s
 
+    def _phase_singles(
+        self, phases: dict[tuple[float, float], int], d: float, *, side: str = "pessimistic", direction: str = "remove"
+    ) -> list[tuple[LossPMF, int]]:
+        """Each phase's cached single step with its count, every one built for the schedule's whole length (its
+        horizon: ``pld.SINGLE_STEP_TAIL``)."""
+        horizon = sum(phases.values())
+        return [
+            (self._single_step(s, q, d, side=side, direction=direction, horizon=horizon), steps)
+            for (s, q), steps in phases.items()
+        ]
+
     def _generic_parts(
         self, mechanism: Mechanism, d: float, side: str, check: Callable[[], None] | None = None
     ) -> list[tuple[LossPMF, LossPMF | None, int]]:

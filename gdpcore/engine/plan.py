@@ -86,17 +86,10 @@ class _Planner:
     budget: Budget
     add_guard: bool
 
-    def _single_step(
-        self,
-        sigma: float,
-        q: float,
-        d: float,
-        *,
-        side: str = "pessimistic",
-        direction: str = "remove",
-        horizon: int | None = None,
-    ) -> LossPMF:
-        raise NotImplementedError  # the producer's cached builder (gdpcore.engine.base._ProducerBase._single_step)
+    def _phase_singles(
+        self, phases: dict[tuple[float, float], int], d: float, *, side: str = "pessimistic", direction: str = "remove"
+    ) -> list[tuple[LossPMF, int]]:
+        raise NotImplementedError  # the producer's cached builders (gdpcore.engine.base._ProducerBase._phase_singles)
 
     def plan_single_steps(self, mechanism: Mechanism, d: float, deadline: Deadline | None = None) -> float:
         """Bytes of the single steps of ``mechanism`` at step ``d``, predicted before dp_accounting builds any
@@ -148,8 +141,7 @@ class _Planner:
             if single_bytes > self.budget.memory_bytes:
                 raise _Refused(f"{side} single-step support {n1:.3g} points at discretization {d:g}")
         fft_total, support = 0, 0
-        for (sigma, q), steps in phases.items():
-            single = self._single_step(sigma, q, d, side=side, horizon=horizon)
+        for single, steps in self._phase_singles(phases, d, side=side):
             n = pld.fft_length(single, steps, wrap_tail=_wrap_tail(smallest_query))
             fft_total = max(fft_total, pld.fft_bytes(n))
             support += n

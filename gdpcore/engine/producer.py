@@ -78,11 +78,7 @@ class Producer(_SubsampledGaussianPath, _GenericPath):
             return self._compose_generic(self._generic_parts(mechanism, step, "pessimistic"))[0]
         smallest = _smallest_query(self.deltas, self.alpha_min, None)
         if phases is not None and len(phases) <= _MAX_FAST_PHASES:
-            horizon = sum(phases.values())
-            parts = [
-                (self._single_step(s, q, step, side="optimistic", horizon=horizon), steps)
-                for (s, q), steps in phases.items()
-            ]
+            parts = self._phase_singles(phases, step, side="optimistic")
             return optimistic_curve(parts, mechanism, step, smallest)[0]
         singles = [(r, steps) for r, _, steps in self._generic_parts(mechanism, step, "optimistic")]
         return optimistic_curve(singles, mechanism, step, smallest)[0]

@@ -161,8 +161,7 @@ class _SubsampledGaussianPath(_ProducerBase):
         """The pessimistic curve at step ``d`` (extended-precision transforms, round-off allowance, tilted tails where
         they matter, within the budget left beside ``planned_bytes``) with its support length, tilt and
         diagnostics."""
-        horizon = sum(phases.values())
-        parts = [(self._single_step(s, q, d, horizon=horizon), steps) for (s, q), steps in phases.items()]
+        parts = self._phase_singles(phases, d)
         tilt_loss: float | None
         if len(parts) == 1:
             single, steps = parts[0]
@@ -174,11 +173,7 @@ class _SubsampledGaussianPath(_ProducerBase):
             curve, tilt_loss = curve_from_remove_pmf(remove), None
         diagnostics = _pmf_diagnostics(remove)
         if self.add_guard:
-            adds = [
-                (self._single_step(s, q, d, direction="add", horizon=horizon), steps)
-                for (s, q), steps in phases.items()
-            ]
-            add = pld.compose_phases(adds)
+            add = pld.compose_phases(self._phase_singles(phases, d, direction="add"))
             curve = curve_from_loss_pmf(remove, add)
             diagnostics["add_direction_gap"] = curve.add_direction_gap
             diagnostics["add_excess_mass"] = max(0.0, add.p_mass - 1.0)
@@ -190,8 +185,7 @@ class _SubsampledGaussianPath(_ProducerBase):
         tail, no diagnostics. Also returns its noise floor: the float64 round-off bound per atom times the number of
         atoms, above which every read is (a read below it is round-off, not discretisation: sigma 1, q 1e-4,
         T 1e6 read epsilon(1e-12) 2.6x apart between steps of 7e-7 and 1.4e-6)."""
-        horizon = sum(phases.values())
-        parts = [(self._single_step(s, q, d, horizon=horizon), steps) for (s, q), steps in phases.items()]
+        parts = self._phase_singles(phases, d)
         if len(parts) == 1:
             single, steps = parts[0]
             remove = pld.compose_loss_pmf(single, steps, fft_len=self._fft_len(single, steps), extended=False)
@@ -229,10 +223,7 @@ class _SubsampledGaussianPath(_ProducerBase):
         support, mem = self.plan_subsampled_gaussian(
             phases, d, side="optimistic", max_points=max_points, smallest_query=smallest
         )
-        horizon = sum(phases.values())
-        parts = [
-            (self._single_step(s, q, d, side="optimistic", horizon=horizon), steps) for (s, q), steps in phases.items()
-        ]
+        parts = self._phase_singles(phases, d, side="optimistic")
         spare = self.budget.memory_bytes - mem
         curve, label = optimistic_curve(parts, mechanism, d, smallest, tilt_target=tilt_target, tilt_max_bytes=spare)
         return curve, label, support

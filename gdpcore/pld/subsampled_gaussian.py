@@ -44,9 +44,10 @@ def horizon_bucket(horizon: int | None) -> int | None:
     compositions of 11 to 100 steps share theirs."""
     if horizon is None:
         return None
-    h = max(int(horizon), 1)
-    k = len(str(h - 1)) if h > 1 else 0
-    return 10**k
+    bucket = 1
+    while bucket < horizon:
+        bucket *= 10
+    return bucket
 
 
 def _tail_mass(horizon: int | None) -> float | None:
