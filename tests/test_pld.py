@@ -198,6 +198,13 @@ def test_bad_input_raises_value_error_naming_field(kwargs, needle):
         f.subsampled_gaussian_loss_pmf(**args)
 
 
+@pytest.mark.parametrize("horizon", [0, -3, 2.5, True, "10"])
+def test_a_bad_horizon_raises_value_error_naming_it(horizon):
+    for build in (f.single_step_pld, f.optimistic_single_step_pld, f.single_step_length):
+        with pytest.raises(ValueError, match="horizon"):
+            build(noise_multiplier=1.0, sampling_rate=0.01, discretization=1e-3, horizon=horizon)
+
+
 # --- optimistic twin (privacy buckets rounded down): lower ends of brackets only -----------------------------------
 
 

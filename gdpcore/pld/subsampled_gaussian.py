@@ -44,6 +44,7 @@ def horizon_bucket(horizon: int | None) -> int | None:
     compositions of 11 to 100 steps share theirs."""
     if horizon is None:
         return None
+    horizon = check_count("horizon", horizon)
     bucket = 1
     while bucket < horizon:
         bucket *= 10
