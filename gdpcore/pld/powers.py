@@ -308,22 +308,15 @@ def _power(
         unit_mag = _unit_moduli(transform, l1)
         keep = _kept(unit_mag, steps)
 
-        def roundoff(inverse: bool) -> float:
-            return _power_roundoff(
-                single.probs,
-                transform,
-                steps,
-                n,
-                extended_power=keep,
-                unit_mag=unit_mag,
-                l1=l1,
-                extended_inverse=inverse,
-            )
-
-        bound = roundoff(False)
-        # The extended inverse where the float64 one's error is most of the bound (short compositions).
-        if n <= EXTENDED_INVERSE_MAX:
-            bound_ext = roundoff(True)
+        # The extended inverse where the float64 one's error is most of the bound (short compositions): both
+        # bounds from one pass over the spectrum.
+        inverses = (False, True) if n <= EXTENDED_INVERSE_MAX else (False,)
+        bounds = _power_roundoffs(
+            single.probs, transform, steps, n, extended_power=keep, unit_mag=unit_mag, l1=l1, inverses=inverses
+        )
+        bound = bounds[0]
+        if len(bounds) > 1:
+            bound_ext = bounds[1]
             inverse_ext = bound >= _EXTENDED_INVERSE_GAIN * bound_ext
         if inverse_ext:
             bound = bound_ext
@@ -421,7 +414,34 @@ def _power_roundoff(
     l1: float | None = None,
     extended_inverse: bool = False,
 ) -> float:
-    """Per-atom bound on the round-off of ``irfft(rfft(probs, n) ** steps)`` (see :func:`_power`).
+    """Per-atom bound on the round-off of ``irfft(rfft(probs, n) ** steps)``: :func:`_power_roundoffs` for one
+    inverse transform (float64, or extended with ``extended_inverse``)."""
+    return _power_roundoffs(
+        probs,
+        transform,
+        steps,
+        n,
+        extended_power=extended_power,
+        unit_mag=unit_mag,
+        l1=l1,
+        inverses=(extended_inverse,),
+    )[0]
+
+
+def _power_roundoffs(
+    probs: np.ndarray,
+    transform: np.ndarray,
+    steps: int,
+    n: int,
+    *,
+    extended_power: np.ndarray | None = None,
+    unit_mag: np.ndarray | None = None,
+    l1: float | None = None,
+    inverses: tuple[bool, ...] = (False,),
+) -> tuple[float, ...]:
+    """Per-atom bounds on the round-off of ``irfft(rfft(probs, n) ** steps)`` (see :func:`_power`), one per entry of
+    ``inverses``: the inverse transform in float64 (False) or in extended precision (True). Everything but the last
+    two terms is shared, so both bounds cost one pass over the spectrum.
 
     Rigorous and componentwise. A float64 forward transform errs per coefficient by at most
     ``e = c log2(n) u ||p||_1`` (:data:`_FFT_ERROR_PER_LEVEL`), and the T-th power by binary exponentiation turns that
@@ -460,27 +480,16 @@ def _power_roundoff(
     # The largest forward error of any coefficient (|X_k| <= ||p||_1 = 1 up to rounding): a coefficient with
     # mag + 2 e_max <= threshold is dropped whatever its own e_k.
     e_max = _fft_error(n) if extended_power is None else _U * 1.01 * (1.0 + 2.0 * _U) + e_ext
-    # An extended power is rounded to float64 (u |Y|) unless the inverse is extended too (``extended_inverse``), which
-    # takes it unrounded; the output is then rounded once, which the caller adds (u of each atom).
-    ext_power_err = (0.0 if extended_inverse else _U) + 2.0 * math.sqrt(5.0) * log_t * _U_EXT
-    inverse_err = (e_ext + _U_EXT) if extended_inverse else (_fft_error(n) + _U)
     cand = np.flatnonzero(mag > threshold - 2.0 * e_max)
     m = mag[cand]
     e_fwd: np.ndarray | float
-    exp_errs: np.ndarray | float
     ext = None if extended_power is None else extended_power[cand]
-    if ext is None:
+    if ext is None or ext.all():
         # One value for every coefficient: kept as a scalar (the same products as a constant array, no gathers).
-        e_fwd = _fft_error(n)
-        exp_errs = exp_err
-    elif ext.all():
-        # Every candidate was powered in extended precision (the mask's slack, 1e-12, exceeds 2 e_max): scalars.
-        e_fwd = e_ext
-        exp_errs = ext_power_err
+        # Every candidate powered in extended precision: the mask's slack, 1e-12, exceeds 2 e_max.
+        e_fwd = _fft_error(n) if ext is None else e_ext
     else:
         e_fwd = np.where(ext, e_ext, _U * m * (1.0 + 2.0 * _U) + e_ext)
-        # Extended power, rounded once: u |Y| plus the extended products' error.
-        exp_errs = np.where(ext, ext_power_err, exp_err)
     # min(|X| + 2 e, 1 + 2 e), as min(|X|, 1) + 2 e: the same floating-point values (addition is monotonic)
     up = np.minimum(m, 1.0)
     up += 2.0 * e_fwd
@@ -488,19 +497,36 @@ def _power_roundoff(
     if not keep.all():
         up = up[keep]
         e_fwd = e_fwd[keep] if isinstance(e_fwd, np.ndarray) else e_fwd
-        exp_errs = exp_errs[keep] if isinstance(exp_errs, np.ndarray) else exp_errs
+        ext = ext[keep] if ext is not None else None
     with np.errstate(under="ignore", over="ignore", divide="ignore"):
         powered_m1 = np.exp((t - 1) * np.log(up))
     rest = (mag.size - up.size) * math.exp(-60.0) * (t + 1) * (1.0 + 2.0 * _U)
     powered = powered_m1 * up
-    if isinstance(e_fwd, np.ndarray) or isinstance(exp_errs, np.ndarray):
-        prop = float(np.sum(powered_m1 * (t * e_fwd + exp_errs * up)))
+    sum_powered = float(np.sum(powered))
+    # The propagated error is T sum (|X| + 2 e)^(T-1) e_k plus each coefficient's power error times |Y_k|: split by
+    # how the coefficient was powered (extended and rounded once, or float64), so one pass serves every inverse.
+    if isinstance(e_fwd, np.ndarray):
+        fwd = t * float(np.sum(powered_m1 * e_fwd))
     else:
-        prop = t * e_fwd * float(np.sum(powered_m1)) + exp_errs * float(np.sum(powered))
-    total_pow = 2.0 * (float(np.sum(powered)) + rest)
-    # The bound's own evaluation (sums of positive terms, a few roundings each: relative error below
-    # (log2(n) + 20) u) is covered by the factor 1 + 1e-12.
-    return (2.0 * (prop + rest) + inverse_err * total_pow) / n * scale * (1.0 + 1e-12)
+        fwd = t * e_fwd * float(np.sum(powered_m1))
+    if ext is None:
+        ext_sum, float_sum = 0.0, sum_powered
+    elif ext.all():
+        ext_sum, float_sum = sum_powered, 0.0
+    else:
+        ext_sum, float_sum = float(np.sum(powered[ext])), float(np.sum(powered[~ext]))
+    total_pow = 2.0 * (sum_powered + rest)
+    out = []
+    for extended_inverse in inverses:
+        # An extended power is rounded to float64 (u |Y|) unless the inverse is extended too, which takes it
+        # unrounded; the output is then rounded once, which the caller adds (u of each atom).
+        ext_power_err = (0.0 if extended_inverse else _U) + 2.0 * math.sqrt(5.0) * log_t * _U_EXT
+        inverse_err = (e_ext + _U_EXT) if extended_inverse else (_fft_error(n) + _U)
+        prop = fwd + ext_power_err * ext_sum + exp_err * float_sum
+        # The bound's own evaluation (sums of positive terms, a few roundings each: relative error below
+        # (log2(n) + 20) u) is covered by the factor 1 + 1e-12.
+        out.append((2.0 * (prop + rest) + inverse_err * total_pow) / n * scale * (1.0 + 1e-12))
+    return tuple(out)
 
 
 def fft_bytes(length: int) -> int:
