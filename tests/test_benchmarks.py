@@ -163,3 +163,31 @@ def test_estimated_errors_line_with_none_and_with_some():
     assert bg._estimated_errors([None, None]).startswith("no discretisation error estimated")
     line = bg._estimated_errors([None, 1.5e-3, 4e-4])
     assert "estimated on 2 cells" in line and "max 1.50e-03" in line
+
+
+def test_ab_units_cover_each_grid_once():
+    from benchmarks import ab
+
+    assert [u[0] for u in ab.work_units("mixed")] == bg.mixed_cells()
+    ref = ab.work_units("reference")
+    assert sorted(c for u in ref for c in u) == sorted(bg._cells())
+    assert all(len({c[:2] for c in u}) == 1 for u in ref)  # one (sigma, q) per unit: a batch group
+    sweep = ab.work_units("sweep")
+    assert len(sweep) == 20 and all(len(u) == 20 and len({c[:2] for c in u}) == 1 for u in sweep)
+    with pytest.raises(ValueError, match="grid"):
+        ab.work_units("everything")
+
+
+def test_ab_report_sums_the_best_times_and_the_rows_moved():
+    from benchmarks import ab
+
+    results = [
+        ([(1.0, 0.01, 100)], [0.02, 0.01], [[(1.0, 0.5, 0.1)], [(1.01, 0.5, 0.1)]]),
+        ([(2.0, 0.1, 10)], [0.03, 0.03], [[(2.0, math.inf, 0.2)], [(2.0, math.inf, 0.19)]]),
+    ]
+    text = ab.report(results, ("before", "after"))
+    assert "x2.00" in text and "x1.00" in text
+    assert "**x1.250**" in text  # 0.05 s against 0.04 s
+    assert "epsilon(1e-5), after against before: relative change +0.00e+00 .. +1.00e-02" in text
+    assert "advantage, after against before: relative change -5.00e-02 .. +0.00e+00" in text
+    assert math.isnan(ab._moved(None, 1.0)) and ab._moved(math.inf, math.inf) == 0.0
