@@ -78,6 +78,27 @@ def optimistic_composition(
     return pmf, len(parts) * wrap_tail
 
 
+def _q_weight_step(single: LossPMF) -> tuple[LossPMF, float]:
+    """(the single step's bucket Q-weights normalised to a unit mass, as a PMF; log of their total), kept in the single
+    step's cache: like its P-masses, one object (with its cached transforms) serves every T the step is composed for."""
+    w = single.bucket_q_weights
+    if w is None:
+        raise ValueError("every optimistic single step must carry its bucket_q_weights (LossPMF field)")
+
+    def build() -> tuple[LossPMF, float]:
+        w_total = float(np.sum(w))
+        normalised, log_total = (w / w_total, math.log(w_total)) if w_total > 0.0 else (w, 0.0)
+        w_single = LossPMF(single.lower_index, single.step, normalised, 0.0, True)
+        # W_T's window from the P-masses' Chernoff orders (w ~ p e^{-r}): any window keeps it an upper bound (mass
+        # outside it is wrapped in, which raises W_T, or cut, and then in no test), so the log-MGFs are not redone.
+        if single.has_cached("chernoff_log_mgf"):
+            w_single.cached("chernoff_log_mgf", lambda: single.cached("chernoff_log_mgf"))
+        return w_single, log_total
+
+    out: tuple[LossPMF, float] = single.cached("bucket_q_weight_step", build)
+    return out
+
+
 def threshold_test_masses(
     pmf: LossPMF, parts: list[tuple[LossPMF, int]], *, check: Callable[[], None] | None = None
 ) -> tuple[int, np.ndarray, np.ndarray]:
@@ -112,18 +133,8 @@ def threshold_test_masses(
     for single, steps in parts:
         if check is not None:
             check()
-        w = single.bucket_q_weights
-        if w is None:
-            raise ValueError("every optimistic single step must carry its bucket_q_weights (LossPMF field)")
-        w_total = float(np.sum(w))
-        if w_total > 0.0:
-            w = w / w_total
-            log_scale += steps * math.log(w_total)
-        w_single = LossPMF(single.lower_index, step, w, 0.0, True)
-        # W_T's window from the P-masses' Chernoff orders (w ~ p e^{-r}): any window keeps it an upper bound (mass
-        # outside it is wrapped in, which raises W_T, or cut, and then in no test), so the log-MGFs are not redone.
-        if single.has_cached("chernoff_log_mgf"):
-            w_single.cached("chernoff_log_mgf", lambda single=single: single.cached("chernoff_log_mgf"))
+        w_single, log_w_total = _q_weight_step(single)
+        log_scale += steps * log_w_total
         ws.append(compose_loss_pmf(w_single, steps))
     wpmf = convolve_pmfs(ws, check=check)
     p = pmf.with_roundoff_allowance()
