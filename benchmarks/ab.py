@@ -164,7 +164,10 @@ def report(results: Sequence[tuple[list[Cell], list[float], list[Any]]], names: 
     for unit, best, rows in results:
         ratio = best[0] / best[1]
         ratios.append(ratio)
-        label = f"{unit[0]}" if len(unit) == 1 else f"{unit[0][:2]}, T {unit[0][2]}-{unit[-1][2]} ({len(unit)} cells)"
+        (s, q, t), t_last = unit[0], unit[-1][2]
+        label = (
+            f"({s:.3g}, {q:.3g}, {t})" if len(unit) == 1 else f"({s:.3g}, {q:.3g}), T {t}-{t_last} ({len(unit)} cells)"
+        )
         lines.append(f"| {label} | {best[0]:.4f} | {best[1]:.4f} | x{ratio:.2f} |")
         for before, after in zip(rows[0], rows[1], strict=True):
             for key, a, b in zip(moved, before, after, strict=True):
