@@ -1,7 +1,9 @@
 """``make bench``: run every ``benchmarks/bench_*.py`` in one process and write ``benchmarks/RESULTS.md``.
 
-Each benchmark module exposes ``run() -> str`` returning a Markdown section (tables with gdp-audit and its peer
-measured in the same run). Performance claims live here, never in timed unit tests.
+Each benchmark module exposes ``run() -> str`` returning Markdown sections (tables with gdp-audit and its peer
+measured in the same run). Performance claims live here, never in timed unit tests. Each generated section replaces
+the one of the same title in place; the others (a subset run's, and the before-and-after records of a sitting,
+written by hand) are kept (:func:`merge_results`).
 """
 
 from __future__ import annotations
@@ -41,17 +43,44 @@ def _header() -> str:
     )
 
 
+def split_sections(text: str) -> list[tuple[str, str]]:
+    """(title, text) of each ``## `` section of a Markdown document, in order; the text before the first one (the
+    document's header) has the title ""."""
+    out: list[tuple[str, list[str]]] = [("", [])]
+    for line in text.splitlines():
+        if line.startswith("## "):
+            out.append((line[3:].strip(), []))
+        out[-1][1].append(line)
+    return [(title, "\n".join(lines).strip("\n")) for title, lines in out if title or "\n".join(lines).strip()]
+
+
+def merge_results(old: str, header: str, generated: list[str]) -> str:
+    """The new RESULTS.md: ``header``, then the old document's sections in their order, each replaced by the section of
+    the same title this run generated; sections no benchmark generated this run (a subset run's others, and the
+    before-and-after records of a sitting written by hand) are kept as they were; new sections go at the end."""
+    fresh = {title: body for part in generated for title, body in split_sections(part) if title}
+    out = [header.strip("\n")]
+    for title, body in split_sections(old):
+        if not title:
+            continue  # the old header
+        out.append(fresh.pop(title, body))
+    out.extend(fresh.values())
+    return "\n\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     only = set(argv if argv is not None else sys.argv[1:])
-    sections = [_header()]
+    generated = []
     for info in sorted(pkgutil.iter_modules([str(HERE)]), key=lambda m: m.name):
         if not info.name.startswith("bench_") or (only and info.name not in only):
             continue
         module = importlib.import_module(f"benchmarks.{info.name}")
         print(f"running {info.name} ...", flush=True)
-        sections.append(module.run())
-    text = "\n\n".join(sections) + "\n"
-    (HERE / "RESULTS.md").write_text(text, encoding="utf-8")
+        generated.append(module.run())
+    path = HERE / "RESULTS.md"
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = merge_results(old, _header(), generated)
+    path.write_text(text, encoding="utf-8")
     print(text)
     return 0
 

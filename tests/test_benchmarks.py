@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -191,3 +192,25 @@ def test_ab_report_sums_the_best_times_and_the_rows_moved():
     assert "epsilon(1e-5), after against before: relative change +0.00e+00 .. +1.00e-02" in text
     assert "advantage, after against before: relative change -5.00e-02 .. +0.00e+00" in text
     assert math.isnan(ab._moved(None, 1.0)) and ab._moved(math.inf, math.inf) == 0.0
+
+
+def test_make_bench_replaces_its_sections_in_place_and_keeps_the_records_written_by_hand():
+    from benchmarks.run import merge_results, split_sections
+
+    old = "# Benchmark results\n\nold header\n\n## A\n\nold a\n\n## Session record\n\nby hand\n\n### detail\n\nkept\n\n## B\n\nold b\n"
+    new = merge_results(old, "# Benchmark results\n\nnew header\n", ["## B\n\nnew b", "## A\n\nnew a\n\n## C\n\nnew c"])
+    assert [t for t, _ in split_sections(new)] == ["", "A", "Session record", "B", "C"]
+    assert "new header" in new and "old header" not in new
+    assert "new a" in new and "new b" in new and "old a" not in new and "old b" not in new
+    assert "by hand\n\n### detail\n\nkept" in new
+    # A subset run (only B) keeps A and the record as they were.
+    subset = merge_results(old, "# Benchmark results\n", ["## B\n\nnewer b"])
+    assert "old a" in subset and "by hand" in subset and "newer b" in subset and "old b" not in subset
+    # The repository's own file splits into its titled sections with nothing lost.
+    from benchmarks.run import HERE
+
+    text = (HERE / "RESULTS.md").read_text(encoding="utf-8")
+    titles = [t for t, _ in split_sections(text) if t]
+    assert len(titles) == len(set(titles)) == text.count("\n## ")
+    # Merging nothing back in gives the file again (runs of blank lines between sections collapsed to one).
+    assert merge_results(text, split_sections(text)[0][1], []) == re.sub(r"\n{3,}", "\n\n", text).rstrip("\n") + "\n"
