@@ -298,7 +298,7 @@ def _power(
     if not extended:
         transform = single.rfft(n) if cache else sp_fft.rfft(single.probs, n)
         conv = sp_fft.irfft(_int_power(transform, steps), n)
-        bound = _power_roundoff(single.probs, transform, steps, n)
+        bound = _power_roundoff(single.probs, transform, steps, n)[0]
     else:
         ext = single.rfft(n, extended=True) if cache else rfft_extended(single.probs, n)
         transform = ext.astype(np.complex128)
@@ -311,7 +311,7 @@ def _power(
         # The extended inverse where the float64 one's error is most of the bound (short compositions): both
         # bounds from one pass over the spectrum.
         inverses = (False, True) if n <= EXTENDED_INVERSE_MAX else (False,)
-        bounds = _power_roundoffs(
+        bounds = _power_roundoff(
             single.probs, transform, steps, n, extended_power=keep, unit_mag=unit_mag, l1=l1, inverses=inverses
         )
         bound = bounds[0]
@@ -404,31 +404,6 @@ def _fft_error(n: int) -> float:
 
 
 def _power_roundoff(
-    probs: np.ndarray,
-    transform: np.ndarray,
-    steps: int,
-    n: int,
-    *,
-    extended_power: np.ndarray | None = None,
-    unit_mag: np.ndarray | None = None,
-    l1: float | None = None,
-    extended_inverse: bool = False,
-) -> float:
-    """Per-atom bound on the round-off of ``irfft(rfft(probs, n) ** steps)``: :func:`_power_roundoffs` for one
-    inverse transform (float64, or extended with ``extended_inverse``)."""
-    return _power_roundoffs(
-        probs,
-        transform,
-        steps,
-        n,
-        extended_power=extended_power,
-        unit_mag=unit_mag,
-        l1=l1,
-        inverses=(extended_inverse,),
-    )[0]
-
-
-def _power_roundoffs(
     probs: np.ndarray,
     transform: np.ndarray,
     steps: int,
