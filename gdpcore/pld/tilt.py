@@ -206,7 +206,8 @@ the pessimistic side, where the base composition already holds ``TAIL_MASS_TRUNC
 always kept whole.
 
 Why not further out: the tilted law of a subsampled Gaussian is a sum of rare large jumps, and at 1e-60 the spliced
-support was 1.2-2.2x the base window (sigma 0.5, q 1e-4, T 1e5: 290,282 atoms against the base's
-200,449; sigma 0.83, q 1.8e-4, T 7600: 109,615 against 59,481), a tail no read reaches, which every curve built from
-the composition (its vertices, the twin's threshold tests) then walked. Rows moved by at most 2e-8 relative on the
-mixed and reference grids of benchmarks/bench_grid.py (the float-error allowances of fewer atoms)."""
+support was 1.2-2.2x the base window (sigma 0.5, q 1e-4, T 1e5: 290,282 atoms against the base's 200,449; sigma 0.83,
+q 1.8e-4, T 7600: 109,615 against 59,481). Those are masses below the base's own truncation, which no read resolves
+(the pessimistic side's +inf mass is larger), and every curve built from the composition (its vertices, the twin's
+threshold tests) walked them. Rows moved by at most 2e-8 relative on the mixed and reference grids of
+benchmarks/bench_grid.py (the float-error allowances of fewer atoms)."""
