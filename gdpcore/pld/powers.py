@@ -311,15 +311,12 @@ def _power(
         # The extended inverse where the float64 one's error is most of the bound (short compositions): both
         # bounds from one pass over the spectrum.
         inverses = (False, True) if n <= EXTENDED_INVERSE_MAX else (False,)
-        bounds = _power_roundoff(
+        bound, *ext_bound = _power_roundoff(
             single.probs, transform, steps, n, extended_power=keep, unit_mag=unit_mag, l1=l1, inverses=inverses
         )
-        bound = bounds[0]
-        if len(bounds) > 1:
-            bound_ext = bounds[1]
-            inverse_ext = bound >= _EXTENDED_INVERSE_GAIN * bound_ext
+        if ext_bound and bound >= _EXTENDED_INVERSE_GAIN * ext_bound[0]:
+            inverse_ext, bound = True, ext_bound[0]
         if inverse_ext:
-            bound = bound_ext
             # The inverse in extended precision too, the kept coefficients' powers unrounded: rounded once, at the end.
             spectrum = powered.astype(np.clongdouble)
             if keep.any():
