@@ -91,18 +91,26 @@ def _worker(tree: str, conn: Any) -> None:
         conn.send(run(unit))
 
 
+class BadTree(ValueError):
+    """BEFORE or AFTER names neither a source tree nor a git revision of this repository."""
+
+
 @contextmanager
 def _tree(spec: str) -> Iterator[str]:
-    """A source tree for ``spec``: the directory itself, or a temporary worktree of a git revision of this repo."""
+    """A source tree for ``spec``: the directory itself, or a temporary worktree of a git revision of this repo
+    (:class:`BadTree` when it is neither)."""
     path = Path(spec)
     if (path / "gdpcore").is_dir():
         yield str(path.resolve())
         return
     with tempfile.TemporaryDirectory(prefix="gdp-ab-") as tmp:
         where = str(Path(tmp) / "tree")
-        subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "--detach", where, spec], check=True, capture_output=True
+        added = subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", where, spec], capture_output=True, text=True
         )
+        if added.returncode != 0:
+            why = (added.stderr.strip().splitlines() or ["git worktree add failed"])[-1]
+            raise BadTree(f"{spec!r} is neither a directory holding gdpcore/ nor a git revision of this repo ({why})")
         try:
             yield where
         finally:
@@ -147,10 +155,15 @@ def compare(
             out.append((list(unit), best, rows))
         return out
     finally:
-        for conn in conns:
-            conn.send(None)
-        for proc in procs:
+        for conn, proc in zip(conns, procs, strict=True):
+            if proc.is_alive():
+                try:
+                    conn.send(None)
+                except OSError:  # the worker is going away already: nothing to tell it
+                    pass
             proc.join(timeout=30)
+            if proc.is_alive():
+                proc.terminate()
 
 
 def report(results: Sequence[tuple[list[Cell], list[float], list[Any]]], names: Sequence[str]) -> str:
@@ -196,9 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1:
         ap.error(f"--repeats must be at least 1, got {args.repeats}")
     units = work_units(args.grid)
-    with ExitStack() as stack:
-        trees = [stack.enter_context(_tree(spec)) for spec in (args.before, args.after)]
-        results = compare(trees, units, args.repeats)
+    try:
+        with ExitStack() as stack:
+            trees = [stack.enter_context(_tree(spec)) for spec in (args.before, args.after)]
+            results = compare(trees, units, args.repeats)
+    except BadTree as why:
+        ap.error(str(why))
     print(
         f"before = {args.before}, after = {args.after}; grid {args.grid}, best of {args.repeats} CPU times per unit\n"
     )

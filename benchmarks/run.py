@@ -80,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     path = HERE / "RESULTS.md"
     old = path.read_text(encoding="utf-8") if path.exists() else ""
     text = merge_results(old, _header(), generated)
-    path.write_text(text, encoding="utf-8")
+    tmp = path.with_name(path.name + ".tmp")  # written whole, then moved over: never a half-written RESULTS.md
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
     print(text)
     return 0
 

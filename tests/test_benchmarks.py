@@ -214,3 +214,17 @@ def test_make_bench_replaces_its_sections_in_place_and_keeps_the_records_written
     assert len(titles) == len(set(titles)) == text.count("\n## ")
     # Merging nothing back in gives the file again (runs of blank lines between sections collapsed to one).
     assert merge_results(text, split_sections(text)[0][1], []) == re.sub(r"\n{3,}", "\n\n", text).rstrip("\n") + "\n"
+
+
+def test_ab_refuses_a_tree_that_is_neither_a_directory_nor_a_revision(capsys):
+    from benchmarks import ab
+
+    with pytest.raises(SystemExit) as stop:
+        ab.main(["no-such-revision-xyz", "HEAD", "--grid", "quick"])
+    assert stop.value.code == 2
+    assert (
+        "'no-such-revision-xyz' is neither a directory holding gdpcore/ nor a git revision" in capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit):
+        ab.main(["HEAD", "HEAD", "--repeats", "0"])
+    assert "--repeats must be at least 1, got 0" in capsys.readouterr().err
